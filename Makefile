@@ -1,0 +1,39 @@
+# The two commands: `make run` starts everything offline; `make test` runs every test.
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+HITL_BIND ?= 127.0.0.1
+# honcho hands each process its own $PORT, so the web port travels as HITL_PORT.
+HITL_PORT := $(PORT)
+export HITL_PORT HITL_BIND
+# Without REDIS_URL, `make run` starts its own redis-server too.
+PROCESSES := $(if $(REDIS_URL),web worker beat,redis web worker beat)
+
+.PHONY: run test setup check
+
+$(VENV)/bin/activate:
+	python3 -m venv $(VENV)
+
+$(VENV)/.run-deps: requirements.txt | $(VENV)/bin/activate
+	$(VENV)/bin/pip install -q -r requirements.txt
+	touch $@
+
+$(VENV)/.test-deps: requirements.txt requirements-dev.txt | $(VENV)/bin/activate
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	touch $@ $(VENV)/.run-deps
+
+setup: $(VENV)/.run-deps
+	bin/ensure-system-packages
+	$(PY) manage.py migrate --no-input -v 0
+	$(PY) manage.py setup_demo
+
+run: setup
+	@echo "hitl starts at http://$(HITL_BIND):$(PORT)/ ; log in as demo (password: demo, or HITL_DEMO_PASSWORD). Ctrl-C stops everything."
+	$(VENV)/bin/honcho start $(PROCESSES)
+
+test: $(VENV)/.test-deps
+	bin/ensure-system-packages
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+check: $(VENV)/.run-deps
+	$(PY) manage.py check

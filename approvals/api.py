@@ -1,0 +1,101 @@
+"""Approvals in the JSON API: list what the caller may see, decide one."""
+from datetime import datetime
+
+from django.http import Http404
+from ninja import Router, Schema
+from ninja.errors import HttpError
+from typing import Literal
+
+from .models import Approval
+from .permissions import is_approver
+from .services import decide
+
+router = Router(tags=["approvals"])
+
+
+class ApprovalOut(Schema):
+    id: int
+    status: str
+    reason: str
+    risk: str
+    requested_at: datetime
+    decided_by: str | None
+    decided_via: str
+    decided_at: datetime | None
+    rejection_reason: str
+
+
+class ToolCallSummary(Schema):
+    id: int
+    name: str
+    arguments: dict
+    status: str
+
+
+class ApprovalItem(ApprovalOut):
+    conversation_id: str
+    tool_call: ToolCallSummary
+
+
+class ApprovalList(Schema):
+    items: list[ApprovalItem]
+    count: int
+
+
+class DecisionIn(Schema):
+    decision: Literal["approve", "reject"]
+    reason: str = ""
+
+
+def approval_out(approval: Approval) -> dict:
+    return {
+        "id": approval.pk,
+        "status": approval.status,
+        "reason": approval.reason,
+        "risk": approval.risk,
+        "requested_at": approval.requested_at,
+        "decided_by": approval.decided_by.get_username() if approval.decided_by else None,
+        "decided_via": approval.decided_via,
+        "decided_at": approval.decided_at,
+        "rejection_reason": approval.rejection_reason,
+    }
+
+
+def approval_item(approval: Approval) -> dict:
+    call = approval.tool_call
+    return approval_out(approval) | {
+        "conversation_id": str(approval.conversation_id),
+        "tool_call": {"id": call.pk, "name": call.name, "arguments": call.arguments, "status": call.status},
+    }
+
+
+def visible_approvals(user):
+    approvals = Approval.objects.select_related("tool_call", "decided_by")
+    return approvals if is_approver(user) else approvals.filter(requested_by=user)
+
+
+@router.get("", response=ApprovalList)
+def list_approvals(request, status: Approval.Status | None = None, limit: int = 100, offset: int = 0):
+    approvals = visible_approvals(request.auth)
+    if status:
+        approvals = approvals.filter(status=status)
+    limit = max(1, min(limit, 500))
+    page = approvals.order_by("requested_at", "pk")[max(offset, 0) : max(offset, 0) + limit]
+    return {"items": [approval_item(a) for a in page], "count": approvals.count()}
+
+
+@router.post("/{approval_id}/decision", response=ApprovalItem)
+def decide_approval(request, approval_id: int, payload: DecisionIn):
+    if len(payload.reason) > 2000:
+        raise HttpError(400, "The reason is longer than 2000 characters.")
+    try:
+        decide(
+            approval_id,
+            user=request.auth,
+            approve=payload.decision == "approve",
+            via=Approval.Via.API,
+            reason=payload.reason,
+        )
+    except Approval.DoesNotExist:
+        raise Http404("No such approval.") from None
+    return approval_item(visible_approvals(request.auth).get(pk=approval_id))

@@ -1,0 +1,150 @@
+"""Conversations in the JSON API: start one, post a message, read it, approve all its pending calls."""
+from datetime import datetime
+from uuid import UUID
+
+from django.shortcuts import get_object_or_404
+from ninja import Router, Schema
+from ninja.errors import HttpError
+
+from approvals.api import ApprovalOut, approval_out
+from approvals.models import Approval
+from approvals.services import decide_all
+
+from . import services
+from .models import Agent, Conversation
+from .selectors import conversation_for
+
+router = Router(tags=["conversations"])
+
+
+class ConversationIn(Schema):
+    agent: str
+    message: str
+
+
+class MessageIn(Schema):
+    content: str
+
+
+class ApproveAllIn(Schema):
+    ids: list[int] | None = None
+
+
+class ToolCallOut(Schema):
+    id: int
+    call_id: str
+    name: str
+    arguments: dict
+    status: str
+    result: str
+    error: str
+    approval: ApprovalOut | None
+
+
+class MessageOut(Schema):
+    id: int
+    position: int
+    role: str
+    content: str
+    created_at: datetime
+    tool_calls: list[ToolCallOut]
+
+
+class ConversationOut(Schema):
+    id: UUID
+    agent: str
+    title: str
+    status: str
+    error: str
+    created_at: datetime
+    updated_at: datetime
+    messages: list[MessageOut]
+
+
+class Accepted(Schema):
+    message_id: int
+    status: str
+
+
+class ApprovedIds(Schema):
+    approved: list[int]
+
+
+def conversation_out(conversation: Conversation) -> dict:
+    messages = conversation.messages.prefetch_related("tool_calls__approval__decided_by")
+    return {
+        "id": conversation.pk,
+        "agent": conversation.agent.slug,
+        "title": conversation.title,
+        "status": conversation.status,
+        "error": conversation.error,
+        "created_at": conversation.created_at,
+        "updated_at": conversation.updated_at,
+        "messages": [
+            {
+                "id": m.pk,
+                "position": m.position,
+                "role": m.role,
+                "content": m.content,
+                "created_at": m.created_at,
+                "tool_calls": [
+                    {
+                        "id": c.pk,
+                        "call_id": c.call_id,
+                        "name": c.name,
+                        "arguments": c.arguments,
+                        "status": c.status,
+                        "result": c.result,
+                        "error": c.error,
+                        "approval": approval_out(c.approval) if c.is_gated else None,
+                    }
+                    for c in m.tool_calls.all()
+                ],
+            }
+            for m in messages
+        ],
+    }
+
+
+@router.post("", response={201: ConversationOut})
+def create_conversation(request, payload: ConversationIn):
+    agent = Agent.objects.filter(slug=payload.agent).first()
+    if agent is None:
+        raise HttpError(400, f"Unknown agent {payload.agent!r}.")
+    conversation = services.start_conversation(user=request.auth, agent=agent, content=payload.message)
+    return 201, conversation_out(conversation_for(request.auth, conversation.pk))
+
+
+@router.get("/{conversation_id}", response=ConversationOut)
+def get_conversation(request, conversation_id: UUID):
+    return conversation_out(conversation_for(request.auth, conversation_id))
+
+
+@router.post("/{conversation_id}/messages", response={202: Accepted})
+def post_message(request, conversation_id: UUID, payload: MessageIn):
+    conversation = conversation_for(request.auth, conversation_id)
+    message = services.post_message(conversation=conversation, user=request.auth, content=payload.content)
+    conversation.refresh_from_db(fields=["status"])
+    return 202, {"message_id": message.pk, "status": conversation.status}
+
+
+@router.post("/{conversation_id}/retry", response={202: Accepted})
+def retry(request, conversation_id: UUID):
+    conversation = conversation_for(request.auth, conversation_id)
+    if conversation.status != Conversation.Status.FAILED:
+        raise HttpError(409, "Only a failed conversation can be retried.")
+    services.retry(conversation=conversation, user=request.auth)
+    last = conversation.messages.order_by("-position").first()
+    return 202, {"message_id": last.pk if last else 0, "status": Conversation.Status.RUNNING}
+
+
+@router.post("/{conversation_id}/approve-all", response=ApprovedIds)
+def approve_all(request, conversation_id: UUID, payload: ApproveAllIn | None = None):
+    conversation = conversation_for(request.auth, conversation_id)
+    decided = decide_all(
+        conversation_id=conversation.pk,
+        user=request.auth,
+        via=Approval.Via.API,
+        approval_ids=payload.ids if payload else None,
+    )
+    return {"approved": [a.pk for a in decided]}

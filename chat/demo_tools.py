@@ -1,0 +1,163 @@
+"""The demo tools: a per-conversation sandbox of files, an email outbox, a calculator, web fetch."""
+import ast
+import ipaddress
+import operator
+import socket
+from pathlib import Path
+from typing import Annotated
+from urllib.parse import urlsplit
+
+import httpx
+from pydantic import Field, StringConstraints
+
+from .models import OutboxEmail
+from .tools import ToolContext, ToolError, tool
+
+MAX_FILE_BYTES = 100_000
+MAX_FETCH_BYTES = 100_000
+
+RelativePath = Annotated[str, StringConstraints(min_length=1, max_length=200), Field(description="A path inside the sandbox.")]
+
+
+def sandbox_path(context: ToolContext, path: str) -> Path:
+    """Resolve `path` inside the conversation's sandbox; anything that leads outside is refused."""
+    root = context.sandbox.resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    candidate = (root / path).resolve()
+    if candidate != root and root not in candidate.parents:
+        raise ToolError(f"Refused: {path!r} is outside the sandbox.")
+    return candidate
+
+
+@tool(risk="low")
+def list_directory(context: ToolContext, path: str = ".") -> str:
+    """List the files in the sandbox (or a folder in it)."""
+    folder = sandbox_path(context, path)
+    if not folder.is_dir():
+        raise ToolError(f"No folder named {path!r}.")
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
+    return "\n".join(names) if names else "(empty)"
+
+
+@tool(risk="low")
+def read_file(context: ToolContext, path: RelativePath) -> str:
+    """Read a text file from the sandbox."""
+    target = sandbox_path(context, path)
+    if not target.is_file():
+        raise ToolError(f"No file named {path!r}.")
+    return target.read_text(errors="replace")[:MAX_FILE_BYTES]
+
+
+@tool(risk="medium")
+def write_file(
+    context: ToolContext, path: RelativePath, content: Annotated[str, StringConstraints(max_length=MAX_FILE_BYTES)]
+) -> str:
+    """Write a text file in the sandbox, replacing it if it exists."""
+    target = sandbox_path(context, path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(content)
+    return f"Wrote {len(content.encode())} bytes to {path}."
+
+
+@tool(needs_approval=True, risk="high")
+def delete_file(context: ToolContext, path: RelativePath) -> str:
+    """Delete a file from the sandbox."""
+    target = sandbox_path(context, path)
+    if not target.is_file():
+        raise ToolError(f"No file named {path!r}.")
+    target.unlink()
+    return f"Deleted {path}."
+
+
+@tool(needs_approval=True, risk="high")
+def send_email(
+    context: ToolContext,
+    to: Annotated[str, StringConstraints(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)],
+    subject: Annotated[str, StringConstraints(min_length=1, max_length=300)],
+    body: Annotated[str, StringConstraints(max_length=20_000)] = "",
+) -> str:
+    """Send an email (stored in the outbox of this demo, never delivered)."""
+    # The approval id is the idempotency key: a resumed run that reaches here again finds the row.
+    key = context.idempotency_key or f"{context.conversation_id}:{to}:{subject}"
+    email, created = OutboxEmail.objects.get_or_create(
+        idempotency_key=key,
+        defaults={"conversation_id": context.conversation_id, "to": to, "subject": subject, "body": body},
+    )
+    return f"Email to {to} about {subject!r} is in the outbox (#{email.pk})." + ("" if created else " (already sent)")
+
+
+_OPERATORS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+}
+
+
+def _evaluate(node: ast.AST) -> float | int:
+    if isinstance(node, ast.Expression):
+        return _evaluate(node.body)
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
+        return _OPERATORS[type(node.op)](_evaluate(node.operand))
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        if isinstance(node.op, ast.Pow) and (abs(right) > 100 or abs(left) > 1e6):
+            raise ToolError("Refused: that power is too large.")
+        return _OPERATORS[type(node.op)](left, right)
+    raise ToolError("Only numbers, + - * / // % ** and parentheses are allowed.")
+
+
+@tool(risk="low")
+def calculator(expression: Annotated[str, StringConstraints(min_length=1, max_length=200)]) -> str:
+    """Evaluate an arithmetic expression, such as (2 + 3) * 4."""
+    try:
+        value = _evaluate(ast.parse(expression.replace("^", "**"), mode="eval"))
+    except SyntaxError:
+        raise ToolError(f"{expression!r} is not an arithmetic expression.") from None
+    except ZeroDivisionError:
+        raise ToolError("Division by zero.") from None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{expression} = {value}"
+
+
+def _fetch_gate(arguments: dict, context: ToolContext) -> tuple[bool, str]:
+    host = (urlsplit(arguments["url"]).hostname or "").lower()
+    allowlist = [domain.lower() for domain in context.agent.fetch_allowlist]
+    if any(host == domain or host.endswith("." + domain) for domain in allowlist):
+        return False, ""
+    return True, f"{host or 'this host'} is not on the agent's allowlist."
+
+
+def _refuse_private(host: str) -> None:
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except socket.gaierror:
+        raise ToolError(f"Could not resolve {host}.") from None
+    for address in addresses:
+        ip = ipaddress.ip_address(address.split("%")[0])
+        if not ip.is_global:
+            raise ToolError(f"Refused: {host} is a private address ({ip}).")
+
+
+@tool(needs_approval=_fetch_gate, risk="medium")
+def web_fetch(
+    context: ToolContext, url: Annotated[str, StringConstraints(pattern=r"^https?://", max_length=2000)]
+) -> str:
+    """Fetch a web page over HTTP(S) and return the start of its text."""
+    host = urlsplit(url).hostname or ""
+    if not context.agent.allow_private_fetch:
+        _refuse_private(host)
+    try:
+        with httpx.Client(timeout=10, follow_redirects=False) as client:
+            response = client.get(url)
+    except httpx.HTTPError as exc:
+        raise ToolError(f"Fetching {url} failed: {exc.__class__.__name__}.") from None
+    return f"HTTP {response.status_code}\n{response.text[:MAX_FETCH_BYTES]}"

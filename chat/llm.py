@@ -1,0 +1,242 @@
+"""The litellm adapter: `complete()` streams one model turn into a plain ModelTurn.
+
+Also the offline **scripted model**, a litellm custom provider (`scripted/<anything>`) that turns a
+few plain phrases into real tool calls and answers tool results in words. See the README.
+"""
+import functools
+import json
+import logging
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelToolCall:
+    call_id: str
+    name: str
+    raw_arguments: str
+
+
+@dataclass(frozen=True)
+class ModelTurn:
+    text: str
+    tool_calls: list[ModelToolCall] = field(default_factory=list)
+
+
+class LLMError(Exception):
+    """A model call that failed for good; the message is written for the user."""
+
+
+@functools.cache
+def litellm_module():
+    """Import litellm once per process, on first use.
+
+    The import takes seconds and much memory; web processes never call a model, so only workers
+    pay for it (they warm it up when they start, see chat.tasks).
+    """
+    import litellm
+
+    class ScriptedModel(litellm.CustomLLM):
+        """The provider behind `scripted/...` model strings."""
+
+        def streaming(self, model, messages, *args, optional_params=None, **kwargs):
+            return scripted_stream(model, messages, optional_params or {})
+
+    litellm.suppress_debug_info = True
+    litellm.custom_provider_map = [{"provider": "scripted", "custom_handler": ScriptedModel()}]
+    return litellm
+
+
+def complete(
+    *,
+    model: str,
+    messages: list[dict],
+    tools: list[dict],
+    api_base: str = "",
+    on_delta: Callable[[str], None] = lambda text: None,
+    on_restart: Callable[[], None] = lambda: None,
+) -> ModelTurn:
+    """Call the model with streaming; retry rate limits, connection errors and 5xx with backoff."""
+    litellm = litellm_module()
+    transient = (
+        litellm.RateLimitError,
+        litellm.APIConnectionError,
+        litellm.Timeout,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+    )
+    attempts = settings.HITL_LLM_RETRIES + 1
+    for attempt in range(1, attempts + 1):
+        try:
+            return _stream_turn(litellm, model, messages, tools, api_base, on_delta)
+        except transient as exc:
+            logger.warning("model call failed (attempt %s of %s): %r", attempt, attempts, exc)
+            if attempt == attempts:
+                raise LLMError(_describe(litellm, exc, attempts)) from exc
+            on_restart()
+            time.sleep(settings.HITL_LLM_RETRY_BACKOFF * 2 ** (attempt - 1))
+        except Exception as exc:  # any other provider error ends the run with a readable message
+            logger.warning("model call failed: %r", exc)
+            raise LLMError(_describe(litellm, exc, attempt)) from exc
+    raise AssertionError("unreachable")
+
+
+def _stream_turn(litellm, model, messages, tools, api_base, on_delta) -> ModelTurn:
+    kwargs = {"tools": tools} if tools else {}
+    if api_base:
+        kwargs["api_base"] = api_base
+    response = litellm.completion(
+        model=model, messages=messages, stream=True, timeout=settings.HITL_LLM_TIMEOUT, **kwargs
+    )
+    text_parts: list[str] = []
+    calls: dict[int, dict] = {}
+    for chunk in response:
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        if delta.content:
+            text_parts.append(delta.content)
+            on_delta(delta.content)
+        for fragment in delta.tool_calls or []:
+            # Providers send a call's id and name once and its arguments in pieces, keyed by index.
+            call = calls.setdefault(fragment.index or 0, {"id": "", "name": "", "arguments": ""})
+            call["id"] = fragment.id or call["id"]
+            if fragment.function:
+                call["name"] = fragment.function.name or call["name"]
+                call["arguments"] += fragment.function.arguments or ""
+    return ModelTurn(
+        text="".join(text_parts),
+        tool_calls=[
+            ModelToolCall(call_id=c["id"] or f"call_{i}", name=c["name"], raw_arguments=c["arguments"])
+            for i, c in sorted(calls.items())
+        ],
+    )
+
+
+def _describe(litellm, exc: Exception, attempts: int) -> str:
+    tries = f" (tried {attempts} times)" if attempts > 1 else ""
+    if isinstance(exc, litellm.RateLimitError):
+        return f"The model provider is rate-limiting requests{tries}. Try again in a moment."
+    if isinstance(exc, litellm.Timeout):
+        return f"The model did not answer within {settings.HITL_LLM_TIMEOUT:g} seconds{tries}."
+    if isinstance(exc, litellm.APIConnectionError):
+        return f"Could not reach the model provider{tries}."
+    if isinstance(exc, (litellm.InternalServerError, litellm.ServiceUnavailableError)):
+        return f"The model provider had an internal error{tries}."
+    if isinstance(exc, litellm.AuthenticationError):
+        return "The model provider refused the credentials (check the API key)."
+    message = str(getattr(exc, "message", exc))[:300]
+    return f"The model call failed: {exc.__class__.__name__}: {message}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The scripted model
+
+SCRIPTED_REQUESTS: deque = deque(maxlen=100)  # what the scripted model was sent, newest last
+
+HELP = (
+    "I'm the offline scripted model. Try: \"write hello to notes.txt\", \"read notes.txt\", "
+    "\"list files\", \"delete a.txt and b.txt\", \"email bob@example.com about lunch\", "
+    "\"what is 2 + 2\" or \"fetch https://example.com\"."
+)
+
+
+def script_turn(messages: list[dict]) -> ModelTurn:
+    """The scripted model's whole behaviour: deterministic, from the messages after its last turn."""
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+    calls_by_id = {c["id"]: c for c in (messages[last].get("tool_calls") or [])} if last >= 0 else {}
+    tail = messages[last + 1 :]
+    sentences = [_result_sentence(calls_by_id.get(m.get("tool_call_id")), m["content"]) for m in tail if m["role"] == "tool"]
+    users = [m for m in tail if m["role"] == "user"]
+    tool_calls: list[ModelToolCall] = []
+    if users:
+        turn_number = sum(1 for m in messages if m["role"] == "assistant")
+        planned = _plan(str(users[-1]["content"]).strip())
+        if planned is None:
+            sentences.append(HELP)
+        for i, (name, raw) in enumerate(planned or []):
+            tool_calls.append(ModelToolCall(call_id=f"call_{turn_number}_{i}", name=name, raw_arguments=raw))
+    return ModelTurn(text=" ".join(sentences), tool_calls=tool_calls)
+
+
+def _plan(text: str) -> list[tuple[str, str]] | None:
+    """Turn one user phrase into tool calls (name, JSON arguments), or None for a plain reply."""
+    text = text.rstrip(".!").strip()
+    args = lambda **kw: json.dumps(kw)  # noqa: E731
+    if m := re.fullmatch(r"call (\w+) with (.*)", text, re.I | re.S):  # raw calls, to show bad model output
+        return [(m[1], m[2])]
+    if m := re.fullmatch(r"write (.+) to (\S+)", text, re.I | re.S):
+        return [("write_file", args(path=m[2], content=m[1]))]
+    if m := re.fullmatch(r"read (\S+)", text, re.I):
+        return [("read_file", args(path=m[1]))]
+    if re.fullmatch(r"list( the)? files", text, re.I):
+        return [("list_directory", args(path="."))]
+    if m := re.fullmatch(r"delete (.+)", text, re.I):
+        names = [n.strip() for n in re.split(r",|\band\b", m[1]) if n.strip()]
+        return [("delete_file", args(path=n)) for n in names]
+    if m := re.fullmatch(r"email (\S+) about (.+)", text, re.I | re.S):
+        return [("send_email", args(to=m[1], subject=m[2], body=f"Hello, this is about {m[2]}."))]
+    if m := re.fullmatch(r"what is (.+?)\??", text, re.I):
+        return [("calculator", args(expression=m[1]))]
+    if m := re.fullmatch(r"fetch (\S+)", text, re.I):
+        return [("web_fetch", args(url=m[1]))]
+    return None
+
+
+def _describe_call(call: dict | None) -> str:
+    if not call:
+        return "run that tool"
+    name = call["function"]["name"]
+    try:
+        a = json.loads(call["function"]["arguments"] or "{}")
+    except ValueError:
+        a = {}
+    a = a if isinstance(a, dict) else {}
+    return {
+        "write_file": f"write {a.get('path')}",
+        "read_file": f"read {a.get('path')}",
+        "delete_file": f"delete {a.get('path')}",
+        "list_directory": "list the files",
+        "send_email": f"email {a.get('to')} about {a.get('subject')}",
+        "calculator": f"calculate {a.get('expression')}",
+        "web_fetch": f"fetch {a.get('url')}",
+    }.get(name, f"run {name}")
+
+
+def _result_sentence(call: dict | None, content: str) -> str:
+    action = _describe_call(call)
+    if content.startswith(("Rejected by", "Not run:", "Interrupted:")):
+        return f"I did not {action} ({content})."
+    if content.startswith("Error:"):
+        return f"I could not {action}: {content.removeprefix('Error:').strip()}"
+    return f"I did {action}: {content.strip()}"
+
+
+def _chunk(text: str = "", tool_use: dict | None = None, finish_reason: str = "", index: int = 0) -> dict:
+    return {
+        "text": text,
+        "tool_use": tool_use,
+        "is_finished": bool(finish_reason),
+        "finish_reason": finish_reason,
+        "usage": None,
+        "index": index,
+    }
+
+
+def scripted_stream(model: str, messages: list, optional_params: dict) -> Iterator[dict]:
+    """The scripted turn as litellm's generic streaming chunks: words first, then the tool calls."""
+    SCRIPTED_REQUESTS.append({"model": model, "messages": messages, "tools": optional_params.get("tools")})
+    turn = script_turn(messages)
+    for word in re.findall(r"\S+\s*", turn.text):
+        yield _chunk(text=word)
+    for index, call in enumerate(turn.tool_calls):
+        function = {"name": call.name, "arguments": call.raw_arguments}
+        yield _chunk(tool_use={"id": call.call_id, "type": "function", "index": index, "function": function})
+    yield _chunk(finish_reason="tool_calls" if turn.tool_calls else "stop")

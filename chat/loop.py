@@ -1,0 +1,438 @@
+"""advance(conversation_id): the agent loop's one idempotent step, and its helpers.
+
+Each step reads the stored state and does the next thing: run approved calls, stop for pending
+ones, or call the model. Nothing waits in memory, so any worker can pick a conversation up at any
+step, after a crash or a restart, and the outcome is the same.
+"""
+import json
+import logging
+import time
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from approvals import policy
+from approvals.models import Approval
+from approvals.services import request_approval
+from hitl import live
+
+from . import fragments
+from .llm import LLMError, ModelTurn, complete
+from .models import Conversation, Message, ToolCall
+from .tools import ToolArgumentsError, ToolContext, ToolError, arguments_hash, registry
+
+logger = logging.getLogger(__name__)
+
+MAX_RAW_ARGUMENTS = 100_000
+STREAM_FLUSH_SECONDS = 0.05
+
+Status = ToolCall.Status
+
+
+def advance(conversation_id, *, token: str = "") -> None:
+    """Move a conversation forward until it waits for a human, finishes, or fails.
+
+    `token` names the caller (the Celery task id). A redelivered task has the same id, so it may
+    take over the lease its dead predecessor held; any other caller waits for the lease to expire.
+    """
+    token = token or uuid.uuid4().hex
+    if not _claim_lease(conversation_id, token):
+        logger.info("conversation %s is not running or another task is advancing it", conversation_id)
+        return
+    try:
+        while _step(conversation_id, token):
+            _renew_lease(conversation_id, token)
+    except Exception as exc:
+        logger.exception("advancing conversation %s failed", conversation_id)
+        conversation = Conversation.objects.get(pk=conversation_id)
+        _fail(conversation, token, f"Something went wrong while the agent was working ({exc.__class__.__name__}).")
+        raise
+
+
+def _claim_lease(conversation_id, token: str) -> bool:
+    """Only `running` conversations are advanced: whoever wants one moved (a new message, the last
+    decision, the sweeper) sets `running` first, so a stray task finds nothing to do."""
+    now = timezone.now()
+    running = Conversation.objects.filter(pk=conversation_id, status=Conversation.Status.RUNNING)
+    claimable = running.filter(Q(advancing_token="") | Q(advancing_until__lt=now) | Q(advancing_token=token))
+    return bool(claimable.update(advancing_token=token, advancing_until=now + _lease()))
+
+
+def _renew_lease(conversation_id, token: str) -> None:
+    Conversation.objects.filter(pk=conversation_id, advancing_token=token).update(
+        advancing_until=timezone.now() + _lease()
+    )
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=settings.HITL_LOOP_LEASE_SECONDS)
+
+
+def _step(conversation_id, token: str) -> bool:
+    """Do the next thing; True when there is more to do right away."""
+    conversation = Conversation.objects.select_related("agent").get(pk=conversation_id)
+    if conversation.advancing_token != token:
+        return False  # the lease was taken over after it expired: the new holder goes on
+    turn = _last_assistant_message(conversation)
+    if turn is not None:
+        calls = list(turn.tool_calls.select_related("approval__decided_by"))
+        for call in calls:
+            _settle(call, conversation)
+        if any(call.status == Status.PENDING_APPROVAL for call in calls):
+            return _wait_for_approval(conversation, turn, token)
+    if not _has_unanswered_input(conversation, turn):
+        return _finish(conversation, token)
+    if _steps_since_last_user_message(conversation) >= conversation.agent.max_steps:
+        with transaction.atomic():
+            _add_notice(conversation, f"Stopped after {conversation.agent.max_steps} model steps without a final answer.")
+            _set_status(conversation, Conversation.Status.IDLE, token)
+        return False
+    return _call_model(conversation, token)
+
+
+# --- Tool calls --------------------------------------------------------------------------------
+
+
+def _settle(call: ToolCall, conversation: Conversation) -> None:
+    """Bring one call of the open turn as far as it can go without a human."""
+    if call.status == Status.PENDING_APPROVAL:
+        _apply_decision(call)
+    if call.status == Status.RUNNING:
+        # Only a dead predecessor leaves a call running while we hold the lease. It may or may not
+        # have taken effect, so it is reported, never silently run again.
+        _transition(
+            call,
+            Status.RUNNING,
+            Status.INTERRUPTED,
+            result="Interrupted: the worker stopped while this call was running, so it may or may "
+            "not have taken effect. It was not run again.",
+        )
+    if call.status == Status.APPROVED:
+        _run(call, conversation)
+
+
+def apply_decision(tool_call_id: int) -> ToolCall | None:
+    """Copy a decided approval onto its tool call; safe to repeat (used by the receiver and the loop)."""
+    call = ToolCall.objects.select_related("message", "approval__decided_by").filter(pk=tool_call_id).first()
+    if call is not None:
+        _apply_decision(call)
+    return call
+
+
+def _apply_decision(call: ToolCall) -> None:
+    approval = call.approval
+    if call.status != Status.PENDING_APPROVAL or approval.status == Approval.Status.PENDING:
+        return
+    if approval.status == Approval.Status.APPROVED:
+        _transition(call, Status.PENDING_APPROVAL, Status.APPROVED)
+    elif approval.status == Approval.Status.REJECTED:
+        who = approval.decided_by.get_username() if approval.decided_by else "the system"
+        text = f"Rejected by {who}: {approval.rejection_reason}" if approval.rejection_reason else f"Rejected by {who}."
+        _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, result=text)
+    elif approval.status == Approval.Status.EXPIRED:
+        _transition(call, Status.PENDING_APPROVAL, Status.EXPIRED, result="Not run: the approval timed out.")
+    else:
+        _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, result="Not run: the approval was cancelled.")
+
+
+def _transition(call: ToolCall, old: str, new: str, **fields) -> bool:
+    """Conditional update: only one worker moves a call out of `old`; the loser sees 0 rows."""
+    if new in ToolCall.FINISHED:
+        fields.setdefault("finished_at", timezone.now())
+    if new == Status.RUNNING:
+        fields.setdefault("started_at", timezone.now())
+    if not ToolCall.objects.filter(pk=call.pk, status=old).update(status=new, **fields):
+        call.refresh_from_db()
+        return False
+    call.status = new
+    for name, value in fields.items():
+        setattr(call, name, value)
+    live.push_now(live.conversation_group(call.message.conversation_id), fragments.tool_card_html(call, oob=True))
+    return True
+
+
+def _run(call: ToolCall, conversation: Conversation) -> None:
+    # The claim: approved → running. Whoever loses it must not run the tool.
+    if not _transition(call, Status.APPROVED, Status.RUNNING):
+        return
+    call.refresh_from_db(fields=["arguments", "arguments_hash"])
+    if call.is_gated and not _matches_approval(call):
+        _transition(call, Status.RUNNING, Status.FAILED, error="Refused: the arguments differ from the ones that were approved.")
+        return
+    spec = registry.get(call.name)
+    context = _tool_context(conversation, idempotency_key=str(call.approval.pk) if call.is_gated else f"call-{call.pk}")
+    try:
+        output = spec.run(call.arguments, context)
+    except ToolError as exc:
+        _transition(call, Status.RUNNING, Status.FAILED, error=str(exc))
+    except Exception as exc:  # a tool's bug is the model's information, not the loop's crash
+        logger.exception("tool %s failed", call.name)
+        _transition(call, Status.RUNNING, Status.FAILED, error=f"{exc.__class__.__name__}: {exc}")
+    else:
+        _transition(call, Status.RUNNING, Status.SUCCEEDED, result=str(output))
+
+
+def _matches_approval(call: ToolCall) -> bool:
+    """The hash is checked again here, just before the run, so edited stored arguments never run."""
+    approval = Approval.objects.get(tool_call=call)
+    current = arguments_hash(call.arguments)
+    return approval.status == Approval.Status.APPROVED and approval.arguments_hash == call.arguments_hash == current
+
+
+def _tool_context(conversation: Conversation, idempotency_key: str = "") -> ToolContext:
+    return ToolContext(
+        conversation_id=str(conversation.pk),
+        agent=conversation.agent,
+        sandbox=settings.HITL_SANDBOX_ROOT / str(conversation.pk),
+        idempotency_key=idempotency_key,
+    )
+
+
+# --- Stopping and finishing --------------------------------------------------------------------
+
+
+def _wait_for_approval(conversation: Conversation, turn: Message, token: str) -> bool:
+    with transaction.atomic():
+        # Locked and read again: a decision that committed after our first read must not leave the
+        # conversation waiting for nothing (its receiver saw `running` and did not enqueue).
+        _lock(conversation)
+        if not Approval.objects.filter(tool_call__message=turn, status=Approval.Status.PENDING).exists():
+            return True
+        _set_status(conversation, Conversation.Status.WAITING_FOR_APPROVAL, token)
+    return False
+
+
+def _finish(conversation: Conversation, token: str) -> bool:
+    with transaction.atomic():
+        # A message posted while we were deciding there is nothing to do must not be left unanswered.
+        _lock(conversation)
+        if _has_unanswered_input(conversation, _last_assistant_message(conversation)):
+            return True
+        _set_status(conversation, Conversation.Status.IDLE, token)
+    return False
+
+
+def _fail(conversation: Conversation, token: str, error: str) -> None:
+    with transaction.atomic():
+        _lock(conversation)
+        _set_status(conversation, Conversation.Status.FAILED, token, error=error)
+
+
+def _set_status(conversation: Conversation, status: str, token: str, error: str = "") -> None:
+    """Set the status and give up the lease, in the caller's locked transaction."""
+    Conversation.objects.filter(pk=conversation.pk, advancing_token=token).update(
+        status=status, error=error, advancing_token="", advancing_until=None, updated_at=timezone.now()
+    )
+    conversation.status, conversation.error = status, error
+    live.push(live.conversation_group(conversation.pk), fragments.conversation_status_html(conversation))
+
+
+def _lock(conversation: Conversation) -> None:
+    # A row lock on PostgreSQL; on SQLite the IMMEDIATE transaction already holds the write lock.
+    Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk").first()
+
+
+def _add_notice(conversation: Conversation, text: str) -> Message:
+    return append_message(conversation, role=Message.Role.SYSTEM, content=text, in_model_context=False)
+
+
+def append_message(conversation: Conversation, *, role: str, content: str, push: bool = True, **fields) -> Message:
+    """Store a message at the next position, under the conversation's lock, and push it on commit."""
+    with transaction.atomic():
+        _lock(conversation)
+        last = conversation.messages.aggregate(last=Max("position"))["last"]
+        message = Message.objects.create(
+            conversation=conversation, position=(last or 0) + 1, role=role, content=content, **fields
+        )
+        if push:
+            live.push(live.conversation_group(conversation.pk), fragments.message_html(message, oob=True))
+    return message
+
+
+# --- What the model sees and says --------------------------------------------------------------
+
+
+def _last_assistant_message(conversation: Conversation) -> Message | None:
+    return conversation.messages.filter(role=Message.Role.ASSISTANT).order_by("-position").first()
+
+
+def _has_unanswered_input(conversation: Conversation, turn: Message | None) -> bool:
+    """Tool results the model has not seen yet, or a user message after its last turn."""
+    if turn is not None and turn.tool_calls.exists():
+        return True
+    later = conversation.messages.filter(role=Message.Role.USER, in_model_context=True)
+    if turn is not None:
+        later = later.filter(position__gt=turn.position)
+    return later.exists()
+
+
+def _steps_since_last_user_message(conversation: Conversation) -> int:
+    last_user = (
+        conversation.messages.filter(role=Message.Role.USER, in_model_context=True)
+        .aggregate(last=Max("position"))["last"]
+        or 0
+    )
+    return conversation.messages.filter(role=Message.Role.ASSISTANT, position__gt=last_user).count()
+
+
+def model_messages(conversation: Conversation) -> list[dict]:
+    """The history in the OpenAI chat format. Each tool call id gets exactly one tool result, right
+    after its assistant message, as provider APIs require; a message typed while calls were pending
+    therefore comes after those results."""
+    history = []
+    if conversation.agent.system_prompt:
+        history.append({"role": "system", "content": conversation.agent.system_prompt})
+    messages = conversation.messages.filter(in_model_context=True).prefetch_related("tool_calls")
+    for message in messages:
+        if message.role == Message.Role.USER:
+            history.append({"role": "user", "content": message.content})
+        elif message.role == Message.Role.ASSISTANT:
+            calls = list(message.tool_calls.all())
+            entry = {"role": "assistant", "content": message.content or None}
+            if calls:
+                entry["tool_calls"] = [_call_for_model(call) for call in calls]
+            history.append(entry)
+            history.extend({"role": "tool", "tool_call_id": c.call_id, "content": tool_result(c)} for c in calls)
+    return history
+
+
+def _call_for_model(call: ToolCall) -> dict:
+    arguments = call.raw_arguments if _is_json_object(call.raw_arguments) else json.dumps(call.arguments)
+    return {"id": call.call_id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
+
+
+def tool_result(call: ToolCall) -> str:
+    if call.status not in ToolCall.FINISHED:
+        raise ValueError(f"{call} has no result yet ({call.status}); the model must not be called.")
+    if call.status == Status.FAILED:
+        return f"Error: {call.error}"
+    return call.result
+
+
+def _is_json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+def _call_model(conversation: Conversation, token: str) -> bool:
+    agent = conversation.agent
+    tools = [spec.openai_schema() for spec in registry.for_agent(agent)]
+    stream = _Stream(conversation.pk)
+    try:
+        turn = complete(
+            model=agent.model,
+            messages=model_messages(conversation),
+            tools=tools,
+            api_base=agent.api_base,
+            on_delta=stream.add,
+            on_restart=stream.reset,
+        )
+    except LLMError as exc:
+        stream.reset()
+        _fail(conversation, token, str(exc))
+        return False
+    stream.flush()
+    _store_turn(conversation, turn)
+    stream.reset()
+    return True
+
+
+def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
+    """Store the assistant message and its calls: each validated, then gated, in one transaction."""
+    agent = conversation.agent
+    with transaction.atomic():
+        message = append_message(conversation, role=Message.Role.ASSISTANT, content=turn.text, push=False)
+        seen_ids: set[str] = set()
+        for position, model_call in enumerate(turn.tool_calls):
+            call_id = model_call.call_id
+            if call_id in seen_ids:  # a provider bug; keep both calls, each with one result
+                call_id = f"{call_id}_{position}"
+            seen_ids.add(call_id)
+            call = ToolCall(
+                message=message,
+                position=position,
+                call_id=call_id,
+                name=model_call.name[:200],
+                raw_arguments=model_call.raw_arguments[:MAX_RAW_ARGUMENTS],
+            )
+            gate = _check_call(call, model_call.raw_arguments, conversation)
+            call.save()
+            if gate is not None and gate.required:
+                request_approval(
+                    tool_call_id=call.pk,
+                    conversation_id=conversation.pk,
+                    requested_by_id=conversation.owner_id,
+                    reason=gate.reason,
+                    risk=gate.risk,
+                    arguments_hash=call.arguments_hash,
+                )
+        message = Message.objects.prefetch_related("tool_calls__approval").get(pk=message.pk)
+        live.push(live.conversation_group(conversation.pk), fragments.message_html(message, oob=True))
+    return message
+
+
+def _check_call(call: ToolCall, raw: str, conversation: Conversation) -> policy.Gate | None:
+    """Validate and gate one call, setting its status: failed (with an error for the model, and no
+    gate), approved (not gated: runs at once) or pending approval."""
+    agent = conversation.agent
+    spec = registry.get(call.name) if call.name in agent.tools else None
+    if spec is None:
+        available = ", ".join(agent.tools) or "none"
+        call.status, call.error = Status.FAILED, f"Unknown tool {call.name!r}. Available tools: {available}."
+        call.finished_at = timezone.now()
+        return None
+    try:
+        if len(raw) > MAX_RAW_ARGUMENTS:
+            raise ToolArgumentsError(f"Arguments for {call.name} are too large ({len(raw)} characters).")
+        try:
+            parsed = json.loads(raw or "{}")
+        except ValueError as exc:
+            raise ToolArgumentsError(f"Arguments for {call.name} are not valid JSON ({exc}).") from None
+        call.arguments = spec.validate(parsed)
+    except ToolArgumentsError as exc:
+        call.status, call.error, call.finished_at = Status.FAILED, str(exc), timezone.now()
+        return None
+    call.arguments_hash = arguments_hash(call.arguments)
+    try:
+        gate = policy.check(spec, call.arguments, agent, _tool_context(conversation))
+    except Exception as exc:  # a broken rule must fail closed: ask a human
+        logger.exception("approval rule of %s failed", call.name)
+        gate = policy.Gate(True, f"The approval rule for {call.name} failed ({exc.__class__.__name__}).", spec.risk)
+    call.is_gated = gate.required
+    call.status = Status.PENDING_APPROVAL if gate.required else Status.APPROVED
+    return gate
+
+
+class _Stream:
+    """Publishes streamed text to the conversation's group, batched so a fast model is not one
+    channel-layer send per token."""
+
+    def __init__(self, conversation_id):
+        self.conversation_id = conversation_id
+        self.group = live.conversation_group(conversation_id)
+        self.pending: list[str] = []
+        self.last_flush = 0.0
+        self.sent_any = False
+
+    def add(self, text: str) -> None:
+        self.pending.append(text)
+        if time.monotonic() - self.last_flush >= STREAM_FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            live.push_now(self.group, fragments.stream_delta_html(self.conversation_id, "".join(self.pending)))
+            self.pending, self.sent_any = [], True
+        self.last_flush = time.monotonic()
+
+    def reset(self) -> None:
+        self.pending = []
+        if self.sent_any:
+            live.push_now(self.group, fragments.stream_reset_html(self.conversation_id))
+            self.sent_any = False

@@ -1,0 +1,186 @@
+"""Agents, conversations, their messages and tool calls, API tokens, and the demo outbox."""
+import hashlib
+import secrets
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+# Choices live at module level so that each model's Meta can name them in its constraints.
+class ConversationStatus(models.TextChoices):
+    IDLE = "idle"
+    RUNNING = "running"
+    WAITING_FOR_APPROVAL = "waiting_for_approval"
+    FAILED = "failed"
+
+
+class MessageRole(models.TextChoices):
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    SYSTEM = "system"
+
+
+class ToolCallStatus(models.TextChoices):
+    PENDING_APPROVAL = "pending_approval"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+class Agent(models.Model):
+    """What a conversation talks to: a model, a system prompt, tools and which of them need a human."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=100)
+    system_prompt = models.TextField(blank=True)
+    model = models.CharField(max_length=200, default="scripted/demo", help_text="A litellm model string.")
+    api_base = models.CharField(max_length=300, blank=True, help_text="Optional provider URL (a local server).")
+    tools = models.JSONField(default=list, blank=True, help_text="Names of the tools this agent may call.")
+    require_approval = models.JSONField(
+        default=list, blank=True, help_text="Tool names that always need a human's approval."
+    )
+    all_tools_need_approval = models.BooleanField(default=False)
+    max_steps = models.PositiveIntegerField(default=10, help_text="Model calls per user message at most.")
+    fetch_allowlist = models.JSONField(
+        default=list, blank=True, help_text="Domains web_fetch may read without approval."
+    )
+    allow_private_fetch = models.BooleanField(
+        default=False, help_text="Let web_fetch reach private and loopback addresses."
+    )
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Conversation(models.Model):
+    Status = ConversationStatus
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="conversations")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="conversations")
+    title = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=32, choices=Status.choices, default=Status.IDLE)
+    error = models.TextField(blank=True, help_text="Why the last run failed, in words a user can read.")
+    # The lease: which task is advancing this conversation, and until when it may (see chat.loop).
+    advancing_token = models.CharField(max_length=64, blank=True)
+    advancing_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(status__in=ConversationStatus.values), name="chat_conversation_status_valid"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["updated_at"],
+                condition=Q(status__in=["running", "waiting_for_approval"]),
+                name="chat_conv_active_by_updated",
+            ),
+            models.Index(fields=["owner", "-created_at"], name="chat_conv_owner_created"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+
+class Message(models.Model):
+    Role = MessageRole
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    position = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    # False for what the model must not see as conversation: a typed "yes" that decided approvals
+    # (the tool results carry the decision) and the app's own notices (role system).
+    in_model_context = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [
+            models.CheckConstraint(condition=Q(role__in=MessageRole.values), name="chat_message_role_valid"),
+            models.UniqueConstraint(fields=["conversation", "position"], name="chat_message_unique_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} #{self.position}"
+
+
+class ToolCall(models.Model):
+    Status = ToolCallStatus
+
+    # Statuses after which the call has its one tool result for the model.
+    FINISHED = (Status.REJECTED, Status.EXPIRED, Status.SUCCEEDED, Status.FAILED, Status.INTERRUPTED)
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="tool_calls")
+    position = models.PositiveIntegerField(default=0)
+    call_id = models.CharField(max_length=200, help_text="The model's id for this call.")
+    name = models.CharField(max_length=200)
+    arguments = models.JSONField(default=dict, blank=True)
+    raw_arguments = models.TextField(blank=True, help_text="The arguments exactly as the model sent them.")
+    arguments_hash = models.CharField(max_length=64, blank=True)
+    status = models.CharField(max_length=32, choices=Status.choices)
+    is_gated = models.BooleanField(default=False)
+    result = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["message_id", "position"]
+        constraints = [
+            models.CheckConstraint(condition=Q(status__in=ToolCallStatus.values), name="chat_toolcall_status_valid"),
+            models.UniqueConstraint(fields=["message", "call_id"], name="chat_toolcall_unique_call_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}({self.call_id})"
+
+
+class ApiToken(models.Model):
+    """A bearer token for the JSON API; only its SHA-256 is stored, so the database never leaks it."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    @staticmethod
+    def hash_key(key: str) -> str:
+        return hashlib.sha256(key.encode()).hexdigest()
+
+    @classmethod
+    def issue(cls, user) -> str:
+        key = "hitl_" + secrets.token_urlsafe(32)
+        cls.objects.create(user=user, key_hash=cls.hash_key(key))
+        return key
+
+    def __str__(self) -> str:
+        return f"token of {self.user}"
+
+
+class OutboxEmail(models.Model):
+    """Mail the send_email demo tool 'sent': stored, never delivered."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="outbox")
+    to = models.CharField(max_length=254)
+    subject = models.CharField(max_length=300)
+    body = models.TextField(blank=True)
+    idempotency_key = models.CharField(max_length=100, unique=True)
+    sent_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"to {self.to}: {self.subject}"

@@ -1,0 +1,29 @@
+"""Thin Celery tasks: advance a conversation; sweep for stalled ones."""
+import logging
+
+from celery import shared_task
+from celery.signals import worker_process_init
+
+from . import llm, loop, recovery
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def advance_conversation(self, conversation_id: str) -> None:
+    # The task id names the lease holder: a redelivery of this same task may take the lease over.
+    loop.advance(conversation_id, token=self.request.id or "")
+
+
+@shared_task(ignore_result=True)
+def recover_stalled() -> None:
+    for conversation_id in recovery.claim_stalled():
+        logger.info("re-enqueueing stalled conversation %s", conversation_id)
+        advance_conversation.delay(conversation_id)
+
+
+@worker_process_init.connect
+def warm_up_litellm(**kwargs) -> None:
+    """Import litellm and make one scripted call per worker process, so a user's first turn does not
+    pay the seconds that costs."""
+    llm.complete(model="scripted/warm-up", messages=[{"role": "user", "content": "hello"}], tools=[])

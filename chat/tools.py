@@ -1,0 +1,121 @@
+"""Typed Python functions as tools: the @tool decorator, the registry, schemas, validation, hashing."""
+import hashlib
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import pydantic
+
+# A function of (arguments, context) returning (required, reason): the dynamic gate.
+GateFunction = Callable[[dict, "ToolContext"], tuple[bool, str]]
+
+
+class ToolError(Exception):
+    """A tool refused or failed in a way the model should read as the result."""
+
+
+class ToolArgumentsError(ValueError):
+    """The model's arguments do not fit the tool: told to the model as the tool's result."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may know besides its arguments. `idempotency_key` is the approval id when gated."""
+
+    conversation_id: str
+    agent: Any
+    sandbox: Path
+    idempotency_key: str = ""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    function: Callable[..., Any]
+    arguments_model: type[pydantic.BaseModel]
+    needs_approval: bool | GateFunction = False
+    risk: str = "low"
+    takes_context: bool = False
+
+    def openai_schema(self) -> dict:
+        schema = self.arguments_model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": schema}}
+
+    def validate(self, arguments: Any) -> dict:
+        """Check the model's arguments against the signature; the error text is written for the model."""
+        if not isinstance(arguments, dict):
+            raise ToolArgumentsError(f"Arguments for {self.name} must be a JSON object.")
+        try:
+            return self.arguments_model.model_validate(arguments).model_dump()
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+            )
+            raise ToolArgumentsError(f"Invalid arguments for {self.name}: {problems}") from None
+
+    def run(self, arguments: dict, context: ToolContext) -> Any:
+        if self.takes_context:
+            return self.function(context, **arguments)
+        return self.function(**arguments)
+
+
+@dataclass
+class Registry:
+    tools: dict[str, ToolSpec] = field(default_factory=dict)
+
+    def get(self, name: str) -> ToolSpec | None:
+        return self.tools.get(name)
+
+    def for_agent(self, agent) -> list[ToolSpec]:
+        return [self.tools[name] for name in agent.tools if name in self.tools]
+
+
+registry = Registry()
+
+
+def tool(
+    function: Callable | None = None,
+    *,
+    name: str | None = None,
+    needs_approval: bool | GateFunction = False,
+    risk: str = "low",
+) -> Any:
+    """Register a typed function as a tool. A first parameter named `context` receives a ToolContext."""
+
+    def register(fn: Callable) -> Callable:
+        hints = get_type_hints(fn, include_extras=True)
+        parameters = list(inspect.signature(fn).parameters.values())
+        takes_context = bool(parameters) and parameters[0].name == "context"
+        fields = {}
+        for parameter in parameters[1:] if takes_context else parameters:
+            default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+            fields[parameter.name] = (hints.get(parameter.name, Any), default)
+        model = pydantic.create_model(
+            f"{fn.__name__}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
+        )
+        spec = ToolSpec(
+            name=name or fn.__name__,
+            description=inspect.cleandoc(fn.__doc__ or "").split("\n\n")[0],
+            function=fn,
+            arguments_model=model,
+            needs_approval=needs_approval,
+            risk=risk,
+            takes_context=takes_context,
+        )
+        registry.tools[spec.name] = spec
+        return fn
+
+    return register(function) if function is not None else register
+
+
+def arguments_hash(arguments: dict) -> str:
+    """SHA-256 of the canonical JSON: what an approval covers, checked again just before the run."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()

@@ -1,0 +1,78 @@
+"""Named users (alice owns, bob approves, mallory is neither), the demo agent, small factories."""
+import json
+import time
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.test import Client
+
+from approvals.models import Approval
+from chat.demo import ensure_demo_agent
+from chat.models import ApiToken, Conversation
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, message: str = "condition"):
+    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def alice(db):
+    return User.objects.create_user("alice", password="alice-password")
+
+
+@pytest.fixture
+def bob(db):
+    user = User.objects.create_user("bob", password="bob-password")
+    user.user_permissions.add(Permission.objects.get(codename="decide_approval"))
+    return User.objects.get(pk=user.pk)  # fresh, so the permission cache is empty
+
+
+@pytest.fixture
+def mallory(db):
+    return User.objects.create_user("mallory", password="mallory-password")
+
+
+@pytest.fixture
+def agent(db, settings, tmp_path):
+    settings.HITL_SANDBOX_ROOT = tmp_path / "sandboxes"
+    return ensure_demo_agent()
+
+
+@pytest.fixture
+def make_conversation(agent):
+    def make(owner, **fields) -> Conversation:
+        return Conversation.objects.create(owner=owner, agent=fields.pop("agent", agent), **fields)
+
+    return make
+
+
+class ApiClient:
+    """Calls the JSON API with a bearer token, as a program would."""
+
+    def __init__(self, user):
+        self.client = Client()
+        self.headers = {"Authorization": f"Bearer {ApiToken.issue(user)}"} if user else {}
+
+    def get(self, path: str, **params):
+        return self.client.get(f"/api/{path}", params, headers=self.headers)
+
+    def post(self, path: str, body=None):
+        data = json.dumps(body) if body is not None else ""
+        return self.client.post(f"/api/{path}", data, content_type="application/json", headers=self.headers)
+
+
+@pytest.fixture
+def api_as():
+    return ApiClient
+
+
+def pending_approvals(conversation) -> list[Approval]:
+    return list(Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).order_by("pk"))
