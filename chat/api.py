@@ -3,7 +3,7 @@ from datetime import datetime
 from uuid import UUID
 
 from django.shortcuts import get_object_or_404
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
 from approvals.api import ApprovalOut, approval_out
@@ -112,7 +112,7 @@ def create_conversation(request, payload: ConversationIn):
     if agent is None:
         raise HttpError(400, f"Unknown agent {payload.agent!r}.")
     conversation = services.start_conversation(user=request.auth, agent=agent, content=payload.message)
-    return 201, conversation_out(conversation_for(request.auth, conversation.pk))
+    return Status(201, conversation_out(conversation_for(request.auth, conversation.pk)))
 
 
 @router.get("/{conversation_id}", response=ConversationOut)
@@ -125,7 +125,7 @@ def post_message(request, conversation_id: UUID, payload: MessageIn):
     conversation = conversation_for(request.auth, conversation_id)
     message = services.post_message(conversation=conversation, user=request.auth, content=payload.content)
     conversation.refresh_from_db(fields=["status"])
-    return 202, {"message_id": message.pk, "status": conversation.status}
+    return Status(202, {"message_id": message.pk, "status": conversation.status})
 
 
 @router.post("/{conversation_id}/retry", response={202: Accepted})
@@ -135,7 +135,7 @@ def retry(request, conversation_id: UUID):
         raise HttpError(409, "Only a failed conversation can be retried.")
     services.retry(conversation=conversation, user=request.auth)
     last = conversation.messages.order_by("-position").first()
-    return 202, {"message_id": last.pk if last else 0, "status": Conversation.Status.RUNNING}
+    return Status(202, {"message_id": last.pk if last else 0, "status": Conversation.Status.RUNNING})
 
 
 @router.post("/{conversation_id}/approve-all", response=ApprovedIds)

@@ -111,7 +111,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("HITL_STATIC_ROOT", VAR_DIR / "static"))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 # In development whitenoise serves straight from the apps' static folders; production runs collectstatic.
 WHITENOISE_USE_FINDERS = DEBUG
 STORAGES = {
