@@ -92,8 +92,10 @@ def _stream_turn(litellm, model, messages, tools, api_base, on_delta) -> ModelTu
     kwargs = {"tools": tools} if tools else {}
     if api_base:
         kwargs["api_base"] = api_base
+    # max_retries=0: the provider SDK would otherwise retry underneath us, tripling the attempts
+    # (and the time a hanging provider can hold the conversation).
     response = litellm.completion(
-        model=model, messages=messages, stream=True, timeout=settings.HITL_LLM_TIMEOUT, **kwargs
+        model=model, messages=messages, stream=True, timeout=settings.HITL_LLM_TIMEOUT, max_retries=0, **kwargs
     )
     text_parts: list[str] = []
     calls: dict[int, dict] = {}
@@ -125,15 +127,17 @@ def _describe(litellm, exc: Exception, attempts: int) -> str:
     if isinstance(exc, litellm.RateLimitError):
         return f"The model provider is rate-limiting requests{tries}. Try again in a moment."
     if isinstance(exc, litellm.Timeout):
-        return f"The model did not answer within {settings.HITL_LLM_TIMEOUT:g} seconds{tries}."
-    if isinstance(exc, litellm.APIConnectionError):
+        return f"The model did not answer within {settings.HITL_LLM_TIMEOUT:g} s{tries}."
+    # litellm reports a refused connection as an InternalServerError saying "Connection error".
+    if isinstance(exc, litellm.APIConnectionError) or "Connection error" in str(exc):
         return f"Could not reach the model provider{tries}."
     if isinstance(exc, (litellm.InternalServerError, litellm.ServiceUnavailableError)):
         return f"The model provider had an internal error{tries}."
     if isinstance(exc, litellm.AuthenticationError):
         return "The model provider refused the credentials (check the API key)."
-    message = str(getattr(exc, "message", exc))[:300]
-    return f"The model call failed: {exc.__class__.__name__}: {message}"
+    # litellm prefixes its messages with the exception's names ("litellm.NotFoundError: NotFoundError: ").
+    message = re.sub(r"^(litellm\.)?(\w+Error: )+", "", str(getattr(exc, "message", exc)))[:300]
+    return f"The model call failed ({exc.__class__.__name__}): {message}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,24 +194,26 @@ def _plan(text: str) -> list[tuple[str, str]] | None:
     return None
 
 
+_ACTIONS = {
+    "write_file": "write {path}",
+    "read_file": "read {path}",
+    "delete_file": "delete {path}",
+    "list_directory": "list the files",
+    "send_email": "email {to} about {subject}",
+    "calculator": "calculate {expression}",
+    "web_fetch": "fetch {url}",
+}
+
+
 def _describe_call(call: dict | None) -> str:
     if not call:
         return "run that tool"
     name = call["function"]["name"]
     try:
-        a = json.loads(call["function"]["arguments"] or "{}")
-    except ValueError:
-        a = {}
-    a = a if isinstance(a, dict) else {}
-    return {
-        "write_file": f"write {a.get('path')}",
-        "read_file": f"read {a.get('path')}",
-        "delete_file": f"delete {a.get('path')}",
-        "list_directory": "list the files",
-        "send_email": f"email {a.get('to')} about {a.get('subject')}",
-        "calculator": f"calculate {a.get('expression')}",
-        "web_fetch": f"fetch {a.get('url')}",
-    }.get(name, f"run {name}")
+        arguments = json.loads(call["function"]["arguments"] or "{}")
+        return _ACTIONS[name].format(**arguments)
+    except (ValueError, KeyError, TypeError, IndexError):  # bad or missing arguments, unknown tool
+        return f"run {name}"
 
 
 def _result_sentence(call: dict | None, content: str) -> str:

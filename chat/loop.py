@@ -323,7 +323,7 @@ def _is_json_object(text: str) -> bool:
 def _call_model(conversation: Conversation, token: str) -> bool:
     agent = conversation.agent
     tools = [spec.openai_schema() for spec in registry.for_agent(agent)]
-    stream = _Stream(conversation.pk)
+    stream = _Stream(conversation.pk, token)
     try:
         turn = complete(
             model=agent.model,
@@ -411,19 +411,25 @@ def _check_call(call: ToolCall, raw: str, conversation: Conversation) -> policy.
 
 class _Stream:
     """Publishes streamed text to the conversation's group, batched so a fast model is not one
-    channel-layer send per token."""
+    channel-layer send per token. A long answer also renews the lease now and then, so nobody
+    takes the conversation over while the model is still talking."""
 
-    def __init__(self, conversation_id):
-        self.conversation_id = conversation_id
+    def __init__(self, conversation_id, token: str):
+        self.conversation_id, self.token = conversation_id, token
         self.group = live.conversation_group(conversation_id)
         self.pending: list[str] = []
         self.last_flush = 0.0
+        self.last_renewal = time.monotonic()
         self.sent_any = False
 
     def add(self, text: str) -> None:
         self.pending.append(text)
-        if time.monotonic() - self.last_flush >= STREAM_FLUSH_SECONDS:
+        now = time.monotonic()
+        if now - self.last_flush >= STREAM_FLUSH_SECONDS:
             self.flush()
+        if now - self.last_renewal >= settings.HITL_LOOP_LEASE_SECONDS / 4:
+            _renew_lease(self.conversation_id, self.token)
+            self.last_renewal = now
 
     def flush(self) -> None:
         if self.pending:

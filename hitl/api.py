@@ -1,4 +1,5 @@
 """The JSON API: session (with CSRF) or bearer-token auth, errors as {"detail": ...}."""
+from django.http import Http404
 from django.utils import timezone
 from ninja import NinjaAPI
 from ninja.security import HttpBearer, SessionAuth
@@ -29,6 +30,12 @@ api = NinjaAPI(
 )
 api.add_router("/conversations", chat_router)
 api.add_router("/approvals", approvals_router)
+
+
+@api.exception_handler(Http404)
+def not_found(request, exc: Http404):
+    # The same words with DEBUG on or off; it never says whether the object exists for someone else.
+    return api.create_response(request, {"detail": str(exc) or "Not found."}, status=404)
 
 
 @api.exception_handler(AlreadyDecided)

@@ -1,0 +1,156 @@
+"""Real parts for end-to-end tests: a redis-server, a `celery worker` process and daphne, all on
+loopback, sharing the test database file with this process. Tests drive them over HTTP and
+websockets and read the outcome from the database."""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+
+from chat.models import ApiToken
+from tests.conftest import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen
+    log: Path
+
+    def tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+def start(name: str, args: list[str], env: dict, logs: Path) -> Process:
+    log = logs / f"{name}.log"
+    handle = log.open("w")
+    popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+    return Process(name, popen, log)
+
+
+@dataclass
+class Stack:
+    base_url: str
+    ws_url: str
+    redis_url: str
+    sandbox_root: Path
+    processes: dict
+
+    def logs(self) -> str:
+        return "\n\n".join(f"--- {name} ---\n{p.tail()}" for name, p in self.processes.items())
+
+
+@pytest.fixture(scope="session")
+def stack(django_db_setup, django_db_blocker, tmp_path_factory):
+    """redis-server, a Celery worker (prefork, 2 children) and daphne, for the whole session."""
+    if not shutil.which("redis-server"):
+        pytest.fail("redis-server is not installed: run bin/ensure-system-packages")
+    work = tmp_path_factory.mktemp("e2e")
+    redis_port, web_port = free_port(), free_port()
+    redis_url = f"redis://127.0.0.1:{redis_port}/0"
+    env = os.environ | {
+        "DJANGO_SETTINGS_MODULE": "hitl.settings",
+        "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+        "REDIS_URL": redis_url,
+        "HITL_VAR_DIR": str(work / "var"),
+        "HITL_SANDBOX_ROOT": str(work / "sandboxes"),
+        "DEBUG": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    processes = {}
+    processes["redis"] = start(
+        "redis",
+        ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(work)],
+        env,
+        work,
+    )
+    wait_until(lambda: port_open(redis_port), timeout=10, message="redis-server")
+    processes["worker"] = start(
+        "worker",
+        [str(BIN / "celery"), "-A", "hitl", "worker", "--loglevel", "INFO", "--concurrency", "2",
+         "--without-mingle", "--without-gossip", "--hostname", "e2e@%h"],
+        env,
+        work,
+    )
+    processes["web"] = start(
+        "web", [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(web_port), "hitl.asgi:application"], env, work
+    )
+    stack = Stack(f"http://127.0.0.1:{web_port}", f"ws://127.0.0.1:{web_port}", redis_url, work / "sandboxes", processes)
+    try:
+        wait_until(lambda: port_open(web_port), timeout=30, message="daphne")
+        # Ready, and both pool children have imported litellm (see chat.tasks.warm_up_litellm).
+        wait_until(lambda: "ready." in processes["worker"].log.read_text(), timeout=60, message="celery worker")
+        yield stack
+    except BaseException:
+        print(stack.logs())
+        raise
+    finally:
+        for process in reversed(processes.values()):
+            process.stop()
+
+
+@pytest.fixture
+def e2e(stack, transactional_db):
+    """The stack, with this test's rows committed so the other processes see them."""
+    yield stack
+    for name, process in stack.processes.items():
+        assert process.popen.poll() is None, f"{name} died:\n{process.tail()}"
+
+
+class Api:
+    """An HTTP client for the JSON API on daphne, with a bearer token."""
+
+    def __init__(self, base_url: str, user: User):
+        self.http = httpx.Client(
+            base_url=f"{base_url}/api/", headers={"Authorization": f"Bearer {ApiToken.issue(user)}"}, timeout=10
+        )
+
+    def get(self, path: str, **params) -> httpx.Response:
+        return self.http.get(path, params=params)
+
+    def post(self, path: str, body: dict | None = None) -> httpx.Response:
+        return self.http.post(path, json=body)
+
+
+@pytest.fixture
+def api_for(e2e):
+    clients = []
+
+    def make(user: User) -> Api:
+        clients.append(Api(e2e.base_url, user))
+        return clients[-1]
+
+    yield make
+    for client in clients:
+        client.http.close()
