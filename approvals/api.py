@@ -1,10 +1,10 @@
 """Approvals in the JSON API: list what the caller may see, decide one."""
 from datetime import datetime
+from typing import Literal
 
 from django.http import Http404
 from ninja import Router, Schema
 from ninja.errors import HttpError
-from typing import Literal
 
 from .models import Approval
 from .permissions import is_approver

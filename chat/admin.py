@@ -1,5 +1,7 @@
 from django.contrib import admin
 
+from hitl.admin import ReadOnlyAdminMixin
+
 from .models import Agent, ApiToken, Conversation, Message, OutboxEmail, ToolCall
 
 
@@ -8,17 +10,8 @@ class AgentAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "model", "max_steps"]
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Audit records: visible, never editable here."""
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
+class ReadOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    pass
 
 
 @admin.register(Conversation)

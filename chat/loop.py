@@ -88,7 +88,7 @@ def _step(conversation_id, token: str) -> bool:
         return _finish(conversation, token)
     if _steps_since_last_user_message(conversation) >= conversation.agent.max_steps:
         with transaction.atomic():
-            _add_notice(conversation, f"Stopped after {conversation.agent.max_steps} model steps without a final answer.")
+            add_notice(conversation, f"Stopped after {conversation.agent.max_steps} model steps without a final answer.")
             _set_status(conversation, Conversation.Status.IDLE, token)
         return False
     return _call_model(conversation, token)
@@ -199,7 +199,7 @@ def _wait_for_approval(conversation: Conversation, turn: Message, token: str) ->
     with transaction.atomic():
         # Locked and read again: a decision that committed after our first read must not leave the
         # conversation waiting for nothing (its receiver saw `running` and did not enqueue).
-        _lock(conversation)
+        lock_conversation(conversation)
         if not Approval.objects.filter(tool_call__message=turn, status=Approval.Status.PENDING).exists():
             return True
         _set_status(conversation, Conversation.Status.WAITING_FOR_APPROVAL, token)
@@ -209,7 +209,7 @@ def _wait_for_approval(conversation: Conversation, turn: Message, token: str) ->
 def _finish(conversation: Conversation, token: str) -> bool:
     with transaction.atomic():
         # A message posted while we were deciding there is nothing to do must not be left unanswered.
-        _lock(conversation)
+        lock_conversation(conversation)
         if _has_unanswered_input(conversation, _last_assistant_message(conversation)):
             return True
         _set_status(conversation, Conversation.Status.IDLE, token)
@@ -218,7 +218,7 @@ def _finish(conversation: Conversation, token: str) -> bool:
 
 def _fail(conversation: Conversation, token: str, error: str) -> None:
     with transaction.atomic():
-        _lock(conversation)
+        lock_conversation(conversation)
         _set_status(conversation, Conversation.Status.FAILED, token, error=error)
 
 
@@ -231,19 +231,19 @@ def _set_status(conversation: Conversation, status: str, token: str, error: str 
     live.push(live.conversation_group(conversation.pk), fragments.conversation_status_html(conversation))
 
 
-def _lock(conversation: Conversation) -> None:
+def lock_conversation(conversation: Conversation) -> None:
     # A row lock on PostgreSQL; on SQLite the IMMEDIATE transaction already holds the write lock.
     Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk").first()
 
 
-def _add_notice(conversation: Conversation, text: str) -> Message:
+def add_notice(conversation: Conversation, text: str) -> Message:
     return append_message(conversation, role=Message.Role.SYSTEM, content=text, in_model_context=False)
 
 
 def append_message(conversation: Conversation, *, role: str, content: str, push: bool = True, **fields) -> Message:
     """Store a message at the next position, under the conversation's lock, and push it on commit."""
     with transaction.atomic():
-        _lock(conversation)
+        lock_conversation(conversation)
         last = conversation.messages.aggregate(last=Max("position"))["last"]
         message = Message.objects.create(
             conversation=conversation, position=(last or 0) + 1, role=role, content=content, **fields

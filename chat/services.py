@@ -35,7 +35,7 @@ def post_message(*, conversation: Conversation, user, content: str) -> Message:
     if conversation.owner_id != user.pk:
         raise NotOwner("Only the conversation's owner can write in it.")
     with transaction.atomic():
-        loop._lock(conversation)
+        loop.lock_conversation(conversation)
         conversation.refresh_from_db(fields=["status"])
         if conversation.status == Conversation.Status.WAITING_FOR_APPROVAL:
             return _post_while_waiting(conversation, user, content)
@@ -59,20 +59,20 @@ def _post_while_waiting(conversation: Conversation, user, content: str) -> Messa
             reason=decision.reason,
         )
         if len(decided) < pending:
-            loop._add_notice(conversation, f"{pending - len(decided)} call(s) still wait for an approver.")
+            loop.add_notice(conversation, f"{pending - len(decided)} call(s) still wait for an approver.")
         return message
     if decision.intent == Intent.AMBIGUOUS:
         message = loop.append_message(
             conversation, role=Message.Role.USER, content=content, author=user, in_model_context=False
         )
-        loop._add_notice(
+        loop.add_notice(
             conversation,
             f"That is not a clear yes or no for all {pending} pending call(s), so nothing was decided. "
             "Decide each call on its card, or answer \"yes\" or \"no, because …\" for all of them.",
         )
         return message
     message = loop.append_message(conversation, role=Message.Role.USER, content=content, author=user)
-    loop._add_notice(conversation, "Your message will be answered once the pending calls are decided.")
+    loop.add_notice(conversation, "Your message will be answered once the pending calls are decided.")
     return message
 
 

@@ -160,10 +160,19 @@ def test_another_users_conversation_is_not_found_over_http(e2e, api_for, alice, 
     assert response.status_code == 404 and response.json() == {"detail": "No such conversation."}
 
 
-def session_headers(e2e, user) -> dict:
+def session_headers(user) -> dict:
     client = Client()
     client.force_login(user)
     return {"Cookie": f"sessionid={client.cookies['sessionid'].value}"}
+
+
+def open_socket(e2e, conversation_id: str, user=None, origin: str = ""):
+    """The conversation's websocket on daphne, logged in as `user` (anonymous if None)."""
+    return connect(
+        f"{e2e.ws_url}/ws/conversations/{conversation_id}/",
+        origin=origin or e2e.base_url,
+        additional_headers=session_headers(user) if user else {},
+    )
 
 
 def receive_until(socket, text: str, timeout: float = 15) -> str:
@@ -182,9 +191,8 @@ def test_cards_and_decisions_are_pushed_to_an_open_websocket(e2e, api_for, alice
     api = api_for(alice)
     conversation_id = start(api, "hello")
     wait_for_status(conversation_id, "idle")
-    url = f"{e2e.ws_url}/ws/conversations/{conversation_id}/"
 
-    with connect(url, origin=e2e.base_url, additional_headers=session_headers(e2e, alice)) as socket:
+    with open_socket(e2e, conversation_id, alice) as socket:
         api.post(f"conversations/{conversation_id}/messages", {"content": "delete a.txt"})
         card = receive_until(socket, "pending_approval")
         [approval] = wait_for_pending(api, conversation_id, 1)
@@ -203,9 +211,8 @@ def test_an_idle_websocket_still_receives_pushes_after_ten_seconds(e2e, api_for,
     api = api_for(alice)
     conversation_id = start(api, "hello")
     wait_for_status(conversation_id, "idle")
-    url = f"{e2e.ws_url}/ws/conversations/{conversation_id}/"
 
-    with connect(url, origin=e2e.base_url, additional_headers=session_headers(e2e, alice)) as socket:
+    with open_socket(e2e, conversation_id, alice) as socket:
         with pytest.raises(TimeoutError):
             socket.recv(timeout=10)  # nothing happens for 10 s: the socket must survive it
         api.post(f"conversations/{conversation_id}/messages", {"content": "what is 3 * 3"})
@@ -215,18 +222,15 @@ def test_an_idle_websocket_still_receives_pushes_after_ten_seconds(e2e, api_for,
 @pytest.mark.parametrize("who", ["anonymous", "mallory"])
 def test_the_websocket_refuses_users_who_may_not_see_the_conversation(e2e, api_for, alice, mallory, agent, who):
     conversation_id = start(api_for(alice), "hello")
-    headers = session_headers(e2e, mallory) if who == "mallory" else {}
-    url = f"{e2e.ws_url}/ws/conversations/{conversation_id}/"
     with pytest.raises(Exception) as refused:
-        with connect(url, origin=e2e.base_url, additional_headers=headers) as socket:
+        with open_socket(e2e, conversation_id, mallory if who == "mallory" else None) as socket:
             socket.recv(timeout=5)
     assert "4403" in str(refused.value) or "403" in str(refused.value)
 
 
 def test_the_websocket_refuses_a_foreign_origin(e2e, api_for, alice, agent):
     conversation_id = start(api_for(alice), "hello")
-    url = f"{e2e.ws_url}/ws/conversations/{conversation_id}/"
     with pytest.raises(Exception) as refused:
-        with connect(url, origin="http://evil.example", additional_headers=session_headers(e2e, alice)) as socket:
+        with open_socket(e2e, conversation_id, alice, origin="http://evil.example") as socket:
             socket.recv(timeout=5)
     assert "403" in str(refused.value)
