@@ -6,12 +6,22 @@ from .models import Conversation, Message, ToolCall
 
 
 def message_html(message: Message, *, oob: bool = False) -> str:
-    """A message with its tool cards; `message.tool_calls` should be prefetched with their approvals."""
-    return render_to_string("partials/message.html", {"message": message, "oob": oob})
+    """A message with its tool cards (prefetch `tool_calls__approval__decided_by`). Pushed, it is
+    appended to #messages: htmx appends the wrapper's children."""
+    html = render_to_string("partials/message.html", {"message": message})
+    return format_html('<div hx-swap-oob="beforeend:#messages">{}</div>', html) if oob else html
 
 
 def tool_card_html(call: ToolCall, *, oob: bool = False) -> str:
-    return render_to_string("partials/tool_call_card.html", {"call": call, "oob": oob})
+    """A card; pushed, it comes with its turn's "Approve all (N)", which its decision may change."""
+    html = render_to_string("partials/tool_call_card.html", {"call": call, "oob": oob})
+    if oob:
+        html += approve_all_html(call.message, oob=True)
+    return html
+
+
+def approve_all_html(message: Message, *, oob: bool = False) -> str:
+    return render_to_string("partials/approve_all.html", {"message": message, "oob": oob})
 
 
 def conversation_status_html(conversation: Conversation, *, oob: bool = True) -> str:
@@ -24,4 +34,4 @@ def stream_delta_html(conversation_id, text: str) -> str:
 
 
 def stream_reset_html(conversation_id) -> str:
-    return format_html('<div id="stream-{}" class="streaming" hx-swap-oob="true"></div>', conversation_id)
+    return format_html('<div id="stream-{}" class="streaming" aria-live="polite" hx-swap-oob="true"></div>', conversation_id)

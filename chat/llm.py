@@ -145,6 +145,16 @@ def _describe(litellm, exc: Exception, attempts: int) -> str:
 
 SCRIPTED_REQUESTS: deque = deque(maxlen=100)  # what the scripted model was sent, newest last
 
+# The phrases a newcomer can click on a scripted agent's pages.
+SUGGESTIONS = [
+    "write hello to notes.txt",
+    "delete notes.txt and todo.txt",
+    "email bob@example.com about lunch",
+    "what is (2 + 3) * 4",
+    "list files",
+    "fetch https://example.com",
+]
+
 HELP = (
     "I'm the offline scripted model. Try: \"write hello to notes.txt\", \"read notes.txt\", "
     "\"list files\", \"delete a.txt and b.txt\", \"email bob@example.com about lunch\", "

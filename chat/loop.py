@@ -228,6 +228,11 @@ def _set_status(conversation: Conversation, status: str, token: str, error: str 
         status=status, error=error, advancing_token="", advancing_until=None, updated_at=timezone.now()
     )
     conversation.status, conversation.error = status, error
+    push_status(conversation)
+
+
+def push_status(conversation: Conversation) -> None:
+    """Show every open tab the conversation's status (working, waiting, failed with Retry) on commit."""
     live.push(live.conversation_group(conversation.pk), fragments.conversation_status_html(conversation))
 
 

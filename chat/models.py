@@ -91,6 +91,10 @@ class Conversation(models.Model):
     def __str__(self) -> str:
         return self.title or str(self.id)
 
+    @property
+    def uses_scripted_model(self) -> bool:
+        return self.agent.model.startswith("scripted/")
+
 
 class Message(models.Model):
     Role = MessageRole
@@ -116,6 +120,11 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role} #{self.position}"
+
+    @property
+    def pending_approval_ids(self) -> list[int]:
+        """Approvals of this turn still waiting (uses prefetched tool calls and approvals)."""
+        return [c.approval.pk for c in self.tool_calls.all() if c.status == ToolCallStatus.PENDING_APPROVAL]
 
 
 class ToolCall(models.Model):

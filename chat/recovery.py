@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from approvals.models import Approval
 
+from . import loop
 from .models import Conversation
 from .selectors import stalled_conversations
 
@@ -16,11 +17,12 @@ def resume_if_decided(conversation_id) -> bool:
     `waiting_for_approval` lets exactly one of several concurrent deciders through."""
     if Approval.objects.filter(conversation_id=conversation_id, status=Approval.Status.PENDING).exists():
         return False
-    return bool(
-        Conversation.objects.filter(pk=conversation_id, status=Conversation.Status.WAITING_FOR_APPROVAL).update(
-            status=Conversation.Status.RUNNING, updated_at=timezone.now()
-        )
-    )
+    resumed = Conversation.objects.filter(
+        pk=conversation_id, status=Conversation.Status.WAITING_FOR_APPROVAL
+    ).update(status=Conversation.Status.RUNNING, updated_at=timezone.now())
+    if resumed:
+        loop.push_status(Conversation(pk=conversation_id, status=Conversation.Status.RUNNING))
+    return bool(resumed)
 
 
 def claim_stalled() -> list[str]:

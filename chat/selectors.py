@@ -8,7 +8,7 @@ from django.utils import timezone
 from approvals.models import Approval
 from approvals.permissions import is_approver
 
-from .models import Conversation
+from .models import Conversation, Message
 
 
 def visible_conversations(user) -> QuerySet[Conversation]:
@@ -24,6 +24,11 @@ def conversation_for(user, conversation_id) -> Conversation:
     if conversation is None:
         raise Http404("No such conversation.")
     return conversation
+
+
+def messages_for_page(conversation: Conversation) -> QuerySet[Message]:
+    """Everything a page shows of a conversation, in a constant number of queries."""
+    return conversation.messages.prefetch_related("tool_calls__approval__decided_by")
 
 
 def stalled_conversations(*, stalled_for: timedelta) -> QuerySet[Conversation]:

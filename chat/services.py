@@ -84,6 +84,8 @@ def retry(*, conversation: Conversation, user) -> None:
             status=Conversation.Status.RUNNING, error="", updated_at=timezone.now()
         )
         if updated:
+            conversation.status, conversation.error = Conversation.Status.RUNNING, ""
+            loop.push_status(conversation)
             advance_conversation.delay_on_commit(str(conversation.pk))
 
 
@@ -91,7 +93,8 @@ def _set_running(conversation: Conversation) -> None:
     Conversation.objects.filter(pk=conversation.pk).update(
         status=Conversation.Status.RUNNING, error="", updated_at=timezone.now()
     )
-    conversation.status = Conversation.Status.RUNNING
+    conversation.status, conversation.error = Conversation.Status.RUNNING, ""
+    loop.push_status(conversation)
     advance_conversation.delay_on_commit(str(conversation.pk))
 
 

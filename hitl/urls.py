@@ -1,9 +1,12 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from .api import api
 
 urlpatterns = [
+    path("", include("chat.urls")),
+    path("approvals/", include("approvals.urls")),
+    path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
 ]

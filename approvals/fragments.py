@@ -1,0 +1,10 @@
+"""The decision controls of a tool card: shared by the chat card and (later) the dashboard rows."""
+from django.template.loader import render_to_string
+
+from .models import Approval
+
+
+def approval_controls_html(approval: Approval, *, can_decide: bool, via: str = Approval.Via.CHAT) -> str:
+    return render_to_string(
+        "partials/approval_controls.html", {"approval": approval, "can_decide": can_decide, "via": via}
+    )

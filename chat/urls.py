@@ -1,0 +1,13 @@
+from django.urls import path
+
+from . import views
+
+app_name = "chat"
+urlpatterns = [
+    path("", views.conversation_list, name="conversations"),
+    path("conversations/new/", views.new_conversation, name="new"),
+    path("conversations/<uuid:conversation_id>/", views.conversation_page, name="conversation"),
+    path("conversations/<uuid:conversation_id>/messages/", views.post_message, name="post_message"),
+    path("conversations/<uuid:conversation_id>/retry/", views.retry, name="retry"),
+    path("conversations/<uuid:conversation_id>/approve-all/", views.approve_all, name="approve_all"),
+]
