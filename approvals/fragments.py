@@ -8,3 +8,8 @@ def approval_controls_html(approval: Approval, *, can_decide: bool, via: str = A
     return render_to_string(
         "partials/approval_controls.html", {"approval": approval, "can_decide": can_decide, "via": via}
     )
+
+
+def dashboard_signal_html(event: str, approval_id: int) -> str:
+    """Tells open dashboards that something changed; each re-reads its own filtered list."""
+    return render_to_string("partials/dashboard_signal.html", {"event": event, "approval_id": approval_id})

@@ -47,6 +47,10 @@ class Approval(models.Model):
     )
     decided_via = models.CharField(max_length=16, choices=Via.choices, blank=True)
     rejection_reason = models.TextField(blank=True)
+    approver_required = models.BooleanField(
+        default=False, help_text="Only an approver who is not the requester may decide (four eyes)."
+    )
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Expired by the system if still pending.")
 
     class Meta:
         ordering = ["requested_at", "id"]
@@ -62,8 +66,57 @@ class Approval(models.Model):
         ]
         indexes = [
             models.Index(fields=["requested_at"], condition=Q(status="pending"), name="approvals_pending_by_age"),
+            models.Index(fields=["expires_at"], condition=Q(status="pending"), name="approvals_pending_by_expiry"),
+            models.Index(fields=["-decided_at"], condition=~Q(status="pending"), name="approvals_decided_by_time"),
             models.Index(fields=["conversation", "status"], name="approvals_conv_status"),
         ]
 
     def __str__(self) -> str:
         return f"approval #{self.pk} ({self.status})"
+
+
+class Webhook(models.Model):
+    """A URL told about approvals, for one agent or (with no agent) for all of them."""
+
+    class Event(models.TextChoices):
+        REQUESTED = "approval.requested"
+        DECIDED = "approval.decided"
+
+    agent = models.ForeignKey(
+        "chat.Agent", null=True, blank=True, on_delete=models.CASCADE, related_name="webhooks",
+        help_text="Empty: every agent.",
+    )
+    url = models.URLField(max_length=500)
+    secret = models.CharField(max_length=200, help_text="Key of the HMAC-SHA256 signature of each body.")
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class WebhookDelivery(models.Model):
+    """One event sent (or being sent) to one webhook: the record of its attempts."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    approval = models.ForeignKey(Approval, on_delete=models.CASCADE, related_name="webhook_deliveries")
+    event = models.CharField(max_length=32, choices=Webhook.Event.choices)
+    payload = models.JSONField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    last_status_code = models.PositiveIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "webhook deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.event} to {self.webhook} ({self.status})"

@@ -13,4 +13,10 @@ def can_see(user: Any, approval: Any) -> bool:
 
 
 def can_decide(user: Any, approval: Any) -> bool:
-    return can_see(user, approval)
+    """The owner decides their own calls, unless the call needs an approver; then only an approver
+    who is not the requester may (four eyes)."""
+    if not can_see(user, approval):
+        return False
+    if approval.approver_required:
+        return is_approver(user) and user.pk != approval.requested_by_id
+    return True

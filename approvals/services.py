@@ -1,12 +1,13 @@
 """Writes on approvals: request one, decide one (first decision wins), decide several."""
 import logging
+from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 from .models import Approval
 from .permissions import can_decide, can_see
-from .signals import approval_decided
+from .signals import approval_decided, approval_requested
 
 logger = logging.getLogger(__name__)
 
@@ -24,20 +25,32 @@ class AlreadyDecided(DecisionError):
 
 
 class NotAllowed(DecisionError):
-    pass
+    """The user may see the approval but not decide it (four eyes: an approver must)."""
 
 
 def request_approval(
-    *, tool_call_id: int, conversation_id, requested_by_id: int, reason: str, risk: str, arguments_hash: str
+    *,
+    tool_call_id: int,
+    conversation_id,
+    requested_by_id: int,
+    reason: str,
+    risk: str,
+    arguments_hash: str,
+    approver_required: bool = False,
+    timeout_seconds: int | None = None,
 ) -> Approval:
-    return Approval.objects.create(
+    approval = Approval.objects.create(
         tool_call_id=tool_call_id,
         conversation_id=conversation_id,
         requested_by_id=requested_by_id,
         reason=reason,
         risk=risk,
         arguments_hash=arguments_hash,
+        approver_required=approver_required,
+        expires_at=timezone.now() + timedelta(seconds=timeout_seconds) if timeout_seconds else None,
     )
+    transaction.on_commit(lambda: approval_requested.send(sender=Approval, approval=approval))
+    return approval
 
 
 def decide(approval_id: int, *, user, approve: bool, via: str, reason: str = "") -> Approval:
@@ -46,7 +59,7 @@ def decide(approval_id: int, *, user, approve: bool, via: str, reason: str = "")
     if not can_see(user, approval):
         raise Approval.DoesNotExist
     if not can_decide(user, approval):
-        raise NotAllowed("You may not decide this approval.")
+        raise NotAllowed("This call needs an approver other than the requester (four eyes).")
     status = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
     with transaction.atomic():
         # The conditional update is the whole race: of two deciders (or a decider and the expiry)
@@ -64,6 +77,26 @@ def decide(approval_id: int, *, user, approve: bool, via: str, reason: str = "")
         transaction.on_commit(lambda: approval_decided.send(sender=Approval, approval=approval))
     logger.info("approval %s %s by %s via %s", approval.pk, status, user, via)
     return approval
+
+
+def expire_overdue(*, now=None, limit: int = 500) -> list[int]:
+    """Expire pending approvals past their deadline: decided by nobody, via `timeout`. A decision
+    racing the expiry meets the same conditional update, so exactly one of them wins."""
+    now = now or timezone.now()
+    overdue = Approval.objects.filter(status=Approval.Status.PENDING, expires_at__lte=now)
+    expired = []
+    for approval_id in overdue.order_by("expires_at").values_list("pk", flat=True)[:limit]:
+        with transaction.atomic():
+            if not Approval.objects.filter(pk=approval_id, status=Approval.Status.PENDING).update(
+                status=Approval.Status.EXPIRED, decided_at=now, decided_via=Approval.Via.TIMEOUT
+            ):
+                continue  # decided a moment ago
+            approval = Approval.objects.get(pk=approval_id)
+            transaction.on_commit(lambda a=approval: approval_decided.send(sender=Approval, approval=a))
+        expired.append(approval_id)
+    if expired:
+        logger.info("expired approvals %s", expired)
+    return expired
 
 
 def decide_all(

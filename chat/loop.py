@@ -376,6 +376,8 @@ def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
                     reason=gate.reason,
                     risk=gate.risk,
                     arguments_hash=call.arguments_hash,
+                    approver_required=gate.approver_required,
+                    timeout_seconds=gate.timeout_seconds,
                 )
         message = Message.objects.prefetch_related("tool_calls__approval").get(pk=message.pk)
         live.push(live.conversation_group(conversation.pk), fragments.message_html(message, oob=True))

@@ -54,6 +54,16 @@ class Agent(models.Model):
     allow_private_fetch = models.BooleanField(
         default=False, help_text="Let web_fetch reach private and loopback addresses."
     )
+    owner_max_risk = models.CharField(
+        max_length=16,
+        choices=[(r, r) for r in ("low", "medium", "high", "critical")],
+        default="critical",
+        help_text="The riskiest call a conversation's owner may approve; riskier ones need an approver "
+        "who is not the owner (four eyes).",
+    )
+    approval_timeout_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Pending approvals expire after this long (empty: never)."
+    )
 
     def __str__(self) -> str:
         return self.name

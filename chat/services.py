@@ -36,8 +36,9 @@ def post_message(*, conversation: Conversation, user, content: str) -> Message:
         raise NotOwner("Only the conversation's owner can write in it.")
     with transaction.atomic():
         loop.lock_conversation(conversation)
-        conversation.refresh_from_db(fields=["status"])
-        if conversation.status == Conversation.Status.WAITING_FOR_APPROVAL:
+        # Pending approvals, not the status, say whether a reply decides: the status turns to
+        # waiting a moment after the calls are stored, and a fast client can answer in between.
+        if Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).exists():
             return _post_while_waiting(conversation, user, content)
         message = loop.append_message(conversation, role=Message.Role.USER, content=content, author=user)
         _set_running(conversation)

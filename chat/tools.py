@@ -39,6 +39,7 @@ class ToolSpec:
     arguments_model: type[pydantic.BaseModel]
     needs_approval: bool | GateFunction = False
     risk: str = "low"
+    approval_timeout: int | None = None  # seconds; overrides the agent's approval timeout
     takes_context: bool = False
 
     def openai_schema(self) -> dict:
@@ -86,6 +87,7 @@ def tool(
     name: str | None = None,
     needs_approval: bool | GateFunction = False,
     risk: str = "low",
+    approval_timeout: int | None = None,
 ) -> Any:
     """Register a typed function as a tool. A first parameter named `context` receives a ToolContext."""
 
@@ -107,6 +109,7 @@ def tool(
             arguments_model=model,
             needs_approval=needs_approval,
             risk=risk,
+            approval_timeout=approval_timeout,
             takes_context=takes_context,
         )
         registry.tools[spec.name] = spec

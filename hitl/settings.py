@@ -150,6 +150,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "chat.tasks.recover_stalled",
         "schedule": float(os.environ.get("HITL_SWEEP_SECONDS", "15")),
     },
+    "expire-overdue-approvals": {
+        "task": "approvals.tasks.expire_overdue_approvals",
+        "schedule": float(os.environ.get("HITL_EXPIRY_SWEEP_SECONDS", "5")),
+    },
 }
 
 # The agent loop.
@@ -161,6 +165,11 @@ HITL_LOOP_LEASE_SECONDS = float(os.environ.get("HITL_LOOP_LEASE_SECONDS", "300")
 # A running conversation that has not moved for this long is re-enqueued by the sweeper.
 HITL_STALL_SECONDS = float(os.environ.get("HITL_STALL_SECONDS", "60"))
 HITL_MAX_MESSAGE_CHARS = int(os.environ.get("HITL_MAX_MESSAGE_CHARS", "20000"))
+# Links in webhook payloads point here.
+HITL_BASE_URL = os.environ.get("HITL_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+HITL_WEBHOOK_TIMEOUT = float(os.environ.get("HITL_WEBHOOK_TIMEOUT", "10"))
+HITL_WEBHOOK_RETRIES = int(os.environ.get("HITL_WEBHOOK_RETRIES", "5"))
+HITL_WEBHOOK_BACKOFF = float(os.environ.get("HITL_WEBHOOK_BACKOFF", "2"))
 HITL_SANDBOX_ROOT = Path(os.environ.get("HITL_SANDBOX_ROOT", VAR_DIR / "sandboxes"))
 
 LOGGING = {

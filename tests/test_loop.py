@@ -352,3 +352,13 @@ def test_plain_text_gets_a_plain_reply(alice, agent):
     assert "scripted model" in last_reply(conversation)
     assert not ToolCall.objects.exists()
     assert json.dumps(SCRIPTED_REQUESTS[-1]["tools"])  # the agent's tools were offered
+
+
+def test_a_reply_counts_as_a_decision_as_soon_as_calls_are_pending(alice, agent):
+    """The calls are stored a moment before the status says waiting; a fast "yes" still decides."""
+    conversation = start(alice, agent, "write hi to a.txt")
+    Conversation.objects.filter(pk=conversation.pk).update(status=Conversation.Status.RUNNING)
+
+    services.post_message(conversation=conversation, user=alice, content="yes")
+
+    assert Approval.objects.get(conversation=conversation).decided_via == "text"

@@ -10,6 +10,8 @@ class AgentRules:
     require_approval: list = field(default_factory=list)
     all_tools_need_approval: bool = False
     fetch_allowlist: list = field(default_factory=lambda: ["example.com"])
+    owner_max_risk: str = "critical"
+    approval_timeout_seconds: int | None = None
 
 
 def test_tools_without_rules_are_not_gated():

@@ -1,0 +1,24 @@
+"""approvals' own reactions to its events: tell the dashboards, and queue the webhooks."""
+from django.db import transaction
+
+from hitl import live
+
+from . import webhooks
+from .fragments import dashboard_signal_html
+from .models import Webhook
+from .tasks import deliver_webhook
+
+
+def on_approval_requested(sender, approval, **kwargs) -> None:
+    _announce(approval, Webhook.Event.REQUESTED)
+
+
+def on_approval_decided(sender, approval, **kwargs) -> None:
+    _announce(approval, Webhook.Event.DECIDED)
+
+
+def _announce(approval, event: str) -> None:
+    live.push_now(live.APPROVALS_GROUP, dashboard_signal_html(event, approval.pk))
+    with transaction.atomic():
+        for delivery_id in webhooks.create_deliveries(approval, event):
+            deliver_webhook.delay_on_commit(delivery_id)
