@@ -1,11 +1,60 @@
+"""The audit admin for approvals and webhooks: searchable, filterable, read-only, exportable."""
+import csv
+
 from django.contrib import admin
+from django.http import HttpResponse
+from django.utils import timezone
 
 from hitl.admin import ReadOnlyAdminMixin
 
-from .models import Approval
+from .models import Approval, Webhook, WebhookDelivery
+
+EXPORT_COLUMNS = [
+    "id", "status", "tool", "arguments", "risk", "reason", "approver_required", "agent", "conversation",
+    "requested_by", "requested_at", "expires_at", "decided_by", "decided_via", "decided_at", "rejection_reason",
+]
 
 
 @admin.register(Approval)
 class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["id", "tool_call", "status", "risk", "requested_at", "decided_by", "decided_via"]
-    list_filter = ["status", "risk", "decided_via"]
+    list_display = ["id", "tool_name", "status", "risk", "requested_by", "requested_at", "decided_by", "decided_via", "decided_at"]
+    list_filter = [
+        "status", "risk", "decided_via", "approver_required", ("conversation__agent", admin.RelatedOnlyFieldListFilter),
+        "tool_call__name", ("decided_by", admin.RelatedOnlyFieldListFilter), "requested_at", "decided_at",
+    ]
+    search_fields = ["tool_call__name", "reason", "rejection_reason", "requested_by__username", "decided_by__username", "=conversation__id"]
+    list_select_related = ["tool_call", "requested_by", "decided_by"]
+    date_hierarchy = "requested_at"
+    actions = ["export_csv"]
+
+    @admin.display(description="tool", ordering="tool_call__name")
+    def tool_name(self, approval: Approval) -> str:
+        return approval.tool_call.name
+
+    @admin.action(description="Export the selected decisions as CSV")
+    def export_csv(self, request, queryset):
+        response = HttpResponse(content_type="text/csv")
+        response["Content-Disposition"] = f'attachment; filename="decisions-{timezone.now():%Y%m%d-%H%M%S}.csv"'
+        writer = csv.writer(response)
+        writer.writerow(EXPORT_COLUMNS)
+        for a in queryset.select_related("tool_call", "conversation__agent", "requested_by", "decided_by").order_by("pk"):
+            writer.writerow([
+                a.pk, a.status, a.tool_call.name, a.tool_call.arguments, a.risk, a.reason, a.approver_required,
+                a.conversation.agent.slug, a.conversation_id, a.requested_by.get_username(), a.requested_at.isoformat(),
+                a.expires_at.isoformat() if a.expires_at else "", a.decided_by.get_username() if a.decided_by else "",
+                a.decided_via, a.decided_at.isoformat() if a.decided_at else "", a.rejection_reason,
+            ])
+        return response
+
+
+@admin.register(Webhook)
+class WebhookAdmin(admin.ModelAdmin):
+    list_display = ["url", "agent", "is_active", "created_at"]
+    list_filter = ["is_active", "agent"]
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["id", "event", "webhook", "approval", "status", "attempts", "last_status_code", "updated_at"]
+    list_filter = ["status", "event", "webhook"]
+    search_fields = ["webhook__url", "last_error"]

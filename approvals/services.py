@@ -1,5 +1,6 @@
 """Writes on approvals: request one, decide one (first decision wins), decide several."""
 import logging
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import transaction
@@ -99,6 +100,30 @@ def expire_overdue(*, now=None, limit: int = 500) -> list[int]:
     return expired
 
 
+@dataclass
+class Outcome:
+    """What deciding several approvals did: each id lands in exactly one list."""
+
+    decided: list[Approval] = field(default_factory=list)
+    already_decided: list[int] = field(default_factory=list)
+    not_allowed: list[int] = field(default_factory=list)
+
+
+def decide_many(approval_ids: list[int], *, user, approve: bool, via: str, reason: str = "") -> Outcome:
+    """Decide each approval in `approval_ids` that `user` may see (unknown or hidden ids are skipped)."""
+    outcome = Outcome()
+    for approval_id in sorted(set(approval_ids)):
+        try:
+            outcome.decided.append(decide(approval_id, user=user, approve=approve, via=via, reason=reason))
+        except AlreadyDecided:
+            outcome.already_decided.append(approval_id)
+        except NotAllowed:
+            outcome.not_allowed.append(approval_id)
+        except Approval.DoesNotExist:
+            continue
+    return outcome
+
+
 def decide_all(
     *,
     conversation_id,
@@ -115,12 +140,5 @@ def decide_all(
     pending = Approval.objects.filter(conversation_id=conversation_id, status=Approval.Status.PENDING)
     if approval_ids is not None:
         pending = pending.filter(pk__in=approval_ids)
-    decided = []
-    for approval in pending.order_by("pk"):
-        if not can_decide(user, approval):
-            continue
-        try:
-            decided.append(decide(approval.pk, user=user, approve=approve, via=via, reason=reason))
-        except AlreadyDecided:
-            continue
-    return decided
+    ids = [a.pk for a in pending if can_decide(user, a)]
+    return decide_many(ids, user=user, approve=approve, via=via, reason=reason).decided

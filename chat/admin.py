@@ -1,4 +1,6 @@
+"""The audit admin for chat: agents are editable; conversations, messages and tool calls are records."""
 from django.contrib import admin
+from django.utils.html import format_html, format_html_join
 
 from hitl.admin import ReadOnlyAdminMixin
 
@@ -7,32 +9,78 @@ from .models import Agent, ApiToken, Conversation, Message, OutboxEmail, ToolCal
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "model", "max_steps"]
+    list_display = ["slug", "name", "model", "owner_max_risk", "approval_timeout_seconds", "max_steps"]
 
 
-class ReadOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    pass
+class MessageInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = Message
+    fields = ["position", "role", "content", "author", "in_model_context", "created_at"]
+    readonly_fields = fields
+    extra = 0
+
+
+class ToolCallInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """Tool calls of the conversation, shown through their assistant messages."""
+
+    model = ToolCall
+    fk_name = "message"
+    fields = ["call_id", "name", "arguments", "status", "result", "error", "started_at", "finished_at"]
+    readonly_fields = fields
+    extra = 0
 
 
 @admin.register(Conversation)
-class ConversationAdmin(ReadOnlyAdmin):
-    list_display = ["id", "title", "owner", "agent", "status", "created_at"]
-    list_filter = ["status", "agent"]
+class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["id", "title", "owner", "agent", "status", "created_at", "updated_at"]
+    list_filter = ["status", "agent", "created_at"]
+    search_fields = ["=id", "title", "owner__username"]
+    list_select_related = ["owner", "agent"]
+    inlines = [MessageInline]
+    readonly_fields = ["tool_calls"]
+
+    @admin.display(description="tool calls")
+    def tool_calls(self, conversation: Conversation) -> str:
+        calls = ToolCall.objects.filter(message__conversation=conversation).select_related("approval__decided_by")
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+            (
+                (c.call_id, c.name, c.arguments, c.status, _decision(c))
+                for c in calls
+            ),
+        )
+        return format_html("<table><tr><th>call</th><th>tool</th><th>arguments</th><th>status</th><th>decision</th></tr>{}</table>", rows)
+
+
+def _decision(call: ToolCall) -> str:
+    if not call.is_gated:
+        return "not gated"
+    approval = call.approval
+    who = approval.decided_by.get_username() if approval.decided_by else "system"
+    return approval.status if approval.status == "pending" else f"{approval.status} by {who} via {approval.decided_via}"
 
 
 @admin.register(Message)
-class MessageAdmin(ReadOnlyAdmin):
+class MessageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["conversation", "position", "role", "created_at"]
+    search_fields = ["content", "=conversation__id"]
+    inlines = [ToolCallInline]
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(ReadOnlyAdmin):
-    list_display = ["name", "status", "message", "created_at"]
-    list_filter = ["status", "name"]
+class ToolCallAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ["id", "name", "status", "is_gated", "agent", "created_at", "finished_at"]
+    list_filter = ["status", "name", "is_gated", ("message__conversation__agent", admin.RelatedOnlyFieldListFilter), "created_at"]
+    search_fields = ["name", "call_id", "result", "error", "=message__conversation__id"]
+    list_select_related = ["message__conversation__agent"]
+
+    @admin.display(description="agent")
+    def agent(self, call: ToolCall) -> str:
+        return call.message.conversation.agent.slug
 
 
 @admin.register(OutboxEmail)
-class OutboxEmailAdmin(ReadOnlyAdmin):
+class OutboxEmailAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["to", "subject", "conversation", "sent_at"]
 
 

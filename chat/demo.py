@@ -1,10 +1,14 @@
-"""The demo agent and user that `make run` creates (also used by the tests)."""
+"""The demo agents and users that `make run` creates (the agents are also used by the tests)."""
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+
 from .models import Agent
 
 DEMO_TOOLS = ["list_directory", "read_file", "write_file", "delete_file", "send_email", "calculator", "web_fetch"]
 
 
 def ensure_demo_agent() -> Agent:
+    """`demo`: its owner approves every gated call alone, so a newcomer's first approval needs nobody else."""
     agent, _ = Agent.objects.update_or_create(
         slug="demo",
         defaults={
@@ -18,3 +22,32 @@ def ensure_demo_agent() -> Agent:
         },
     )
     return agent
+
+
+def ensure_ops_agent() -> Agent:
+    """`ops`: high-risk calls (deleting files, sending email) need an approver other than the owner,
+    and pending approvals expire after 30 minutes."""
+    agent, _ = Agent.objects.update_or_create(
+        slug="ops",
+        defaults={
+            "name": "Ops agent (four eyes)",
+            "system_prompt": "You operate on shared files and mail. Risky actions need a second person.",
+            "model": "scripted/ops",
+            "tools": DEMO_TOOLS,
+            "require_approval": ["write_file", "delete_file", "send_email"],
+            "fetch_allowlist": ["example.com", "python.org"],
+            "owner_max_risk": "medium",
+            "approval_timeout_seconds": 30 * 60,
+        },
+    )
+    return agent
+
+
+def ensure_user(username: str, password: str, *, approver: bool = False):
+    user, created = get_user_model().objects.get_or_create(username=username)
+    if created:
+        user.set_password(password)
+        user.save()
+    if approver:
+        user.groups.add(Group.objects.get(name="Approvers"))
+    return user

@@ -132,9 +132,14 @@ class Message(models.Model):
         return f"{self.role} #{self.position}"
 
     @property
-    def pending_approval_ids(self) -> list[int]:
-        """Approvals of this turn still waiting (uses prefetched tool calls and approvals)."""
-        return [c.approval.pk for c in self.tool_calls.all() if c.status == ToolCallStatus.PENDING_APPROVAL]
+    def approve_all_ids(self) -> list[int]:
+        """Pending approvals of this turn that the owner may decide: what "Approve all" covers.
+        (Uses prefetched tool calls and approvals; four-eyes calls are left to an approver.)"""
+        return [
+            c.approval.pk
+            for c in self.tool_calls.all()
+            if c.status == ToolCallStatus.PENDING_APPROVAL and not c.approval.approver_required
+        ]
 
 
 class ToolCall(models.Model):

@@ -28,7 +28,9 @@ def conversation_for(user, conversation_id) -> Conversation:
 
 def messages_for_page(conversation: Conversation) -> QuerySet[Message]:
     """Everything a page shows of a conversation, in a constant number of queries."""
-    return conversation.messages.prefetch_related("tool_calls__approval__decided_by")
+    return conversation.messages.prefetch_related(
+        "tool_calls__approval__decided_by", "tool_calls__approval__requested_by"
+    )
 
 
 def stalled_conversations(*, stalled_for: timedelta) -> QuerySet[Conversation]:

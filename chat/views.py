@@ -6,6 +6,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.models import Approval
+from approvals.permissions import is_approver
 from approvals.services import decide_all
 
 from . import services
@@ -39,7 +40,13 @@ def new_conversation(request):
 @require_GET
 def conversation_page(request, conversation_id):
     conversation = conversation_for(request.user, conversation_id)
-    context = {"conversation": conversation, "messages": messages_for_page(conversation), "suggestions": SUGGESTIONS}
+    context = {
+        "conversation": conversation,
+        "messages": messages_for_page(conversation),
+        "suggestions": SUGGESTIONS,
+        # Four-eyes calls: this viewer may decide them only as an approver who is not the owner.
+        "may_approve_others": is_approver(request.user) and conversation.owner_id != request.user.pk,
+    }
     if request.htmx:  # the socket (re)connected: bring the page up to date from the database
         return render(request, "partials/conversation_live.html", context)
     return render(request, "chat/conversation.html", context)

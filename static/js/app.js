@@ -1,5 +1,6 @@
-// hitl's page behaviour: the reject form, Enter to send, catching up after a (re)connect,
-// and the pending count in the tab title. Everything else is htmx.
+// hitl's page behaviour: the reject form, Enter to send, catching up after a (re)connect, the
+// dashboard's live list and notifications, time left, and the pending count in the tab title.
+// Everything else is htmx.
 (function () {
   "use strict";
   const baseTitle = document.title;
@@ -46,11 +47,55 @@
     }
   });
 
-  // "(2) title" while cards wait for a decision and the tab is hidden.
+  // The dashboard: a pushed signal says something changed; the page re-reads its own filtered list.
+  document.addEventListener("htmx:oobAfterSwap", function (event) {
+    const signal = event.detail.target;
+    if (!signal || signal.id !== "dashboard-signal") return;
+    htmx.trigger("#dashboard-filters", "refresh");
+    if (signal.dataset.event === "approval.requested") notifyNewApproval();
+  });
+  document.addEventListener("htmx:wsOpen", function () {
+    if (document.getElementById("dashboard-filters")) htmx.trigger("#dashboard-filters", "refresh");
+  });
+
+  function notifyNewApproval() {
+    if (window.Notification && Notification.permission === "granted" && document.hidden) {
+      new Notification("hitl: an approval is waiting", { body: "A new tool call needs a decision.", tag: "hitl-approvals" });
+    }
+  }
+  const enable = document.getElementById("enable-notifications");
+  if (enable && window.Notification && Notification.permission === "default") {
+    enable.hidden = false;
+    enable.addEventListener("click", function () {
+      Notification.requestPermission().then(function () { enable.hidden = true; });
+    });
+  }
+
+  // Time left on approvals that expire.
+  function updateTimeLeft() {
+    for (const element of document.querySelectorAll("[data-expires-at]")) {
+      const seconds = Math.round((Date.parse(element.dataset.expiresAt) - Date.now()) / 1000);
+      const label = element.querySelector(".time-left");
+      if (!label) continue;
+      label.textContent = seconds > 0 ? " (" + Math.floor(seconds / 60) + " min " + (seconds % 60) + " s left)" : " (expiring…)";
+    }
+  }
+  setInterval(updateTimeLeft, 1000);
+  document.addEventListener("htmx:afterSettle", updateTimeLeft);
+
+  // "(2) title" while cards wait for a decision and the tab is hidden; on the dashboard, the count
+  // of pending approvals at all times.
   function updateTitle() {
+    const count = document.getElementById("dashboard-count");
+    if (count) {
+      const pending = Number(count.dataset.count);
+      document.title = pending ? "(" + pending + ") " + baseTitle : baseTitle;
+      return;
+    }
     const pending = document.querySelectorAll('.tool-card[data-status="pending_approval"]').length;
     document.title = document.hidden && pending ? "(" + pending + ") " + baseTitle : baseTitle;
   }
+  updateTitle();
   document.addEventListener("visibilitychange", updateTitle);
   document.addEventListener("htmx:afterSettle", updateTitle);
   document.addEventListener("htmx:oobAfterSwap", updateTitle);

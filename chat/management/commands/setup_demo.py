@@ -1,19 +1,21 @@
 import os
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from chat.demo import ensure_demo_agent
+from chat.demo import ensure_demo_agent, ensure_ops_agent, ensure_user
 
 
 class Command(BaseCommand):
-    help = "Create the demo user (password from HITL_DEMO_PASSWORD, default 'demo') and the demo agent."
+    help = "Create the demo user and approver (password: HITL_DEMO_PASSWORD, else their names) and the demo agents."
 
     def handle(self, *args, **options) -> None:
-        password = os.environ.get("HITL_DEMO_PASSWORD", "demo")
-        user, created = get_user_model().objects.get_or_create(username="demo")
-        if created or os.environ.get("HITL_DEMO_PASSWORD"):
-            user.set_password(password)
-            user.save()
+        password = os.environ.get("HITL_DEMO_PASSWORD")
+        for username, approver in (("demo", False), ("approver", True)):
+            user = ensure_user(username, password or username, approver=approver)
+            if password:  # a password given now wins over the one set before
+                user.set_password(password)
+                user.save()
         ensure_demo_agent()
-        self.stdout.write(f"demo user: demo / {'(HITL_DEMO_PASSWORD)' if os.environ.get('HITL_DEMO_PASSWORD') else 'demo'}")
+        ensure_ops_agent()
+        shown = "(HITL_DEMO_PASSWORD)" if password else None
+        self.stdout.write(f"users: demo / {shown or 'demo'}; approver / {shown or 'approver'} (may decide anyone's approvals)")

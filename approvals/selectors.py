@@ -1,0 +1,65 @@
+"""The dashboard's reads: pending approvals with filters, and the history of decisions."""
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.functions import Cast
+from django.utils import timezone
+
+from .models import Approval, Risk
+
+ROW_RELATIONS = ("tool_call", "conversation__agent", "requested_by", "decided_by")
+
+
+@dataclass(frozen=True)
+class Filters:
+    agent: str = ""
+    tool: str = ""
+    risk: str = ""
+    requester: str = ""
+    older_than_minutes: int | None = None
+    q: str = ""
+
+    @classmethod
+    def from_query(cls, query) -> "Filters":
+        older = query.get("older_than", "")
+        return cls(
+            agent=query.get("agent", "")[:50],
+            tool=query.get("tool", "")[:200],
+            risk=query.get("risk", "") if query.get("risk", "") in Risk.values else "",
+            requester=query.get("requester", "")[:150],
+            older_than_minutes=int(older) if older.isdigit() else None,
+            q=query.get("q", "").strip()[:200],
+        )
+
+
+def pending_approvals(filters: Filters) -> QuerySet[Approval]:
+    """Every pending approval (approvers see all), oldest first, filtered; rows need no more queries."""
+    approvals = Approval.objects.filter(status=Approval.Status.PENDING).select_related(*ROW_RELATIONS)
+    return _filter(approvals, filters).order_by("requested_at", "pk")
+
+
+def decided_approvals(filters: Filters) -> QuerySet[Approval]:
+    approvals = Approval.objects.exclude(status=Approval.Status.PENDING).select_related(*ROW_RELATIONS)
+    return _filter(approvals, filters).order_by("-decided_at", "-pk")
+
+
+def _filter(approvals: QuerySet[Approval], filters: Filters) -> QuerySet[Approval]:
+    if filters.agent:
+        approvals = approvals.filter(conversation__agent__slug=filters.agent)
+    if filters.tool:
+        approvals = approvals.filter(tool_call__name=filters.tool)
+    if filters.risk:
+        approvals = approvals.filter(risk=filters.risk)
+    if filters.requester:
+        approvals = approvals.filter(requested_by__username=filters.requester)
+    if filters.older_than_minutes is not None:
+        approvals = approvals.filter(requested_at__lte=timezone.now() - timedelta(minutes=filters.older_than_minutes))
+    if filters.q:
+        approvals = approvals.annotate(arguments_text=Cast("tool_call__arguments", TextField())).filter(
+            Q(tool_call__name__icontains=filters.q)
+            | Q(reason__icontains=filters.q)
+            | Q(arguments_text__icontains=filters.q)
+            | Q(rejection_reason__icontains=filters.q)
+        )
+    return approvals
