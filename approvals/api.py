@@ -75,10 +75,26 @@ def visible_approvals(user):
 
 
 @router.get("", response=ApprovalList)
-def list_approvals(request, status: Approval.Status | None = None, limit: int = 100, offset: int = 0):
+def list_approvals(
+    request,
+    status: Approval.Status | None = None,
+    agent: str = "",
+    tool: str = "",
+    since: datetime | None = None,
+    limit: int = 100,
+    offset: int = 0,
+):
+    """The approvals the caller may see (their own, or all for an approver), oldest first.
+    `since` keeps those requested at or after it; `limit` is at most 500."""
     approvals = visible_approvals(request.auth)
     if status:
         approvals = approvals.filter(status=status)
+    if agent:
+        approvals = approvals.filter(conversation__agent__slug=agent)
+    if tool:
+        approvals = approvals.filter(tool_call__name=tool)
+    if since:
+        approvals = approvals.filter(requested_at__gte=since)
     limit = max(1, min(limit, 500))
     page = approvals.order_by("requested_at", "pk")[max(offset, 0) : max(offset, 0) + limit]
     return {"items": [approval_item(a) for a in page], "count": approvals.count()}

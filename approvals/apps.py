@@ -5,8 +5,11 @@ class ApprovalsConfig(AppConfig):
     name = "approvals"
 
     def ready(self) -> None:
-        from . import receivers
+        from django.db.models.signals import post_migrate
+
+        from . import receivers, triggers
         from .signals import approval_decided, approval_requested
 
+        post_migrate.connect(triggers.install_decided_is_final, sender=self, dispatch_uid="approvals.trigger")
         approval_requested.connect(receivers.on_approval_requested, dispatch_uid="approvals.on_requested")
         approval_decided.connect(receivers.on_approval_decided, dispatch_uid="approvals.on_decided")

@@ -2,6 +2,7 @@
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 class Risk(models.TextChoices):
@@ -40,7 +41,7 @@ class Approval(models.Model):
     risk = models.CharField(max_length=16, choices=Risk.choices, default=Risk.MEDIUM)
     arguments_hash = models.CharField(max_length=64, help_text="Hash of the arguments shown, and so approved.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    requested_at = models.DateTimeField(auto_now_add=True)
+    requested_at = models.DateTimeField(default=timezone.now)
     decided_at = models.DateTimeField(null=True, blank=True)
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"

@@ -1,7 +1,10 @@
 """Who may see and decide approvals: the conversation's owner, or an approver."""
 from typing import Any
 
+from django.contrib.auth.models import Group, Permission
+
 DECIDE_PERMISSION = "approvals.decide_approval"
+APPROVERS_GROUP = "Approvers"
 
 
 def is_approver(user: Any) -> bool:
@@ -20,3 +23,11 @@ def can_decide(user: Any, approval: Any) -> bool:
     if approval.approver_required:
         return is_approver(user) and user.pk != approval.requested_by_id
     return True
+
+
+def approvers_group():
+    """The Approvers group with the decide permission (the data migration makes it; this keeps it)."""
+
+    group, _ = Group.objects.get_or_create(name=APPROVERS_GROUP)
+    group.permissions.add(Permission.objects.get(codename="decide_approval", content_type__app_label="approvals"))
+    return group

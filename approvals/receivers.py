@@ -2,6 +2,7 @@
 from django.db import transaction
 
 from hitl import live
+from hitl.celery import enqueue_on_commit
 
 from . import webhooks
 from .fragments import dashboard_signal_html
@@ -21,4 +22,4 @@ def _announce(approval, event: str) -> None:
     live.push_now(live.APPROVALS_GROUP, dashboard_signal_html(event, approval.pk))
     with transaction.atomic():
         for delivery_id in webhooks.create_deliveries(approval, event):
-            deliver_webhook.delay_on_commit(delivery_id)
+            enqueue_on_commit(deliver_webhook, delivery_id)

@@ -40,7 +40,9 @@ def request_approval(
     approver_required: bool = False,
     timeout_seconds: int | None = None,
 ) -> Approval:
+    now = timezone.now()
     approval = Approval.objects.create(
+        requested_at=now,
         tool_call_id=tool_call_id,
         conversation_id=conversation_id,
         requested_by_id=requested_by_id,
@@ -48,9 +50,9 @@ def request_approval(
         risk=risk,
         arguments_hash=arguments_hash,
         approver_required=approver_required,
-        expires_at=timezone.now() + timedelta(seconds=timeout_seconds) if timeout_seconds else None,
+        expires_at=now + timedelta(seconds=timeout_seconds) if timeout_seconds else None,
     )
-    transaction.on_commit(lambda: approval_requested.send(sender=Approval, approval=approval))
+    transaction.on_commit(lambda: approval_requested.send(sender=Approval, approval=approval), robust=True)
     return approval
 
 
@@ -75,7 +77,8 @@ def decide(approval_id: int, *, user, approve: bool, via: str, reason: str = "")
         approval.refresh_from_db()
         if not updated:
             raise AlreadyDecided(approval)
-        transaction.on_commit(lambda: approval_decided.send(sender=Approval, approval=approval))
+        # Robust: the decision is stored whatever its receivers meet (a broker that is down, say).
+        transaction.on_commit(lambda: approval_decided.send(sender=Approval, approval=approval), robust=True)
     logger.info("approval %s %s by %s via %s", approval.pk, status, user, via)
     return approval
 
@@ -93,7 +96,7 @@ def expire_overdue(*, now=None, limit: int = 500) -> list[int]:
             ):
                 continue  # decided a moment ago
             approval = Approval.objects.get(pk=approval_id)
-            transaction.on_commit(lambda a=approval: approval_decided.send(sender=Approval, approval=a))
+            transaction.on_commit(lambda a=approval: approval_decided.send(sender=Approval, approval=a), robust=True)
         expired.append(approval_id)
     if expired:
         logger.info("expired approvals %s", expired)

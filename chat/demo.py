@@ -1,6 +1,7 @@
 """The demo agents and users that `make run` creates (the agents are also used by the tests)."""
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
+
+from approvals.permissions import approvers_group
 
 from .models import Agent
 
@@ -49,5 +50,5 @@ def ensure_user(username: str, password: str, *, approver: bool = False):
         user.set_password(password)
         user.save()
     if approver:
-        user.groups.add(Group.objects.get(name="Approvers"))
+        user.groups.add(approvers_group())
     return user

@@ -6,6 +6,7 @@ from django.utils import timezone
 from approvals.models import Approval
 from approvals.services import decide_all
 from approvals.text import Intent, parse_decision
+from hitl.celery import enqueue_on_commit
 
 from . import loop
 from .models import Agent, Conversation, Message
@@ -87,7 +88,7 @@ def retry(*, conversation: Conversation, user) -> None:
         if updated:
             conversation.status, conversation.error = Conversation.Status.RUNNING, ""
             loop.push_status(conversation)
-            advance_conversation.delay_on_commit(str(conversation.pk))
+            enqueue_on_commit(advance_conversation, str(conversation.pk))
 
 
 def _set_running(conversation: Conversation) -> None:
@@ -96,7 +97,7 @@ def _set_running(conversation: Conversation) -> None:
     )
     conversation.status, conversation.error = Conversation.Status.RUNNING, ""
     loop.push_status(conversation)
-    advance_conversation.delay_on_commit(str(conversation.pk))
+    enqueue_on_commit(advance_conversation, str(conversation.pk))
 
 
 def _clean(content: str) -> str:

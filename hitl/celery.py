@@ -2,9 +2,16 @@
 import os
 
 from celery import Celery
+from django.db import transaction
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
 
 app = Celery("hitl")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+def enqueue_on_commit(task, *args) -> None:
+    """Send a task once the transaction commits. Robust: if the broker is down, the error is logged
+    and the request still succeeds, since what was committed is safe and the sweepers pick it up."""
+    transaction.on_commit(lambda: task.delay(*args), robust=True)

@@ -16,5 +16,6 @@ def push_now(group: str, html: str) -> None:
 
 
 def push(group: str, html: str) -> None:
-    """Send after the current transaction commits, so a tab never shows what the database lacks."""
-    transaction.on_commit(lambda: push_now(group, html))
+    """Send after the current transaction commits, so a tab never shows what the database lacks.
+    A push that fails is logged and lost: pages re-read the database when their socket reconnects."""
+    transaction.on_commit(lambda: push_now(group, html), robust=True)

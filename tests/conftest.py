@@ -76,3 +76,21 @@ def api_as():
 
 def pending_approvals(conversation) -> list[Approval]:
     return list(Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).order_by("pk"))
+
+
+@pytest.fixture
+def ops_agent(db, settings, tmp_path):
+    from chat.demo import ensure_ops_agent
+
+    settings.HITL_SANDBOX_ROOT = tmp_path / "sandboxes"
+    return ensure_ops_agent()
+
+
+@pytest.fixture
+def carol(db):
+    """A second approver, in the Approvers group made by the data migration."""
+    from approvals.permissions import approvers_group
+
+    user = User.objects.create_user("carol", password="carol-password")
+    user.groups.add(approvers_group())
+    return User.objects.get(pk=user.pk)

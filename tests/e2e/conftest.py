@@ -1,4 +1,4 @@
-"""Real parts for end-to-end tests: a redis-server, a `celery worker` process and daphne, all on
+"""Real parts for end-to-end tests: a redis-server, a `celery worker`, `celery beat` and daphne, all on
 loopback, sharing the test database file with this process. Tests drive them over HTTP and
 websockets and read the outcome from the database."""
 import os
@@ -73,7 +73,7 @@ class Stack:
 
 @pytest.fixture(scope="session")
 def stack(django_db_setup, django_db_blocker, tmp_path_factory):
-    """redis-server, a Celery worker (prefork, 2 children) and daphne, for the whole session."""
+    """redis-server, a Celery worker (prefork, 2 children), Celery beat and daphne, for the whole session."""
     if not shutil.which("redis-server"):
         pytest.fail("redis-server is not installed: run bin/ensure-system-packages")
     work = tmp_path_factory.mktemp("e2e")
@@ -87,6 +87,10 @@ def stack(django_db_setup, django_db_blocker, tmp_path_factory):
         "HITL_SANDBOX_ROOT": str(work / "sandboxes"),
         "DEBUG": "1",
         "PYTHONUNBUFFERED": "1",
+        # Beat expires approvals every half second; failed webhooks retry after 0.2 s, 0.4 s, ...
+        "HITL_EXPIRY_SWEEP_SECONDS": "0.5",
+        "HITL_WEBHOOK_BACKOFF": "0.2",
+        "HITL_WEBHOOK_RETRIES": "3",
     }
     processes = {}
     processes["redis"] = start(
@@ -100,6 +104,12 @@ def stack(django_db_setup, django_db_blocker, tmp_path_factory):
         "worker",
         [str(BIN / "celery"), "-A", "hitl", "worker", "--loglevel", "INFO", "--concurrency", "2",
          "--without-mingle", "--without-gossip", "--hostname", "e2e@%h"],
+        env,
+        work,
+    )
+    processes["beat"] = start(
+        "beat",
+        [str(BIN / "celery"), "-A", "hitl", "beat", "--loglevel", "INFO", "--schedule", str(work / "beat-schedule")],
         env,
         work,
     )
