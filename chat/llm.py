@@ -229,7 +229,8 @@ def _describe_call(call: dict | None) -> str:
 def _result_sentence(call: dict | None, content: str) -> str:
     action = _describe_call(call)
     if content.startswith(("Rejected by", "Not run:", "Interrupted:")):
-        return f"I did not {action} ({content})."
+        end = "" if content.endswith((".", "!", "?")) else "."  # the reason is quoted as it was typed
+        return f"I did not {action} ({content}){end}"
     if content.startswith("Error:"):
         return f"I could not {action}: {content.removeprefix('Error:').strip()}"
     return f"I did {action}: {content.strip()}"

@@ -50,7 +50,7 @@ def test_an_overdue_approval_expires_and_the_model_hears_it_timed_out(e2e, api_f
 
     expired = Approval.objects.get(pk=approval["id"])
     assert (expired.status, expired.decided_by, expired.decided_via) == ("expired", None, "timeout")
-    assert last_reply(conversation_id) == "I did not delete a.txt (Not run: the approval timed out.)."
+    assert last_reply(conversation_id) == "I did not delete a.txt (Not run: the approval timed out.)"
     late = api.post(f"approvals/{approval['id']}/decision", {"decision": "approve"})
     assert late.status_code == 409 and late.json()["status"] == "expired"
 
