@@ -44,6 +44,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "ninja",
+    "csp",
     "hitl",
     "chat",
     "approvals",
@@ -52,6 +54,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -60,6 +63,32 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
+
+# Production (DEBUG=0) is HTTPS-only by default; each of these can be turned off for a special setup.
+SECURE_SSL_REDIRECT = env_bool("HITL_SSL_REDIRECT", not DEBUG)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("HITL_SECURE_COOKIES", not DEBUG)
+SECURE_HSTS_SECONDS = int(os.environ.get("HITL_HSTS_SECONDS", "0" if DEBUG else "31536000"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("HITL_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("HITL_HSTS_PRELOAD", not DEBUG)
+if env_bool("HITL_BEHIND_PROXY", False):  # a TLS-terminating proxy sets X-Forwarded-Proto
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+# Scripts only from our own static files (htmx is vendored): an injected <script> or on* attribute
+# does not run. Styles may be inline (the admin uses style attributes). 'self' covers ws(s) to us.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 ROOT_URLCONF = "hitl.urls"
 ASGI_APPLICATION = "hitl.asgi.application"
