@@ -31,9 +31,11 @@ run: setup
 	@echo "hitl starts at http://$(HITL_BIND):$(PORT)/ ; log in as demo (password: demo, or HITL_DEMO_PASSWORD). Ctrl-C stops everything."
 	$(VENV)/bin/honcho start $(PROCESSES)
 
+# Every test twice: on SQLite, then on a throwaway PostgreSQL server (bin/with-postgres).
 test: $(VENV)/.test-deps
-	bin/ensure-system-packages
+	bin/ensure-system-packages --test
 	$(PY) -m pytest $(PYTEST_ARGS)
+	bin/with-postgres $(PY) -m pytest $(PYTEST_ARGS)
 
 check: $(VENV)/.run-deps
 	$(PY) manage.py check

@@ -33,6 +33,14 @@ def port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def test_database_url() -> str:
+    """The database pytest-django made for this session, for the other processes to share."""
+    db = connection.settings_dict
+    if connection.vendor == "postgresql":
+        return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    return f"sqlite:///{db['NAME']}"
+
+
 @dataclass
 class Process:
     name: str
@@ -81,7 +89,7 @@ def stack(django_db_setup, django_db_blocker, tmp_path_factory):
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
     env = os.environ | {
         "DJANGO_SETTINGS_MODULE": "hitl.settings",
-        "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+        "DATABASE_URL": test_database_url(),
         "REDIS_URL": redis_url,
         "HITL_VAR_DIR": str(work / "var"),
         "HITL_SANDBOX_ROOT": str(work / "sandboxes"),
