@@ -74,6 +74,8 @@ class Stack:
     redis_url: str
     sandbox_root: Path
     processes: dict
+    env: dict
+    work: Path
 
     def logs(self) -> str:
         return "\n\n".join(f"--- {name} ---\n{p.tail()}" for name, p in self.processes.items())
@@ -124,7 +126,7 @@ def stack(django_db_setup, django_db_blocker, tmp_path_factory):
     processes["web"] = start(
         "web", [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(web_port), "hitl.asgi:application"], env, work
     )
-    stack = Stack(f"http://127.0.0.1:{web_port}", f"ws://127.0.0.1:{web_port}", redis_url, work / "sandboxes", processes)
+    stack = Stack(f"http://127.0.0.1:{web_port}", f"ws://127.0.0.1:{web_port}", redis_url, work / "sandboxes", processes, env, work)
     try:
         wait_until(lambda: port_open(web_port), timeout=30, message="daphne")
         # Ready, and both pool children have imported litellm (see chat.tasks.warm_up_litellm).
