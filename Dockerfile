@@ -1,0 +1,12 @@
+# One image for every process of hitl (web, worker, beat); docker-compose.yml picks the command.
+FROM python:3.11-slim
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 LITELLM_LOCAL_MODEL_COST_MAP=True
+WORKDIR /app
+COPY requirements.txt .
+RUN pip install -r requirements.txt
+COPY . .
+RUN DEBUG=1 python manage.py collectstatic --no-input -v 0
+RUN useradd --create-home hitl && mkdir -p /app/var && chown hitl /app/var
+USER hitl
+EXPOSE 8000
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "--proxy-headers", "hitl.asgi:application"]
