@@ -1,0 +1,230 @@
+"""Breaking things on purpose: kill -9 the Celery worker (or only its pool child) while the model is
+answering, right after a gated call was stored, and while an approved tool runs; stop Redis so the
+enqueue after a decision fails. Nothing pending is lost, a stalled loop is picked up again, and a
+gated tool that may have run is reported `interrupted`, never run a second time.
+
+These tests get a stack of their own (redis-server, daphne, beat, and a worker they may kill), so
+killing things never disturbs the other tests; only the database is shared."""
+import os
+import signal
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from approvals.models import Approval
+from chat.models import Agent, Conversation, Message, ToolCall
+from tests.conftest import wait_until
+from tests.e2e.conftest import BIN, Api, Process, free_port, port_open, start
+from tests.fake_openai import FakeOpenAI
+
+pytestmark = pytest.mark.e2e
+RECOVERY_SECONDS = 30  # lease 3 s + sweeper every 1 s + a worker's start, with room to spare
+
+
+class CrashStack:
+    def __init__(self, env: dict, work: Path, base_url: str, redis_port: int, processes: dict):
+        self.env, self.work, self.base_url, self.redis_port, self.processes = env, work, base_url, redis_port, processes
+        self.worker: Process | None = None
+
+    def start_worker(self) -> None:
+        self.worker = start(
+            f"crash-worker-{len(list(self.work.glob('crash-worker-*.log')))}",
+            [str(BIN / "celery"), "-A", "hitl", "worker", "--loglevel", "INFO", "--concurrency", "1",
+             "--without-mingle", "--without-gossip", "--hostname", f"crash{os.getpid()}@%h"],
+            self.env,
+            self.work,
+        )
+        wait_until(lambda: "ready." in self.worker.log.read_text(), timeout=60, message="the crash worker")
+
+    def pool_children(self) -> list[int]:
+        pid = self.worker.popen.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return [int(child) for child in children]
+
+    def kill_pool_child(self) -> None:
+        """kill -9 the process running the task; the worker's main process lives on."""
+        for child in self.pool_children():
+            os.kill(child, signal.SIGKILL)
+
+    def kill_worker(self) -> None:
+        """kill -9 the whole worker: its pool children and its main process."""
+        for child in self.pool_children():
+            os.kill(child, signal.SIGKILL)
+        self.worker.popen.send_signal(signal.SIGKILL)
+        self.worker.popen.wait()
+
+    def start_redis(self) -> None:
+        self.processes["redis"] = start(
+            "crash-redis",
+            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.work)],
+            self.env,
+            self.work,
+        )
+        wait_until(lambda: port_open(self.redis_port), timeout=10, message="crash redis-server")
+
+
+@pytest.fixture(scope="module")
+def crash_stack(stack, tmp_path_factory):
+    work = tmp_path_factory.mktemp("crash")
+    redis_port, web_port = free_port(), free_port()
+    env = stack.env | {
+        "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+        "HITL_LOOP_LEASE_SECONDS": "3",
+        "HITL_STALL_SECONDS": "1",
+        "HITL_SWEEP_SECONDS": "1",
+        "OPENAI_API_KEY": "test",
+        "HITL_LLM_RETRIES": "0",
+    }
+    crash = CrashStack(env, work, f"http://127.0.0.1:{web_port}", redis_port, {})
+    crash.start_redis()
+    crash.processes["beat"] = start(
+        "crash-beat", [str(BIN / "celery"), "-A", "hitl", "beat", "--schedule", str(work / "beat-schedule")], env, work
+    )
+    crash.processes["web"] = start(
+        "crash-web", [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(web_port), "hitl.asgi:application"], env, work
+    )
+    wait_until(lambda: port_open(web_port), timeout=30, message="crash daphne")
+    yield crash
+    for process in crash.processes.values():
+        process.stop()
+
+
+@pytest.fixture
+def crash(crash_stack, transactional_db):
+    crash_stack.start_worker()
+    yield crash_stack
+    crash_stack.worker.stop()
+
+
+@pytest.fixture
+def held_site():
+    """A web page that holds every request open until released: a tool call that is still running."""
+    release, requests = threading.Event(), []
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self):
+            requests.append(self.path)
+            release.wait(60)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"finally")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/page", requests
+    release.set()
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def fake_model():
+    fake = FakeOpenAI().start()
+    yield fake
+    fake.stop()
+
+
+def status_of(conversation_id: str) -> str:
+    return Conversation.objects.get(pk=conversation_id).status
+
+
+def replies(conversation_id: str) -> list[str]:
+    return list(Message.objects.filter(conversation_id=conversation_id, role="assistant").values_list("content", flat=True))
+
+
+def start_conversation(crash: CrashStack, user, text: str, agent: str = "demo") -> str:
+    response = Api(crash.base_url, user).post("conversations", {"agent": agent, "message": text})
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def approve_fetch_and_wait_until_it_runs(crash, alice, agent, held_site) -> tuple[str, ToolCall]:
+    url, requests = held_site
+    agent.fetch_allowlist, agent.allow_private_fetch = [], True  # gated, and allowed to reach loopback
+    agent.save()
+    conversation_id = start_conversation(crash, alice, f"fetch {url}")
+    approval = wait_until(lambda: Approval.objects.filter(conversation_id=conversation_id).first(), message="the approval")
+    response = Api(crash.base_url, alice).post(f"approvals/{approval.pk}/decision", {"decision": "approve"})
+    assert response.status_code == 200
+    call = wait_until(
+        lambda: ToolCall.objects.filter(pk=approval.tool_call_id, status="running").first() if requests else None,
+        timeout=20,
+        message="the tool running",
+    )
+    return conversation_id, call
+
+
+@pytest.mark.parametrize("kill", ["pool_child", "worker"])
+def test_a_tool_killed_mid_run_is_interrupted_and_never_run_again(crash, alice, agent, held_site, kill):
+    conversation_id, call = approve_fetch_and_wait_until_it_runs(crash, alice, agent, held_site)
+
+    if kill == "pool_child":
+        crash.kill_pool_child()  # the task is redelivered with the same id and takes its lease back
+    else:
+        crash.kill_worker()  # nothing is redelivered soon: the sweeper finds the stalled loop
+        crash.start_worker()
+
+    wait_until(lambda: status_of(conversation_id) == "idle", timeout=RECOVERY_SECONDS, message="the loop to recover")
+    call.refresh_from_db()
+    assert call.status == ToolCall.Status.INTERRUPTED
+    assert len(held_site[1]) == 1  # the tool ran once and was never started again
+    assert replies(conversation_id)[-1].startswith("I did not fetch")
+    assert "Interrupted" in replies(conversation_id)[-1]
+
+
+@pytest.mark.parametrize("kill", ["pool_child", "worker"])
+def test_a_worker_killed_while_the_model_answers_loses_nothing_and_duplicates_nothing(
+    crash, alice, fake_model, kill
+):
+    Agent.objects.create(slug="remote", name="Remote", model="openai/gpt-4o-mini", api_base=fake_model.base_url)
+    fake_model.respond_with_hang(120)  # the first model call never answers...
+    fake_model.respond_with_text("Back after the crash.")  # ...the one after the recovery does
+    conversation_id = start_conversation(crash, alice, "hello", agent="remote")
+    wait_until(lambda: len(fake_model.requests) == 1, timeout=20, message="the model call in flight")
+
+    if kill == "pool_child":
+        crash.kill_pool_child()
+    else:
+        crash.kill_worker()
+        crash.start_worker()
+
+    wait_until(lambda: status_of(conversation_id) == "idle", timeout=RECOVERY_SECONDS, message="the loop to recover")
+    assert replies(conversation_id) == ["Back after the crash."]
+    assert len(fake_model.requests) == 2
+
+
+def test_a_worker_killed_right_after_storing_a_gated_call_loses_no_approval(crash, alice, agent):
+    conversation_id = start_conversation(crash, alice, "delete a.txt and b.txt")
+    wait_until(lambda: Approval.objects.filter(conversation_id=conversation_id).count() == 2, message="two approvals")
+    crash.kill_worker()
+    crash.start_worker()
+
+    wait_until(lambda: status_of(conversation_id) == "waiting_for_approval", timeout=RECOVERY_SECONDS, message="waiting")
+    api = Api(crash.base_url, alice)
+    assert api.post(f"conversations/{conversation_id}/approve-all").json()["approved"]
+    wait_until(lambda: status_of(conversation_id) == "idle", timeout=RECOVERY_SECONDS, message="the loop to finish")
+    assert Approval.objects.filter(conversation_id=conversation_id, status="approved").count() == 2
+    assert ToolCall.objects.filter(message__conversation_id=conversation_id).count() == 2
+    assert len(replies(conversation_id)) == 2  # the tool-call turn and one answer: nothing doubled
+
+
+def test_a_decision_whose_enqueue_fails_is_kept_and_resumed_once_redis_is_back(crash, alice, agent):
+    conversation_id = start_conversation(crash, alice, "write kept to a.txt")
+    approval = wait_until(lambda: Approval.objects.filter(conversation_id=conversation_id).first(), message="the approval")
+    wait_until(lambda: status_of(conversation_id) == "waiting_for_approval", message="waiting")
+
+    crash.processes["redis"].stop()  # the broker and the channel layer are gone
+    response = Api(crash.base_url, alice).post(f"approvals/{approval.pk}/decision", {"decision": "approve"})
+
+    assert response.status_code == 200  # the decision is stored although nothing could be enqueued
+    approval.refresh_from_db()
+    assert approval.status == "approved"
+    crash.start_redis()
+    wait_until(lambda: status_of(conversation_id) == "idle", timeout=60, message="the sweeper to resume the loop")
+    assert ToolCall.objects.get(pk=approval.tool_call_id).status == ToolCall.Status.SUCCEEDED
