@@ -247,8 +247,9 @@ def _chunks(answer: _Answer):
     for index, (call_id, name, raw) in enumerate(answer.calls):
         head = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
         yield {"tool_calls": [head]}, None
-        for start in range(0, len(raw), ARGUMENT_PIECE_CHARS):
-            piece = raw[start : start + ARGUMENT_PIECE_CHARS]
+        size = max(ARGUMENT_PIECE_CHARS, len(raw) // 50)  # huge arguments in ~50 pieces, not thousands
+        for start in range(0, len(raw), size):
+            piece = raw[start : start + size]
             yield {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, None
     yield {}, "tool_calls" if answer.calls else "stop"
 
