@@ -12,10 +12,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from approvals.models import Approval
 from chat.models import Agent, Conversation, Message, ToolCall
 from tests.conftest import wait_until
+from tests.e2e.browser import TIMEOUT_MS, WATCH_SOCKET, browser, button, log_in, wait_for_live  # noqa: F401
 from tests.e2e.conftest import BIN, Api, Process, free_port, port_open, start
 from tests.fake_openai import FakeOpenAI
 
@@ -228,3 +230,37 @@ def test_a_decision_whose_enqueue_fails_is_kept_and_resumed_once_redis_is_back(c
     crash.start_redis()
     wait_until(lambda: status_of(conversation_id) == "idle", timeout=60, message="the sweeper to resume the loop")
     assert ToolCall.objects.get(pk=approval.tool_call_id).status == ToolCall.Status.SUCCEEDED
+
+
+@pytest.fixture
+def crash_page(browser, crash):
+    """A Chromium page on the crash stack's daphne (tests/e2e/browser.py's settings)."""
+    context = browser.new_context(base_url=crash.base_url, viewport={"width": 1000, "height": 800})
+    context.set_default_timeout(TIMEOUT_MS)
+    context.add_init_script(WATCH_SOCKET)
+    yield context.new_page()
+    context.close()
+
+
+def test_restarted_redis_and_daphne_leave_the_page_working(crash, crash_page, alice, agent):
+    conversation_id = start_conversation(crash, alice, "delete a.txt and b.txt")
+    wait_until(lambda: status_of(conversation_id) == "waiting_for_approval", timeout=20, message="two pending cards")
+    log_in(crash_page, alice)
+    crash_page.goto(f"/conversations/{conversation_id}/")
+    wait_for_live(crash_page, opens=1)
+
+    web = crash.processes["web"]
+    web.stop()
+    crash.processes["redis"].stop()
+    crash.start_redis()
+    crash.processes["web"] = start("crash-web-again", web.popen.args, crash.env, crash.work)
+    wait_until(lambda: port_open(int(crash.base_url.rsplit(":", 1)[1])), timeout=30, message="daphne back")
+    first, second = Approval.objects.filter(conversation_id=conversation_id).order_by("pk")
+    Api(crash.base_url, alice).post(f"approvals/{first.pk}/decision", {"decision": "reject", "reason": "kept"})
+
+    wait_for_live(crash_page, opens=2)  # the page reconnected by itself and re-read the conversation
+    first_card = crash_page.locator(f"#tool-call-{first.tool_call_id}")
+    expect(first_card).to_have_attribute("data-status", "rejected")
+    button(crash_page.locator(f"#tool-call-{second.tool_call_id}"), "Approve").click()  # buttons still work
+    expect(crash_page.locator(f"#tool-call-{second.tool_call_id}")).to_have_attribute("data-status", "failed")  # no b.txt
+    wait_until(lambda: status_of(conversation_id) == "idle", timeout=20, message="the loop to finish")
