@@ -49,7 +49,8 @@
 
   // The dashboard: a pushed signal says something changed; the page re-reads its own filtered list.
   document.addEventListener("htmx:oobAfterSwap", function (event) {
-    const signal = event.detail.target;
+    // Fired once per element htmx settled; only the signal element itself counts.
+    const signal = event.target;
     if (!signal || signal.id !== "dashboard-signal") return;
     htmx.trigger("#dashboard-filters", "refresh");
     if (signal.dataset.event === "approval.requested") notifyNewApproval();
