@@ -2,7 +2,6 @@
 from datetime import datetime
 from uuid import UUID
 
-from django.shortcuts import get_object_or_404
 from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 

@@ -7,6 +7,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from approvals.models import Approval
+from chat import services
 from chat.demo import ensure_demo_agent
 from chat.models import ApiToken, Conversation
 
@@ -72,6 +73,20 @@ class ApiClient:
 @pytest.fixture
 def api_as():
     return ApiClient
+
+
+def start_conversation(user, agent, text: str) -> Conversation:
+    """Start a conversation as `user` would (the loop runs in-process with eager Celery), refreshed."""
+    conversation = services.start_conversation(user=user, agent=agent, content=text)
+    conversation.refresh_from_db()
+    return conversation
+
+
+def client_for(user, *, csrf: bool = False) -> Client:
+    """A logged-in test client; `csrf=True` enforces CSRF tokens as a browser's requests meet them."""
+    client = Client(enforce_csrf_checks=csrf)
+    client.force_login(user)
+    return client
 
 
 def pending_approvals(conversation) -> list[Approval]:

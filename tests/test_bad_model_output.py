@@ -6,6 +6,7 @@ from approvals.models import Approval
 from chat import services
 from chat.models import Agent, Conversation, ToolCall
 from tests.fake_openai import fake_openai  # noqa: F401  (the fixture)
+from tests.conftest import start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,11 +23,6 @@ def remote_agent(fake_openai, settings, tmp_path):
         require_approval=["write_file", "delete_file"],
     )
 
-
-def start(user, agent, text: str) -> Conversation:
-    conversation = services.start_conversation(user=user, agent=agent, content=text)
-    conversation.refresh_from_db()
-    return conversation
 
 
 def test_huge_arguments_become_an_error_result_not_a_call(alice, remote_agent, fake_openai):

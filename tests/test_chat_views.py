@@ -7,22 +7,12 @@ from django.test.utils import CaptureQueriesContext
 from approvals.models import Approval
 from chat import services
 from chat.models import Conversation, Message, ToolCall
-from tests.conftest import pending_approvals
+from tests.conftest import client_for, pending_approvals, start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HTMX = {"HX-Request": "true"}
 
 
-def client_for(user, *, csrf: bool = False) -> Client:
-    client = Client(enforce_csrf_checks=csrf)
-    client.force_login(user)
-    return client
-
-
-def start(user, agent, text: str) -> Conversation:
-    conversation = services.start_conversation(user=user, agent=agent, content=text)
-    conversation.refresh_from_db()
-    return conversation
 
 
 def test_pages_need_a_login(alice, make_conversation):

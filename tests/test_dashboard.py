@@ -1,29 +1,17 @@
 """The approval dashboard and its history: approvers only, filters, bulk decisions, constant queries."""
 import pytest
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals.models import Approval
-from chat import services
 from chat.models import Conversation, Message, ToolCall
-from tests.conftest import pending_approvals
+from tests.conftest import client_for, pending_approvals, start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HTMX = {"HX-Request": "true"}
 
 
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def start(user, agent, text: str) -> Conversation:
-    conversation = services.start_conversation(user=user, agent=agent, content=text)
-    conversation.refresh_from_db()
-    return conversation
 
 
 def make_pending(owner, agent, count: int, *, tool: str = "delete_file") -> None:

@@ -5,20 +5,14 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from approvals.models import Approval
 from approvals.services import AlreadyDecided, NotAllowed, decide, decide_many, expire_overdue
 from chat import services
 from chat.llm import SCRIPTED_REQUESTS
 from chat.models import Conversation, ToolCall
-from tests.conftest import pending_approvals
+from tests.conftest import pending_approvals, start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-
-def start(user, agent, text: str) -> Conversation:
-    conversation = services.start_conversation(user=user, agent=agent, content=text)
-    conversation.refresh_from_db()
-    return conversation
 
 
 def test_high_risk_calls_of_the_ops_agent_need_an_approver(alice, ops_agent):

@@ -10,7 +10,7 @@ from approvals.services import AlreadyDecided, decide, decide_all
 from chat import loop, services
 from chat.llm import SCRIPTED_REQUESTS
 from chat.models import Conversation, Message, OutboxEmail, ToolCall
-from tests.conftest import pending_approvals
+from tests.conftest import pending_approvals, start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,11 +20,6 @@ def say(conversation, user, text):
     conversation.refresh_from_db()
     return conversation
 
-
-def start(alice, agent, text) -> Conversation:
-    conversation = services.start_conversation(user=alice, agent=agent, content=text)
-    conversation.refresh_from_db()
-    return conversation
 
 
 def calls(conversation) -> list[ToolCall]:

@@ -4,9 +4,8 @@ import pytest
 from approvals.models import Webhook, WebhookDelivery
 from approvals.services import decide
 from approvals.webhooks import SIGNATURE_HEADER, deliver, give_up, sign
-from chat import services
 from chat.models import Conversation
-from tests.conftest import pending_approvals
+from tests.conftest import pending_approvals, start_conversation as start
 from tests.webhook_receiver import webhook_receiver  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -17,11 +16,6 @@ def fast_retries(settings):
     settings.HITL_WEBHOOK_BACKOFF = 0
     settings.HITL_WEBHOOK_RETRIES = 3
 
-
-def start(user, agent, text: str) -> Conversation:
-    conversation = services.start_conversation(user=user, agent=agent, content=text)
-    conversation.refresh_from_db()
-    return conversation
 
 
 def test_requested_and_decided_events_arrive_signed(alice, agent, webhook_receiver):

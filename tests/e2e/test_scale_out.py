@@ -1,12 +1,14 @@
 """Scale-out as deployed: two daphne processes and two Celery workers on one database and one Redis.
 A decision posted to daphne A reaches a socket on daphne B; the loop runs on whichever worker is free."""
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from websockets.sync.client import connect
 
-from chat.models import Conversation
+from chat.models import Conversation, ToolCall
 from tests.conftest import wait_until
 from tests.e2e.conftest import BIN, Api, free_port, port_open, start as start_process
 from tests.e2e.test_api_e2e import receive_until, session_headers, wait_for_pending, wait_for_status
@@ -49,16 +51,42 @@ def test_a_decision_posted_to_one_daphne_reaches_a_socket_on_the_other(e2e, seco
     wait_for_status(conversation_id, "idle")
 
 
-def test_conversations_run_on_whichever_worker_is_free(e2e, second_web_and_worker, alice, agent):
+@pytest.fixture
+def slow_site():
+    """A page that takes half a second: a tool call that keeps a worker process busy."""
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self):
+            threading.Event().wait(0.5)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"slow page")
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://localhost:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def test_conversations_run_on_whichever_worker_is_free(e2e, second_web_and_worker, alice, agent, slow_site):
     _, worker2 = second_web_and_worker
     worker1 = e2e.processes["worker"]
+    agent.fetch_allowlist, agent.allow_private_fetch = ["localhost"], True  # runs at once, no approval
+    agent.save()
     before = (len(TASK_DONE.findall(worker1.log.read_text())), len(TASK_DONE.findall(worker2.log.read_text())))
     api = Api(e2e.base_url, alice)
 
-    with ThreadPoolExecutor(8) as pool:  # a burst: more work than one worker's two processes take at once
-        ids = list(pool.map(lambda i: api.post("conversations", {"agent": "demo", "message": f"what is {i} * {i}"}).json()["id"], range(24)))
+    # Each conversation keeps a worker process busy for half a second; worker 1 takes at most two at
+    # a time (prefetch 1, acks late), so the rest wait in Redis for whichever process is free.
+    with ThreadPoolExecutor(8) as pool:
+        ids = list(pool.map(lambda i: api.post("conversations", {"agent": "demo", "message": f"fetch {slow_site}?n={i}"}).json()["id"], range(12)))
 
-    wait_until(lambda: Conversation.objects.filter(pk__in=ids, status="idle").count() == len(ids), timeout=60, message="all answered")
+    wait_until(lambda: Conversation.objects.filter(pk__in=ids, status="idle").count() == len(ids), timeout=90, message="all answered")
     after = (len(TASK_DONE.findall(worker1.log.read_text())), len(TASK_DONE.findall(worker2.log.read_text())))
     ran = (after[0] - before[0], after[1] - before[1])
     assert sum(ran) >= len(ids) and min(ran) > 0, f"advance tasks per worker: {ran}"
+    assert ToolCall.objects.filter(message__conversation_id__in=ids, status="succeeded").count() == len(ids)
