@@ -1,5 +1,6 @@
 """Approvals in the JSON API: list what the caller may see, decide one."""
 from datetime import datetime
+from datetime import timezone as dt_timezone
 from typing import Literal
 
 from django.http import Http404
@@ -11,6 +12,7 @@ from .permissions import is_approver
 from .services import decide
 
 router = Router(tags=["approvals"])
+MAX_OFFSET = 10**9  # far past any real list, and far inside what every database's integers hold
 
 
 class ApprovalOut(Schema):
@@ -94,9 +96,13 @@ def list_approvals(
     if tool:
         approvals = approvals.filter(tool_call__name=tool)
     if since:
-        approvals = approvals.filter(requested_at__gte=since)
+        try:
+            approvals = approvals.filter(requested_at__gte=since.astimezone(dt_timezone.utc))
+        except OverflowError:
+            raise HttpError(400, "`since` is outside the range of dates this API handles.") from None
     limit = max(1, min(limit, 500))
-    page = approvals.order_by("requested_at", "pk")[max(offset, 0) : max(offset, 0) + limit]
+    offset = max(0, min(offset, MAX_OFFSET))
+    page = approvals.order_by("requested_at", "pk")[offset : offset + limit]
     return {"items": [approval_item(a) for a in page], "count": approvals.count()}
 
 

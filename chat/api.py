@@ -1,8 +1,9 @@
 """Conversations in the JSON API: start one, post a message, read it, approve all its pending calls."""
 from datetime import datetime
+from typing import Annotated
 from uuid import UUID
 
-from ninja import Router, Schema, Status
+from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
 from approvals.api import ApprovalOut, approval_out
@@ -26,7 +27,8 @@ class MessageIn(Schema):
 
 
 class ApproveAllIn(Schema):
-    ids: list[int] | None = None
+    # Approval ids as the database stores them (64-bit); at most one page of a dashboard at a time.
+    ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] | None = Field(None, max_length=1000)
 
 
 class ToolCallOut(Schema):

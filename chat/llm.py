@@ -113,10 +113,15 @@ def _stream_turn(litellm, model, messages, tools, api_base, on_delta) -> ModelTu
             if fragment.function:
                 call["name"] = fragment.function.name or call["name"]
                 call["arguments"] += fragment.function.arguments or ""
+    # NUL characters go: no database column (PostgreSQL's least of all) stores them.
     return ModelTurn(
-        text="".join(text_parts),
+        text="".join(text_parts).replace("\x00", ""),
         tool_calls=[
-            ModelToolCall(call_id=c["id"] or f"call_{i}", name=c["name"], raw_arguments=c["arguments"])
+            ModelToolCall(
+                call_id=(c["id"] or f"call_{i}").replace("\x00", ""),
+                name=c["name"].replace("\x00", ""),
+                raw_arguments=c["arguments"].replace("\x00", ""),
+            )
             for i, c in sorted(calls.items())
         ],
     )

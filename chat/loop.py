@@ -169,12 +169,17 @@ def _run(call: ToolCall, conversation: Conversation) -> None:
     try:
         output = spec.run(call.arguments, context)
     except ToolError as exc:
-        _transition(call, Status.RUNNING, Status.FAILED, error=str(exc))
+        _transition(call, Status.RUNNING, Status.FAILED, error=_storable(str(exc)))
     except Exception as exc:  # a tool's bug is the model's information, not the loop's crash
         logger.exception("tool %s failed", call.name)
-        _transition(call, Status.RUNNING, Status.FAILED, error=f"{exc.__class__.__name__}: {exc}")
+        _transition(call, Status.RUNNING, Status.FAILED, error=_storable(f"{exc.__class__.__name__}: {exc}"))
     else:
-        _transition(call, Status.RUNNING, Status.SUCCEEDED, result=str(output))
+        _transition(call, Status.RUNNING, Status.SUCCEEDED, result=_storable(str(output)))
+
+
+def _storable(text: str) -> str:
+    """Tool output as a text column can hold it: a NUL (a binary file read, say) is shown as \\0."""
+    return text.replace("\x00", "\\0")
 
 
 def _matches_approval(call: ToolCall) -> bool:
@@ -356,6 +361,8 @@ def _check_call(call: ToolCall, raw: str, conversation: Conversation) -> policy.
     try:
         if len(raw) > MAX_RAW_ARGUMENTS:
             raise ToolArgumentsError(f"Arguments for {call.name} are too large ({len(raw)} characters).")
+        if "\\u0000" in raw.lower():
+            raise ToolArgumentsError(f"Arguments for {call.name} contain a NUL character.")
         try:
             parsed = json.loads(raw or "{}")
         except ValueError as exc:

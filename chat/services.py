@@ -104,6 +104,8 @@ def _clean(content: str) -> str:
     content = (content or "").strip()
     if not content:
         raise InvalidMessage("The message is empty.")
+    if "\x00" in content:  # PostgreSQL cannot store it; no one types it
+        raise InvalidMessage("The message contains a NUL character.")
     if len(content) > settings.HITL_MAX_MESSAGE_CHARS:
         raise InvalidMessage(f"The message is longer than {settings.HITL_MAX_MESSAGE_CHARS} characters.")
     return content

@@ -62,6 +62,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "hitl.middleware.JsonApiMethodNotAllowed",
 ]
 
 # Production (DEBUG=0) is HTTPS-only by default; each of these can be turned off for a special setup.

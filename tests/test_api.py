@@ -200,3 +200,9 @@ def test_retry_of_a_conversation_that_did_not_fail_is_a_conflict(alice, agent, a
 def test_openapi_schema_is_served(db):
     schema = Client().get("/api/openapi.json").json()
     assert "/api/approvals/{approval_id}/decision" in schema["paths"]
+
+
+def test_a_message_with_a_nul_character_is_a_clear_400(alice, agent, api_as):
+    response = api_as(alice).post("conversations", {"agent": "demo", "message": "hi\x00there"})
+    assert (response.status_code, response.json()["detail"]) == (400, "The message contains a NUL character.")
+    assert not Conversation.objects.exists()

@@ -84,3 +84,15 @@ def test_a_tool_the_agent_does_not_have_is_unknown_even_if_it_exists(alice, remo
     [call] = ToolCall.objects.all()
     assert call.status == ToolCall.Status.FAILED and "Unknown tool 'send_email'" in call.error
     assert not Approval.objects.exists()
+
+
+def test_nul_characters_from_the_model_are_dropped_or_refused(alice, remote_agent, fake_openai):
+    fake_openai.respond_with_tool_calls([("read_file", '{"path": "a\\u0000.txt"}')], text="Reading\x00 now.")
+    fake_openai.respond_with_text("Done.")
+
+    conversation = start(alice, remote_agent, "read it")
+
+    [call] = ToolCall.objects.all()
+    assert call.status == ToolCall.Status.FAILED and "NUL character" in call.error
+    assert conversation.messages.filter(role="assistant", content="Reading now.").exists()
+    assert conversation.status == Conversation.Status.IDLE
