@@ -70,6 +70,8 @@ class Approval(models.Model):
             models.Index(fields=["expires_at"], condition=Q(status="pending"), name="approvals_pending_by_expiry"),
             models.Index(fields=["-decided_at"], condition=~Q(status="pending"), name="approvals_decided_by_time"),
             models.Index(fields=["conversation", "status"], name="approvals_conv_status"),
+            # The API lists approvals oldest first, with or without a status filter.
+            models.Index(fields=["requested_at", "id"], name="approvals_requested_order"),
         ]
 
     def __str__(self) -> str:

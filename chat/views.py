@@ -1,6 +1,7 @@
 """Pages and posts of the chat: the conversation list, a conversation, messages, retry, approve all."""
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -18,9 +19,18 @@ from .selectors import conversation_for, messages_for_page, visible_conversation
 @login_required
 @require_GET
 def conversation_list(request):
-    conversations = visible_conversations(request.user).filter(owner=request.user).annotate(
-        pending_count=Count("approvals", filter=Q(approvals__status=Approval.Status.PENDING))
-    )[:100]
+    # Counted per conversation shown (a correlated subquery), not over all of the owner's history.
+    pending = (
+        Approval.objects.filter(conversation=OuterRef("pk"), status=Approval.Status.PENDING)
+        .values("conversation")
+        .annotate(count=Count("pk"))
+        .values("count")
+    )
+    conversations = (
+        visible_conversations(request.user)
+        .filter(owner=request.user)
+        .annotate(pending_count=Coalesce(Subquery(pending), 0))[:100]
+    )
     agents = Agent.objects.order_by("name")
     return render(request, "chat/conversation_list.html", {"conversations": conversations, "agents": agents, "suggestions": SUGGESTIONS})
 

@@ -1,0 +1,1 @@
+"""Benchmarks of issue 6: see bench/README.md."""

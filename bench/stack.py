@@ -1,0 +1,255 @@
+"""The real stack for the benchmarks, started as tests/e2e/conftest.py starts it: its own redis-server
+on a free port, a Celery worker (prefork), Celery beat and daphne on a free port, all on loopback,
+sharing one fresh SQLite file in a temporary directory (or a fresh PostgreSQL database when
+DATABASE_URL is given), with the app's own settings (hitl.settings) and the scripted model."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen
+    log: Path
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self, timeout: float = 20) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def cpu_ticks(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def settled(pids: list[int], quiet: float = 1.0) -> bool:
+    """True when none of `pids` used more than a tick of CPU over `quiet` seconds."""
+    before = [cpu_ticks(pid) for pid in pids]
+    time.sleep(quiet)
+    return all(cpu_ticks(pid) - b <= 1 for pid, b in zip(pids, before))
+
+
+def memory_kib(pid: int) -> dict:
+    """VmRSS (now) and VmHWM (the peak resident set since the process started), in KiB."""
+    values = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                values[key] = int(rest.split()[0])
+    except OSError:
+        pass
+    return values
+
+
+@dataclass
+class Stack:
+    work: Path
+    database_url: str
+    redis_port: int = field(default_factory=free_port)
+    web_port: int = field(default_factory=free_port)
+    processes: dict = field(default_factory=dict)
+    worker_generation: int = 0
+    what_if: str = ""
+    created_database: str = ""
+    debug: bool = False
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.redis_port}/0"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.web_port}"
+
+    def env(self) -> dict:
+        """What every process of the stack (and this one, before Django starts) gets."""
+        return {
+            "DJANGO_SETTINGS_MODULE": "hitl.settings",
+            "DATABASE_URL": self.database_url,
+            "REDIS_URL": self.redis_url,
+            "HITL_VAR_DIR": str(self.work / "var"),
+            "HITL_SANDBOX_ROOT": str(self.work / "sandboxes"),
+            # Production settings by default (DEBUG=0, static files from the collected manifest), with
+            # plain HTTP on loopback; --debug runs as tests/e2e/conftest.py and `make run` do.
+            "DEBUG": "1" if self.debug else "0",
+            "SECRET_KEY": "bench-only-secret-key-not-for-production-0123456789abcdef",
+            "HITL_SSL_REDIRECT": "0",
+            "HITL_SECURE_COOKIES": "0",
+            "HITL_HSTS_SECONDS": "0",
+            "PYTHONUNBUFFERED": "1",
+            "HITL_LOG_LEVEL": "WARNING",  # a log line per conversation would be most of a worker's output
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        }
+
+    def _start(self, name: str, args: list[str], extra_env: dict | None = None) -> Process:
+        log = self.work / f"{name}.log"
+        handle = log.open("a")
+        env = os.environ | self.env() | (extra_env or {})
+        popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+        self.processes[name] = Process(name, popen, log)
+        return self.processes[name]
+
+    def start_redis(self) -> None:
+        if not shutil.which("redis-server"):
+            raise SystemExit("redis-server is not installed: run bin/ensure-system-packages")
+        self._start("redis", ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
+                              "--appendonly", "no", "--dir", str(self.work)])
+        wait_until(lambda: port_open(self.redis_port), 10, "redis-server")
+
+    def start_worker(self, concurrency: int, what_if: str = "") -> Process:
+        """The app's worker (`celery -A hitl worker`, prefork) with one bench-only task added
+        (bench/worker_app.py: the app's Celery app plus `bench.ping`)."""
+        self.worker_generation += 1
+        self.what_if = what_if
+        log = self.work / "worker.log"
+        skip = log.stat().st_size if log.exists() else 0  # the log is appended to across restarts
+        process = self._start("worker", [
+            str(BIN / "celery"), "-A", "bench.worker_app", "worker", "--loglevel", "INFO",
+            "--concurrency", str(concurrency), "--without-mingle", "--without-gossip",
+            "--hostname", f"bench{self.worker_generation}@%h",
+        ], {"HITL_BENCH_WHAT_IF": what_if})
+        ready = lambda: "ready." in process.log.read_text(errors="replace")[skip:] or not process.alive()  # noqa: E731
+        wait_until(ready, 90, "celery worker")
+        if not process.alive():
+            raise RuntimeError(f"the worker died:\n{process.tail()}")
+        wait_until(lambda: len(children(process.popen.pid)) >= concurrency, 30, "pool children")
+        # Each pool child imports litellm and makes one scripted call when it starts
+        # (chat.tasks.warm_up_litellm), which takes seconds; it is warm once its CPU time stops moving.
+        wait_until(lambda: settled(children(process.popen.pid)), 120, "pool children to warm up", interval=0.01)
+        return process
+
+    def stop_worker(self) -> None:
+        worker = self.processes.pop("worker", None)
+        if worker:
+            worker.stop(timeout=60)
+
+    def start_beat(self) -> None:
+        self._start("beat", [str(BIN / "celery"), "-A", "hitl", "beat", "--loglevel", "WARNING",
+                             "--schedule", str(self.work / "beat-schedule")])
+
+    def start_daphne(self) -> None:
+        process = self._start("web", [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.web_port),
+                                      "hitl.asgi:application"])
+        wait_until(lambda: port_open(self.web_port) or not process.alive(), 60, "daphne")
+        if not process.alive():
+            raise RuntimeError(f"daphne died:\n{process.tail()}")
+
+    def check(self) -> None:
+        for name, process in self.processes.items():
+            if not process.alive():
+                raise RuntimeError(f"{name} died:\n{process.tail()}")
+
+    def worker_memory(self) -> dict:
+        """Peak RSS of the worker's parent and of its biggest pool child, in MiB."""
+        worker = self.processes["worker"]
+        kids = [memory_kib(pid) for pid in children(worker.popen.pid)]
+        parent = memory_kib(worker.popen.pid)
+        return {
+            "parent_peak_mib": parent.get("VmHWM", 0) / 1024,
+            "child_peak_mib": max((k.get("VmHWM", 0) for k in kids), default=0) / 1024,
+            "children": len(kids),
+        }
+
+    def daphne_memory(self) -> dict:
+        values = memory_kib(self.processes["web"].popen.pid)
+        return {"peak_mib": values.get("VmHWM", 0) / 1024, "now_mib": values.get("VmRSS", 0) / 1024}
+
+    def stop(self) -> None:
+        for process in reversed(list(self.processes.values())):
+            process.stop()
+        self.processes.clear()
+        drop_postgres_database(self)
+
+
+# --- PostgreSQL: a fresh database beside the one DATABASE_URL names ---------------------------------
+
+
+def is_postgres(url: str) -> bool:
+    return urlparse(url).scheme in ("postgres", "postgresql", "pgsql")
+
+
+def create_postgres_database(stack: Stack, url: str) -> str:
+    """CREATE DATABASE <name>_bench_<pid> on the server DATABASE_URL points at; dropped at the end."""
+    import psycopg
+
+    parsed = urlparse(url)
+    name = f"{(parsed.path.lstrip('/') or 'hitl')}_bench_{os.getpid()}"
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        connection.execute(f'CREATE DATABASE "{name}"')
+    stack.created_database = url
+    return urlunparse(parsed._replace(path=f"/{name}"))
+
+
+def drop_postgres_database(stack: Stack) -> None:
+    if not stack.created_database:
+        return
+    import psycopg
+
+    name = urlparse(stack.database_url).path.lstrip("/")
+    try:
+        with psycopg.connect(stack.created_database, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    except Exception as exc:  # a benchmark that cannot clean up says so and goes on
+        print(f"could not drop the bench database {name}: {exc}", file=sys.stderr)
+    stack.created_database = ""
