@@ -3,9 +3,7 @@ loopback, sharing the test database file with this process. Tests drive them ove
 websockets and read the outcome from the database."""
 import os
 import shutil
-import socket
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,23 +12,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 
+from bench.stack import BIN, Process, free_port, port_open  # noqa: F401  (also used by e2e tests)
 from chat.models import ApiToken
 from tests.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def port_open(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(0.2)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def test_database_url() -> str:
@@ -39,25 +25,6 @@ def test_database_url() -> str:
     if connection.vendor == "postgresql":
         return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
     return f"sqlite:///{db['NAME']}"
-
-
-@dataclass
-class Process:
-    name: str
-    popen: subprocess.Popen
-    log: Path
-
-    def tail(self, lines: int = 60) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
 
 
 def start(name: str, args: list[str], env: dict, logs: Path) -> Process:

@@ -15,6 +15,7 @@ import pytest
 from playwright.sync_api import expect
 
 from approvals.models import Approval
+from bench.stack import children
 from chat.models import Agent, Conversation, Message, ToolCall
 from tests.conftest import wait_until
 from tests.e2e.browser import TIMEOUT_MS, WATCH_SOCKET, browser, button, log_in, wait_for_live  # noqa: F401
@@ -41,9 +42,7 @@ class CrashStack:
         wait_until(lambda: "ready." in self.worker.log.read_text(), timeout=60, message="the crash worker")
 
     def pool_children(self) -> list[int]:
-        pid = self.worker.popen.pid
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        return [int(child) for child in children]
+        return children(self.worker.popen.pid)
 
     def kill_pool_child(self) -> None:
         """kill -9 the process running the task; the worker's main process lives on."""
