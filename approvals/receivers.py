@@ -1,6 +1,4 @@
 """approvals' own reactions to its events: tell the dashboards, and queue the webhooks."""
-from django.db import transaction
-
 from hitl import live
 from hitl.celery import enqueue_on_commit
 
@@ -20,6 +18,5 @@ def on_approval_decided(sender, approval, **kwargs) -> None:
 
 def _announce(approval, event: str) -> None:
     live.push_now(live.APPROVALS_GROUP, dashboard_signal_html(event, approval.pk))
-    with transaction.atomic():
-        for delivery_id in webhooks.create_deliveries(approval, event):
-            enqueue_on_commit(deliver_webhook, delivery_id)
+    for delivery_id in webhooks.create_deliveries(approval, event):
+        enqueue_on_commit(deliver_webhook, delivery_id)

@@ -6,8 +6,11 @@ import logging
 
 import httpx
 from django.conf import settings
-from django.db.models import F, Q
+from django.db import transaction
+from django.db.models import F, Q, Subquery
 from django.utils import timezone
+
+from chat.models import Conversation
 
 from .models import Approval, Webhook, WebhookDelivery
 
@@ -45,14 +48,18 @@ def payload(approval: Approval, event: str) -> dict:
 
 
 def create_deliveries(approval: Approval, event: str) -> list[int]:
-    """One delivery row per active webhook of the conversation's agent (or global)."""
-    agent_id = approval.conversation.agent_id
-    webhooks = Webhook.objects.filter(Q(agent__isnull=True) | Q(agent_id=agent_id), is_active=True)
+    """One delivery row per active webhook of the conversation's agent (or global). The payload is
+    built only when there is someone to send it to: most approvals have no webhook."""
+    agent_id = Conversation.objects.filter(pk=approval.conversation_id).values("agent_id")
+    webhooks = list(Webhook.objects.filter(Q(agent__isnull=True) | Q(agent_id=Subquery(agent_id)), is_active=True))
+    if not webhooks:
+        return []
     body = payload(approval, event)
-    return [
-        WebhookDelivery.objects.create(webhook=webhook, approval=approval, event=event, payload=body).pk
-        for webhook in webhooks
-    ]
+    with transaction.atomic():
+        return [
+            WebhookDelivery.objects.create(webhook=webhook, approval=approval, event=event, payload=body).pk
+            for webhook in webhooks
+        ]
 
 
 def deliver(delivery_id: int) -> bool:

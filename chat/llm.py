@@ -50,6 +50,9 @@ def litellm_module():
             return scripted_stream(model, messages, optional_params or {})
 
     litellm.suppress_debug_info = True
+    # After each streamed call litellm would run its success logging in a thread with an event loop
+    # of its own, for callbacks; the app configures none (a deployment adding some sets it back).
+    litellm.disable_streaming_logging = True
     litellm.custom_provider_map = [{"provider": "scripted", "custom_handler": ScriptedModel()}]
     return litellm
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import Max, Prefetch, Q
 from django.utils import timezone
 
 from approvals import policy
@@ -79,15 +79,15 @@ def _step(conversation_id, token: str) -> bool:
     if conversation.advancing_token != token:
         return False  # the lease was taken over after it expired: the new holder goes on
     turn = _last_assistant_message(conversation)
-    if turn is not None:
-        calls = list(turn.tool_calls.select_related("approval__decided_by"))
-        for call in calls:
-            _settle(call, conversation)
-        if any(call.status == Status.PENDING_APPROVAL for call in calls):
-            return _wait_for_approval(conversation, turn, token)
-    if not _has_unanswered_input(conversation, turn):
-        return _finish(conversation, token)
-    if _steps_since_last_user_message(conversation) >= conversation.agent.max_steps:
+    calls = list(turn.tool_calls.all()) if turn is not None else []
+    for call in calls:
+        _settle(call, conversation)
+    if any(call.status == Status.PENDING_APPROVAL for call in calls):
+        return _wait_for_approval(conversation, turn, token)
+    unanswered_user_message, steps = _since_last_user_message(conversation)
+    if not (calls or unanswered_user_message):
+        return _finish(conversation, turn, token)
+    if steps >= conversation.agent.max_steps:
         with transaction.atomic():
             add_notice(conversation, f"Stopped after {conversation.agent.max_steps} model steps without a final answer.")
             _set_status(conversation, Conversation.Status.IDLE, token)
@@ -118,9 +118,11 @@ def _settle(call: ToolCall, conversation: Conversation) -> None:
 
 def apply_decision(tool_call_id: int) -> ToolCall | None:
     """Copy a decided approval onto its tool call; safe to repeat (used by the receiver and the loop)."""
-    call = ToolCall.objects.select_related("message", "approval__decided_by").filter(pk=tool_call_id).first()
-    if call is not None:
-        _apply_decision(call)
+    message = _with_calls(Message.objects.filter(tool_calls__pk=tool_call_id)).first()
+    if message is None:
+        return None
+    call = next(call for call in message.tool_calls.all() if call.pk == tool_call_id)
+    _apply_decision(call)
     return call
 
 
@@ -212,11 +214,12 @@ def _wait_for_approval(conversation: Conversation, turn: Message, token: str) ->
     return False
 
 
-def _finish(conversation: Conversation, token: str) -> bool:
+def _finish(conversation: Conversation, turn: Message | None, token: str) -> bool:
     with transaction.atomic():
         # A message posted while we were deciding there is nothing to do must not be left unanswered.
+        # (Only a user can have added one: new turns are written by the lease holder, us.)
         lock_conversation(conversation)
-        if _has_unanswered_input(conversation, _last_assistant_message(conversation)):
+        if _has_unanswered_input(conversation, turn):
             return True
         _set_status(conversation, Conversation.Status.IDLE, token)
     return False
@@ -259,16 +262,24 @@ def append_message(conversation: Conversation, *, role: str, content: str, push:
         message = Message.objects.create(
             conversation=conversation, position=(last or 0) + 1, role=role, content=content, **fields
         )
+        _set_loaded_calls(message, [])
         if push:
-            live.push(live.conversation_group(conversation.pk), fragments.message_html(message, oob=True))
+            live.push(live.conversation_group(conversation.pk), lambda: fragments.message_html(message, oob=True))
     return message
 
 
 # --- What the model sees and says --------------------------------------------------------------
 
 
+def _with_calls(messages):
+    """Messages with their calls and approvals loaded, each call's `message` being its loaded turn:
+    a card (and its turn's "Approve all") renders from memory, and a status changed on a call is
+    the status every later render of the turn sees."""
+    return messages.prefetch_related(Prefetch("tool_calls", queryset=ToolCall.objects.select_related("approval")))
+
+
 def _last_assistant_message(conversation: Conversation) -> Message | None:
-    return conversation.messages.filter(role=Message.Role.ASSISTANT).order_by("-position").first()
+    return _with_calls(conversation.messages.filter(role=Message.Role.ASSISTANT)).order_by("-position").first()
 
 
 def _has_unanswered_input(conversation: Conversation, turn: Message | None) -> bool:
@@ -281,13 +292,18 @@ def _has_unanswered_input(conversation: Conversation, turn: Message | None) -> b
     return later.exists()
 
 
-def _steps_since_last_user_message(conversation: Conversation) -> int:
-    last_user = (
-        conversation.messages.filter(role=Message.Role.USER, in_model_context=True)
-        .aggregate(last=Max("position"))["last"]
-        or 0
-    )
-    return conversation.messages.filter(role=Message.Role.ASSISTANT, position__gt=last_user).count()
+def _since_last_user_message(conversation: Conversation) -> tuple[bool, int]:
+    """(whether the newest message the model sees is the user's, how many model steps since the
+    user last spoke), from the newest messages only: one query, however long the conversation."""
+    window = conversation.agent.max_steps + 1
+    roles = conversation.messages.filter(in_model_context=True).order_by("-position").values_list("role", flat=True)
+    newest = list(roles[:window])
+    steps = 0
+    for role in newest:
+        if role == Message.Role.USER:
+            break
+        steps += role == Message.Role.ASSISTANT
+    return bool(newest) and newest[0] == Message.Role.USER, steps
 
 
 def _call_model(conversation: Conversation, token: str) -> bool:
@@ -308,8 +324,10 @@ def _call_model(conversation: Conversation, token: str) -> bool:
         _fail(conversation, token, str(exc))
         return False
     stream.flush()
-    _store_turn(conversation, turn)
+    message = _store_turn(conversation, turn)
     stream.reset()
+    if not turn.tool_calls:  # a final answer: done, unless the user wrote in the meantime
+        return _finish(conversation, message, token)
     return True
 
 
@@ -317,6 +335,10 @@ def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
     """Store the assistant message and its calls: each validated, then gated, in one transaction."""
     with transaction.atomic():
         message = append_message(conversation, role=Message.Role.ASSISTANT, content=turn.text, push=False)
+        # Registered first, so that on commit the cards go out before anything else (the dashboards,
+        # the webhooks): the owner is the one waiting. Rendered after the commit, from memory.
+        live.push(live.conversation_group(conversation.pk), lambda: fragments.message_html(message, oob=True))
+        calls = []
         seen_ids: set[str] = set()
         for position, model_call in enumerate(turn.tool_calls):
             call_id = model_call.call_id
@@ -332,8 +354,9 @@ def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
             )
             gate = _check_call(call, model_call.raw_arguments, conversation)
             call.save()
+            calls.append(call)
             if gate is not None and gate.required:
-                request_approval(
+                call.approval = request_approval(
                     tool_call_id=call.pk,
                     conversation_id=conversation.pk,
                     requested_by_id=conversation.owner_id,
@@ -343,9 +366,15 @@ def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
                     approver_required=gate.approver_required,
                     timeout_seconds=gate.timeout_seconds,
                 )
-        message = Message.objects.prefetch_related("tool_calls__approval").get(pk=message.pk)
-        live.push(live.conversation_group(conversation.pk), fragments.message_html(message, oob=True))
+        _set_loaded_calls(message, calls)
     return message
+
+
+def _set_loaded_calls(message: Message, calls: list[ToolCall]) -> None:
+    """Give a message we just stored the calls we stored with it, as if prefetched (no re-read)."""
+    loaded = message.tool_calls.all()
+    loaded._result_cache, loaded._prefetch_done = calls, True
+    message._prefetched_objects_cache = {"tool_calls": loaded}
 
 
 def _check_call(call: ToolCall, raw: str, conversation: Conversation) -> policy.Gate | None:

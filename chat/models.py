@@ -2,10 +2,14 @@
 import hashlib
 import secrets
 import uuid
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
+
+LAST_USED_PRECISION = timedelta(minutes=1)
 
 
 # Choices live at module level so that each model's Meta can name them in its constraints.
@@ -191,6 +195,14 @@ class ApiToken(models.Model):
         key = "hitl_" + secrets.token_urlsafe(32)
         cls.objects.create(user=user, key_hash=cls.hash_key(key))
         return key
+
+    def note_use(self) -> None:
+        """Record that the token was used, to the minute: a write on every request would queue all
+        API calls on SQLite's one write lock."""
+        now = timezone.now()
+        if self.last_used_at is None or now - self.last_used_at >= LAST_USED_PRECISION:
+            ApiToken.objects.filter(pk=self.pk).update(last_used_at=now)
+            self.last_used_at = now
 
     def __str__(self) -> str:
         return f"token of {self.user}"

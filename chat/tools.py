@@ -4,6 +4,7 @@ import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, get_type_hints
 
@@ -43,11 +44,16 @@ class ToolSpec:
     takes_context: bool = False
 
     def openai_schema(self) -> dict:
+        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+
+    @cached_property
+    def parameters(self) -> dict:
+        """The arguments' JSON schema, built once: pydantic takes milliseconds, and every model call sends it."""
         schema = self.arguments_model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
             prop.pop("title", None)
-        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": schema}}
+        return schema
 
     def validate(self, arguments: Any) -> dict:
         """Check the model's arguments against the signature; the error text is written for the model."""

@@ -1,6 +1,5 @@
 """The JSON API: session (with CSRF) or bearer-token auth, errors as {"detail": ...}."""
 from django.http import Http404
-from django.utils import timezone
 from ninja import NinjaAPI
 from ninja.security import HttpBearer, SessionAuth
 
@@ -16,7 +15,7 @@ class BearerToken(HttpBearer):
         api_token = ApiToken.objects.select_related("user").filter(key_hash=ApiToken.hash_key(token)).first()
         if api_token is None or not api_token.user.is_active:
             return None
-        ApiToken.objects.filter(pk=api_token.pk).update(last_used_at=timezone.now())
+        api_token.note_use()
         request.user = api_token.user
         return api_token.user
 

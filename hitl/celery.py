@@ -2,6 +2,7 @@
 import os
 
 from celery import Celery
+from celery.signals import worker_init
 from django.db import transaction
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
@@ -9,6 +10,14 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
 app = Celery("hitl")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_init.connect
+def push_through_one_loop(**kwargs) -> None:
+    """A worker (and each pool process it forks) pushes to browsers through one long-lived event loop."""
+    from hitl import live
+
+    live.use_background_loop()
 
 
 def enqueue_on_commit(task, *args) -> None:

@@ -1,21 +1,82 @@
 """The one way sync code pushes rendered HTML to browsers: an `html.push` event to a group."""
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Callable
+
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+logger = logging.getLogger(__name__)
+
 APPROVALS_GROUP = "approvals"
+PUSH_TIMEOUT_SECONDS = 10
 
 
 def conversation_group(conversation_id) -> str:
     return f"conversation.{conversation_id}"
 
 
+class _BackgroundLoop:
+    """One event loop per process, in a daemon thread, for sync code that has no loop of its own.
+
+    Without it every push from a Celery worker would make `async_to_sync` start a thread and an
+    event loop, and channels-redis open (and close) a Redis connection, each time: about 1 ms more
+    per push on a quiet machine and much more on a busy one (docs/BENCHMARKS.md). Daphne does not
+    need it: there `async_to_sync` hands the send to the server's own loop."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pid = None
+        self._loop = None
+
+    def get(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._pid != os.getpid():  # first use, or a child forked from a process that had one
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(target=self._loop.run_forever, name="hitl-push-loop", daemon=True).start()
+                self._pid = os.getpid()
+            return self._loop
+
+
+_background_loop: _BackgroundLoop | None = None
+
+
+def use_background_loop() -> None:
+    """Called in each Celery worker process: from now on this process pushes through one long-lived loop."""
+    global _background_loop
+    _background_loop = _BackgroundLoop()
+
+
 def push_now(group: str, html: str) -> None:
-    """Send at once: for transient things (streamed text) that no database row backs."""
-    async_to_sync(get_channel_layer().group_send)(group, {"type": "html.push", "html": html})
+    """Send at once. Best effort, like every push: the database holds the truth and a page re-reads
+    it when its socket reconnects, so a push that fails twice (Redis down) is logged and dropped
+    rather than failing the agent's step. The second try is for a pooled connection that died
+    with a Redis restart: it is made anew."""
+    for attempt in (1, 2):
+        try:
+            _send(group, {"type": "html.push", "html": html})
+            return
+        except Exception as exc:
+            if attempt == 2:
+                logger.warning("push to %s lost: %s: %s", group, exc.__class__.__name__, exc)
 
 
-def push(group: str, html: str) -> None:
+def _send(group: str, message: dict) -> None:
+    send = get_channel_layer().group_send
+    if _background_loop is None:
+        async_to_sync(send)(group, message)
+    else:
+        # Waiting for the result keeps one conversation's pushes in order.
+        future = asyncio.run_coroutine_threadsafe(send(group, message), _background_loop.get())
+        future.result(timeout=PUSH_TIMEOUT_SECONDS)
+
+
+def push(group: str, render: str | Callable[[], str]) -> None:
     """Send after the current transaction commits, so a tab never shows what the database lacks.
-    A push that fails is logged and lost: pages re-read the database when their socket reconnects."""
-    transaction.on_commit(lambda: push_now(group, html), robust=True)
+    `render` is the HTML, or a function that renders it then (outside the transaction, which on
+    SQLite holds the one write lock). A push that fails is logged and lost: pages re-read the
+    database when their socket reconnects."""
+    transaction.on_commit(lambda: push_now(group, render() if callable(render) else render), robust=True)

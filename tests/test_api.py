@@ -176,6 +176,26 @@ def test_no_credentials_is_401_and_a_bad_token_too(db):
     assert response.status_code == 401
 
 
+def test_a_token_records_its_last_use_to_the_minute_not_on_every_request(alice, api_as):
+    from datetime import timedelta
+
+    from chat.models import ApiToken
+
+    api = api_as(alice)
+    assert api.get("approvals").status_code == 200
+    token = ApiToken.objects.get(user=alice)
+    first_use = token.last_used_at
+    assert first_use is not None
+    assert api.get("approvals").status_code == 200
+    token.refresh_from_db()
+    assert token.last_used_at == first_use  # no write within the minute
+
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=first_use - timedelta(minutes=2))
+    assert api.get("approvals").status_code == 200
+    token.refresh_from_db()
+    assert token.last_used_at > first_use
+
+
 def test_session_auth_needs_a_csrf_token_for_posts(alice, agent):
     client = Client(enforce_csrf_checks=True)
     client.force_login(alice)

@@ -357,3 +357,40 @@ def test_a_reply_counts_as_a_decision_as_soon_as_calls_are_pending(alice, agent)
     services.post_message(conversation=conversation, user=alice, content="yes")
 
     assert Approval.objects.get(conversation=conversation).decided_via == "text"
+
+
+def test_pushes_that_fail_are_logged_and_the_loop_goes_on(alice, agent, settings, monkeypatch, caplog):
+    """Pushes are best effort (pages re-read the database when their socket reconnects): a channel
+    layer that is down must not fail the conversation, nor lose the approval."""
+    from channels.layers import get_channel_layer
+
+    async def broken_send(group, message):
+        raise ConnectionError("Redis is down")
+
+    monkeypatch.setattr(get_channel_layer(), "group_send", broken_send)
+    conversation = start(alice, agent, "write hello to notes.txt")
+
+    assert conversation.status == Conversation.Status.WAITING_FOR_APPROVAL
+    decide(Approval.objects.get(conversation=conversation).pk, user=alice, approve=True, via="api")
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.IDLE
+    assert (sandbox(settings, conversation) / "notes.txt").read_text() == "hello"
+    assert "push to conversation." in caplog.text and "Redis is down" in caplog.text
+
+
+def test_the_card_goes_out_before_the_dashboards_and_webhooks_hear_of_it(alice, agent, monkeypatch):
+    """The owner is the one waiting: on commit, the card is the first push."""
+    from channels.layers import get_channel_layer
+
+    sent = []
+
+    async def record(group, message):
+        sent.append((group, message["html"]))
+
+    monkeypatch.setattr(get_channel_layer(), "group_send", record)
+    conversation = start(alice, agent, "write hello to notes.txt")
+
+    card = next(i for i, (group, html) in enumerate(sent) if 'class="tool-card' in html)
+    dashboard = next(i for i, (group, html) in enumerate(sent) if group == "approvals")
+    assert sent[card][0] == f"conversation.{conversation.pk}"
+    assert card < dashboard
