@@ -1,18 +1,21 @@
-"""Approvals in the JSON API: list what the caller may see, decide one."""
+"""Approvals in the JSON API: list what the caller may see, decide one, decide many."""
 from datetime import datetime
 from datetime import timezone as dt_timezone
-from typing import Literal
+from typing import Annotated, Literal
 
 from django.http import Http404
-from ninja import Router, Schema
+from ninja import Field, Router, Schema
 from ninja.errors import HttpError
 
 from .models import Approval
 from .permissions import is_approver
-from .services import decide
+from .services import decide, decide_many
 
 router = Router(tags=["approvals"])
 MAX_OFFSET = 10**9  # far past any real list, and far inside what every database's integers hold
+MAX_REASON = 2000
+MAX_IDS = 1000
+ApprovalId = Annotated[int, Field(ge=1, le=2**63 - 1)]  # as the database stores them (64-bit)
 
 
 class ApprovalOut(Schema):
@@ -47,6 +50,17 @@ class ApprovalList(Schema):
 class DecisionIn(Schema):
     decision: Literal["approve", "reject"]
     reason: str = ""
+
+
+class DecisionsIn(DecisionIn):
+    ids: list[ApprovalId]
+
+
+class DecisionsOut(Schema):
+    decided: list[ApprovalItem]
+    already_decided: list[int]
+    not_allowed: list[int]
+    not_found: list[int]
 
 
 def approval_out(approval: Approval) -> dict:
@@ -106,10 +120,35 @@ def list_approvals(
     return {"items": [approval_item(a) for a in page], "count": approvals.count()}
 
 
+@router.post("/decisions", response=DecisionsOut)
+def decide_approvals(request, payload: DecisionsIn):
+    """Decide 1 to 1000 approvals in one request. Each id lands in one list: `decided` (with the
+    stored decision), `already_decided` (someone decided first), `not_allowed` (four eyes: an
+    approver other than the requester must decide it) or `not_found` (unknown, or not yours)."""
+    if not 1 <= len(payload.ids) <= MAX_IDS:
+        raise HttpError(400, f"Send between 1 and {MAX_IDS} approval ids.")
+    if len(payload.reason) > MAX_REASON:
+        raise HttpError(400, f"The reason is longer than {MAX_REASON} characters.")
+    outcome = decide_many(
+        payload.ids,
+        user=request.auth,
+        approve=payload.decision == "approve",
+        via=Approval.Via.API,
+        reason=payload.reason,
+    )
+    decided = visible_approvals(request.auth).filter(pk__in=[a.pk for a in outcome.decided]).order_by("pk")
+    return {
+        "decided": [approval_item(a) for a in decided],
+        "already_decided": outcome.already_decided,
+        "not_allowed": outcome.not_allowed,
+        "not_found": outcome.not_found,
+    }
+
+
 @router.post("/{approval_id}/decision", response=ApprovalItem)
 def decide_approval(request, approval_id: int, payload: DecisionIn):
-    if len(payload.reason) > 2000:
-        raise HttpError(400, "The reason is longer than 2000 characters.")
+    if len(payload.reason) > MAX_REASON:
+        raise HttpError(400, f"The reason is longer than {MAX_REASON} characters.")
     try:
         decide(
             approval_id,

@@ -66,12 +66,19 @@ class Approval(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["requested_at"], condition=Q(status="pending"), name="approvals_pending_by_age"),
+            # Oldest first, for the dashboard. `status` leads although the condition fixes it: SQLite
+            # then takes `status = 'pending'` as an index constraint, and never prefers walking every
+            # approval in `approvals_requested_order` (which, with statistics, it did).
+            models.Index(
+                fields=["status", "requested_at", "id"], condition=Q(status="pending"), name="approvals_pending_by_age"
+            ),
             models.Index(fields=["expires_at"], condition=Q(status="pending"), name="approvals_pending_by_expiry"),
             models.Index(fields=["-decided_at"], condition=~Q(status="pending"), name="approvals_decided_by_time"),
             models.Index(fields=["conversation", "status"], name="approvals_conv_status"),
-            # The API lists approvals oldest first, with or without a status filter.
+            # The API lists approvals oldest first, with or without a status filter: all of them for
+            # an approver, the caller's own for anyone else.
             models.Index(fields=["requested_at", "id"], name="approvals_requested_order"),
+            models.Index(fields=["requested_by", "requested_at", "id"], name="approvals_requester_order"),
         ]
 
     def __str__(self) -> str:

@@ -15,7 +15,7 @@ from .selectors import Filters, decided_approvals, pending_approvals
 from .services import AlreadyDecided, NotAllowed, decide, decide_many
 
 PAGE_CHANNELS = {Approval.Via.CHAT, Approval.Via.DASHBOARD}
-DASHBOARD_ROWS = 200
+DASHBOARD_ROWS = 50  # the oldest first; the count says how many more wait
 
 
 @login_required

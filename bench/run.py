@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 APP_VENV = ROOT / ".venv"
 BENCH_VENV = Path(os.environ.get("HITL_BENCH_VENV", ROOT / ".venv-bench"))
+BULK_DECISIONS = 1000  # ids in one POST /api/approvals/decisions, the route's limit
 
 
 def _reexec_in_app_venv() -> None:
@@ -80,7 +81,6 @@ class Config:
     profile: bool
     keep: bool
     debug: bool
-    what_if: list[str]
     client_threads: int = 8
 
 
@@ -97,8 +97,6 @@ def parse_args() -> Config:
     parser.add_argument("--json", type=Path, help="also write every figure and sample as JSON here")
     parser.add_argument("--profile", action="store_true", help="py-spy the worker and daphne during the scale test")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, database)")
-    parser.add_argument("--what-if", action="store_true",
-                        help="also measure the cycle and the 2-worker scale test with a proposed fix (bench/what_if.py)")
     parser.add_argument("--debug", action="store_true", help="DEBUG=1 as in tests/e2e (default: DEBUG=0, production settings)")
     args = parser.parse_args()
     smoke = args.smoke
@@ -120,7 +118,6 @@ def parse_args() -> Config:
         profile=args.profile,
         keep=args.keep,
         debug=args.debug,
-        what_if=["persistent-push", "persistent-push,quiet-litellm"] if args.what_if else [],
     )
 
 
@@ -201,6 +198,10 @@ class Bench:
 
         django.setup()
         from django.core.management import call_command
+
+        from hitl import live
+
+        live.use_background_loop()  # as in a Celery worker (hitl/celery.py), for the "as the app does" push floor
 
         call_command("migrate", verbosity=0)
         if not self.config.debug:
@@ -286,7 +287,7 @@ class Bench:
         if via_app:
             from hitl import live
 
-            live.push_now(group, html)  # async_to_sync from sync code, exactly as the worker does
+            live.push_now(group, html)  # exactly as the worker does
         else:
             self.layer_loop.group_send(group, {"type": "html.push", "html": html})
         at, _ = socket.wait_for(lambda text: marker in text, timeout=30)
@@ -351,13 +352,10 @@ class Bench:
             "cycle": (t_final - t_message) * 1000,
         }
 
-    def latencies(self, what_if: str = "") -> None:
+    def latencies(self) -> None:
         """Floors and cycles interleaved: each cycle is measured beside fresh floor samples."""
         n = self.config.iterations
-        if what_if:
-            self.stack.stop_worker()
-            self.stack.start_worker(2, what_if=what_if)
-        log(f"floors and {n} cycles, interleaved{' (what-if ' + what_if + ')' if what_if else ''} (load {load()})")
+        log(f"floors and {n} cycles, interleaved (load {load()})")
         probe = self.bare_conversation("probe")
         socket = self.open_socket(probe.pk)
         group = f"conversation.{probe.pk}"
@@ -373,12 +371,6 @@ class Bench:
                 cycles[key].append(value)
         socket.close()
         self.stack.check()
-        if what_if:
-            self.results.setdefault("what_if", {})[what_if] = {
-                "floors": {k: summary(v) for k, v in floors.items()}, "loop": {k: summary(v) for k, v in cycles.items()}}
-            self.stack.stop_worker()
-            self.stack.start_worker(2)
-            return
         self.results["floors"] = {k: summary(v) for k, v in floors.items()}
         self.results["loop"] = {k: summary(v) for k, v in cycles.items()}
 
@@ -404,14 +396,14 @@ class Bench:
 
     # -- 5. scale --
 
-    def scale(self, workers: int, what_if: str = "") -> dict:
+    def scale(self, workers: int) -> dict:
         from chat.models import Conversation
         from approvals.models import Approval
 
         n = self.config.scale
-        log(f"scale: {n} conversations, {workers} worker process(es){' (what-if ' + what_if + ')' if what_if else ''} (load {load()})")
+        log(f"scale: {n} conversations, {workers} worker process(es) (load {load()})")
         self.stack.stop_worker()
-        self.stack.start_worker(workers, what_if=what_if)
+        self.stack.start_worker(workers)
         self.celery_ping()
         title = f"scale-{workers}-{uuid.uuid4().hex[:6]}"
         conversations = Conversation.objects.bulk_create(
@@ -419,7 +411,7 @@ class Bench:
         )
         ids = [str(c.pk) for c in conversations]
         of_round = Conversation.objects.filter(title=title)
-        profiler = Profiler(self.stack, f"scale{workers}{what_if}") if self.config.profile and workers == 2 else None
+        profiler = Profiler(self.stack, f"scale{workers}") if self.config.profile and workers == 2 else None
 
         t0 = time.time()
         self.concurrently([("post", f"conversations/{cid}/messages", {"content": f"write hi to s{i}.txt"}) for i, cid in enumerate(ids)], 202)
@@ -433,7 +425,9 @@ class Bench:
         if profiler:
             profiler.start()
         t1 = time.time()
-        self.concurrently([("post", f"approvals/{a}/decision", {"decision": "approve"}) for a in approval_ids], 200)
+        # Approve-all through the API: one request per BULK_DECISIONS approvals (the route's limit).
+        self.concurrently([("post", "approvals/decisions", {"ids": approval_ids[i:i + BULK_DECISIONS], "decision": "approve"})
+                           for i in range(0, n, BULK_DECISIONS)], 200)
         t_submitted = time.time()
         wait_until(lambda: of_round.filter(status=Conversation.Status.IDLE).count() == n, 900, f"{n} conversations finished", interval=0.05)
         t_done = time.time()
@@ -443,7 +437,6 @@ class Bench:
         assert failed == 0, f"{failed} conversations did not finish"
         self.stack.check()
         result = {
-            "what_if": what_if,
             "workers": workers,
             "conversations": n,
             "posted_s": t_posted - t0,
@@ -474,9 +467,7 @@ class Bench:
 
     def scale_tests(self) -> None:
         self.results["scale"] = [self.scale(w) for w in self.config.scale_workers]
-        for what_if in self.config.what_if:
-            self.results["scale"].append(self.scale(2, what_if=what_if))
-        if self.stack.what_if or len(children_of_worker(self.stack)) != 2:
+        if len(children_of_worker(self.stack)) != 2:
             self.stack.stop_worker()
             self.stack.start_worker(2)
 
@@ -592,8 +583,8 @@ class QueryTimer:
 
 
 class LayerLoop:
-    """One event loop in a thread of its own, so group_send is timed without the per-call event loop
-    that async_to_sync makes when called from sync code (measured apart as `push_app`)."""
+    """One event loop in a thread of its own, so a bare group_send is timed: the floor. (A worker
+    pushes the same way, hitl/live.py, plus rendering nothing and its retry guard: `push_app`.)"""
 
     def __init__(self):
         import asyncio
@@ -748,7 +739,7 @@ class Profiler:
 PROFILE_CATEGORIES = {
     # (name, substrings of a stack that put a sample in it); the first that matches wins
     "worker": [
-        ("push_now (the calls)", ("push_now (hitl/live.py", "persistent_push_now (bench/what_if.py")),
+        ("push_now (the calls)", ("push_now (hitl/live.py",)),
         ("model call (litellm, with its logging thread)", ("complete (chat/llm.py", "litellm/")),
         ("event loops in threads (async_to_sync: the pushes' own thread, loop and Redis connection)",
          ("_worker (concurrent/futures/thread.py", "channels_redis", "asyncio/", "redis/asyncio")),
@@ -920,31 +911,20 @@ def report(results: dict) -> str:
             add(row.format(label, p["cycle"]["n"], fmt(p["cycle"]["p50"], 2), fmt(p["cycle"]["p95"], 2), f"{p['cycle']['p50'] / ours:.3f}"))
     if not peers:
         add("  (peers skipped)")
-    for name, block in (results.get("what_if") or {}).items():
-        wl, wf = block["loop"], block["floors"]
-        add("")
-        add(f"   what-if '{name}' (bench/what_if.py applied in the worker only; floors re-measured beside it)")
-        for key, label, floor in (("gate", "gate", "push"), ("decision", "decision POST → final answer", "one_hop"),
-                                  ("cycle", "whole cycle", None)):
-            ratio = f"{wl[key]['p50'] / wf[floor]['p50']:.1f}× {'push floor' if floor == 'push' else 'one hop'}" if floor else \
-                f"{wl[key]['p50'] / ours:.2f} of the cycle above"
-            add(row.format(label, wl[key]["n"], fmt(wl[key]["p50"]), fmt(wl[key]["p95"]), ratio))
     add("")
-    add("5. Scale: N conversations waiting at once, then one decision POST each (8 client threads)")
+    add(f"5. Scale: N conversations waiting at once, then approve-all through the API (POST /api/approvals/decisions, {BULK_DECISIONS} ids a request)")
     srow = "  {:>7} {:>6} {:>13} {:>13} {:>13} {:>13} {:>12} {:>12}"
-    add(srow.format("workers", "N", "N waiting, s", "POSTs done, s", "finished, s", "decisions/s", "worker MiB", "daphne MiB"))
+    add(srow.format("workers", "N", "N waiting, s", "approved, s", "finished, s", "decisions/s", "worker MiB", "daphne MiB"))
     for s in results.get("scale", []):
-        add(srow.format(f"{s['workers']}{' *' + str(1 + results['config_what_if'].index(s['what_if'])) if s.get('what_if') else ''}", s["conversations"], fmt(s["all_waiting_s"], 2), fmt(s["decisions_submitted_s"], 2),
+        add(srow.format(s["workers"], s["conversations"], fmt(s["all_waiting_s"], 2), fmt(s["decisions_submitted_s"], 2),
                         fmt(s["all_finished_s"], 2), fmt(s["conversations"] / s["all_finished_s"], 0),
                         fmt(s["worker_memory"]["child_peak_mib"], 0), fmt(s["daphne_memory"]["peak_mib"], 0)))
-    add("  (N waiting: from the first message POST until all N wait; finished: from the first decision POST until all N are")
+    add("  (N waiting: from the first message POST until all N wait; approved: the approve-all request(s) answered;")
+    add("   finished: from the approve-all request until all N are")
     add("   idle again; MiB: peak RSS (VmHWM) of the biggest pool child, and of daphne since it started)")
-    if any(s.get("what_if") for s in results.get("scale", [])):
-        add("  *N: what-if N, the worker running with fixes from bench/what_if.py (the app's code is unchanged): "
-            + "; ".join(f"*{i + 1} = {name}" for i, name in enumerate(results["config_what_if"])))
     for s in results.get("scale", []):
         if s.get("profile"):
-            add(f"  where the CPU goes in the {s['workers']}-worker approve-all{' (what-if ' + s['what_if'] + ')' if s.get('what_if') else ''}"
+            add(f"  where the CPU goes in the {s['workers']}-worker approve-all"
                 " (py-spy --gil, share of samples):")
             for target, profile in s["profile"].items():
                 add(f"    {target}: " + "; ".join(f"{name} {share * 100:.0f}%" for name, share in profile["categories"]))
@@ -997,7 +977,7 @@ def evaluate(results: dict) -> None:
         targets.append({"what": "whole cycle within 2× of the fastest in-process peer (p50)", "ok": ours <= 2 * fastest,
                         "figure": f"{fmt(ours)} ms vs {name} {fmt(fastest, 2)} ms ({ours / fastest:.1f}×)"})
     for s in results.get("scale", []):
-        if s["workers"] == 2 and not s.get("what_if"):
+        if s["workers"] == 2:
             ok = s["all_finished_s"] < 10 if s["conversations"] >= 1000 else None
             note = "" if s["conversations"] >= 1000 else f" (only {s['conversations']} conversations in this run)"
             targets.append({"what": f"{s['conversations']} waiting conversations resumed in < 10 s with 2 workers",
@@ -1037,15 +1017,12 @@ def main() -> int:
         + (", DEBUG=1" if config.debug else ", DEBUG=0"),
         "machine": machine(),
         "load_start": load(),
-        "config_what_if": config.what_if,
     }
     bench = Bench(config, stack)
     try:
         bench.setup_django()
         bench.start_processes()
         bench.latencies()
-        for what_if in config.what_if:
-            bench.latencies(what_if=what_if)
         bench.peers()
         bench.scale_tests()
         bench.series()

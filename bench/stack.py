@@ -105,7 +105,6 @@ class Stack:
     web_port: int = field(default_factory=free_port)
     processes: dict = field(default_factory=dict)
     worker_generation: int = 0
-    what_if: str = ""
     created_database: str = ""
     debug: bool = False
 
@@ -156,18 +155,17 @@ class Stack:
                               "--appendonly", "no", "--dir", str(self.work)])
         wait_until(lambda: port_open(self.redis_port), 10, "redis-server")
 
-    def start_worker(self, concurrency: int, what_if: str = "") -> Process:
+    def start_worker(self, concurrency: int) -> Process:
         """The app's worker (`celery -A hitl worker`, prefork) with one bench-only task added
         (bench/worker_app.py: the app's Celery app plus `bench.ping`)."""
         self.worker_generation += 1
-        self.what_if = what_if
         log = self.work / "worker.log"
         skip = log.stat().st_size if log.exists() else 0  # the log is appended to across restarts
         process = self._start("worker", [
             str(BIN / "celery"), "-A", "bench.worker_app", "worker", "--loglevel", "INFO",
             "--concurrency", str(concurrency), "--without-mingle", "--without-gossip",
             "--hostname", f"bench{self.worker_generation}@%h",
-        ], {"HITL_BENCH_WHAT_IF": what_if})
+        ])
         ready = lambda: "ready." in process.log.read_text(errors="replace")[skip:] or not process.alive()  # noqa: E731
         wait_until(ready, 90, "celery worker")
         if not process.alive():

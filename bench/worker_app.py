@@ -15,11 +15,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
 
 from hitl.celery import app  # noqa: E402
 
-if os.environ.get("HITL_BENCH_WHAT_IF"):  # a proposed fix, measured beside the app (bench/what_if.py)
-    from bench import what_if
-
-    what_if.install(os.environ["HITL_BENCH_WHAT_IF"])
-
 _client = None
 
 

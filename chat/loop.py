@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max, Prefetch, Q
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from approvals import policy
@@ -101,7 +101,7 @@ def _step(conversation_id, token: str) -> bool:
 def _settle(call: ToolCall, conversation: Conversation) -> None:
     """Bring one call of the open turn as far as it can go without a human."""
     if call.status == Status.PENDING_APPROVAL:
-        _apply_decision(call)
+        _apply_decision(call, push_approved=False)  # the claim below pushes the card, as running
     if call.status == Status.RUNNING:
         # Only a dead predecessor leaves a call running while we hold the lease. It may or may not
         # have taken effect, so it is reported, never silently run again.
@@ -118,20 +118,21 @@ def _settle(call: ToolCall, conversation: Conversation) -> None:
 
 def apply_decision(tool_call_id: int) -> ToolCall | None:
     """Copy a decided approval onto its tool call; safe to repeat (used by the receiver and the loop)."""
-    message = _with_calls(Message.objects.filter(tool_calls__pk=tool_call_id)).first()
+    message = Message.objects.filter(tool_calls__pk=tool_call_id).first()
     if message is None:
         return None
+    _load_calls(message)
     call = next(call for call in message.tool_calls.all() if call.pk == tool_call_id)
     _apply_decision(call)
     return call
 
 
-def _apply_decision(call: ToolCall) -> None:
+def _apply_decision(call: ToolCall, *, push_approved: bool = True) -> None:
     approval = call.approval
     if call.status != Status.PENDING_APPROVAL or approval.status == Approval.Status.PENDING:
         return
     if approval.status == Approval.Status.APPROVED:
-        _transition(call, Status.PENDING_APPROVAL, Status.APPROVED)
+        _transition(call, Status.PENDING_APPROVAL, Status.APPROVED, push=push_approved)
     elif approval.status == Approval.Status.REJECTED:
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
         text = f"Rejected by {who}: {approval.rejection_reason}" if approval.rejection_reason else f"Rejected by {who}."
@@ -142,7 +143,7 @@ def _apply_decision(call: ToolCall) -> None:
         _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, result="Not run: the approval was cancelled.")
 
 
-def _transition(call: ToolCall, old: str, new: str, **fields) -> bool:
+def _transition(call: ToolCall, old: str, new: str, *, push: bool = True, **fields) -> bool:
     """Conditional update: only one worker moves a call out of `old`; the loser sees 0 rows."""
     if new in ToolCall.FINISHED:
         fields.setdefault("finished_at", timezone.now())
@@ -154,7 +155,8 @@ def _transition(call: ToolCall, old: str, new: str, **fields) -> bool:
     call.status = new
     for name, value in fields.items():
         setattr(call, name, value)
-    live.push_now(live.conversation_group(call.message.conversation_id), fragments.tool_card_html(call, oob=True))
+    if push:
+        live.push_now(live.conversation_group(call.message.conversation_id), fragments.tool_card_html(call, oob=True))
     return True
 
 
@@ -162,8 +164,10 @@ def _run(call: ToolCall, conversation: Conversation) -> None:
     # The claim: approved → running. Whoever loses it must not run the tool.
     if not _transition(call, Status.APPROVED, Status.RUNNING):
         return
-    call.refresh_from_db(fields=["arguments", "arguments_hash"])
-    if call.is_gated and not _matches_approval(call):
+    # Read again just before the run, so stored arguments edited after the approval never run.
+    stored = ToolCall.objects.values("arguments", "arguments_hash", "approval__status", "approval__arguments_hash").get(pk=call.pk)
+    call.arguments, call.arguments_hash = stored["arguments"], stored["arguments_hash"]
+    if call.is_gated and not _matches_approval(call, stored["approval__status"], stored["approval__arguments_hash"]):
         _transition(call, Status.RUNNING, Status.FAILED, error="Refused: the arguments differ from the ones that were approved.")
         return
     spec = registry.get(call.name)
@@ -184,11 +188,8 @@ def _storable(text: str) -> str:
     return text.replace("\x00", "\\0")
 
 
-def _matches_approval(call: ToolCall) -> bool:
-    """The hash is checked again here, just before the run, so edited stored arguments never run."""
-    approval = Approval.objects.get(tool_call=call)
-    current = arguments_hash(call.arguments)
-    return approval.status == Approval.Status.APPROVED and approval.arguments_hash == call.arguments_hash == current
+def _matches_approval(call: ToolCall, approval_status: str, approved_hash: str) -> bool:
+    return approval_status == Approval.Status.APPROVED and approved_hash == call.arguments_hash == arguments_hash(call.arguments)
 
 
 def _tool_context(conversation: Conversation, idempotency_key: str = "") -> ToolContext:
@@ -271,15 +272,18 @@ def append_message(conversation: Conversation, *, role: str, content: str, push:
 # --- What the model sees and says --------------------------------------------------------------
 
 
-def _with_calls(messages):
-    """Messages with their calls and approvals loaded, each call's `message` being its loaded turn:
-    a card (and its turn's "Approve all") renders from memory, and a status changed on a call is
-    the status every later render of the turn sees."""
-    return messages.prefetch_related(Prefetch("tool_calls", queryset=ToolCall.objects.select_related("approval")))
+def _load_calls(message: Message) -> None:
+    """Load a turn's calls with their approvals, each call's `message` being the turn: a card (and
+    its turn's "Approve all") renders from memory, and a status changed on a call is the status
+    every later render of the turn sees."""
+    _set_loaded_calls(message, list(message.tool_calls.select_related("approval")))
 
 
 def _last_assistant_message(conversation: Conversation) -> Message | None:
-    return _with_calls(conversation.messages.filter(role=Message.Role.ASSISTANT)).order_by("-position").first()
+    turn = conversation.messages.filter(role=Message.Role.ASSISTANT).order_by("-position").first()
+    if turn is not None:
+        _load_calls(turn)
+    return turn
 
 
 def _has_unanswered_input(conversation: Conversation, turn: Message | None) -> bool:
@@ -371,7 +375,7 @@ def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
 
 
 def _set_loaded_calls(message: Message, calls: list[ToolCall]) -> None:
-    """Give a message we just stored the calls we stored with it, as if prefetched (no re-read)."""
+    """Make `message.tool_calls.all()` these calls, as if prefetched: no query to read them again."""
     loaded = message.tool_calls.all()
     loaded._result_cache, loaded._prefetch_done = calls, True
     message._prefetched_objects_cache = {"tool_calls": loaded}

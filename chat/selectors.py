@@ -1,7 +1,8 @@
 """Shared reads: which conversations a user may see, and which ones the sweeper should move."""
 from datetime import timedelta
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.utils import timezone
 
@@ -16,6 +17,24 @@ def visible_conversations(user) -> QuerySet[Conversation]:
     if is_approver(user):
         return conversations
     return conversations.filter(owner=user)
+
+
+def recent_conversations(user, *, limit: int = 100) -> QuerySet[Conversation]:
+    """The user's own newest conversations, each with `pending_count`. The index on (owner,
+    -created_at) gives the first rows without a sort, and the count runs only for those rows, on
+    the (conversation, status) index, never over all of the owner's history."""
+    pending = (
+        Approval.objects.filter(conversation=OuterRef("pk"), status=Approval.Status.PENDING)
+        .values("conversation")
+        .annotate(count=Count("pk"))
+        .values("count")
+    )
+    return (
+        Conversation.objects.select_related("agent")
+        .filter(owner=user)
+        .annotate(pending_count=Coalesce(Subquery(pending), 0))
+        .order_by("-created_at")[:limit]
+    )
 
 
 def conversation_for(user, conversation_id) -> Conversation:

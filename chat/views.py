@@ -1,7 +1,5 @@
 """Pages and posts of the chat: the conversation list, a conversation, messages, retry, approve all."""
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, OuterRef, Subquery
-from django.db.models.functions import Coalesce
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -13,24 +11,13 @@ from approvals.services import decide_all
 from . import services
 from .llm import SUGGESTIONS
 from .models import Agent
-from .selectors import conversation_for, messages_for_page, visible_conversations
+from .selectors import conversation_for, messages_for_page, recent_conversations
 
 
 @login_required
 @require_GET
 def conversation_list(request):
-    # Counted per conversation shown (a correlated subquery), not over all of the owner's history.
-    pending = (
-        Approval.objects.filter(conversation=OuterRef("pk"), status=Approval.Status.PENDING)
-        .values("conversation")
-        .annotate(count=Count("pk"))
-        .values("count")
-    )
-    conversations = (
-        visible_conversations(request.user)
-        .filter(owner=request.user)
-        .annotate(pending_count=Coalesce(Subquery(pending), 0))[:100]
-    )
+    conversations = recent_conversations(request.user)
     agents = Agent.objects.order_by("name")
     return render(request, "chat/conversation_list.html", {"conversations": conversations, "agents": agents, "suggestions": SUGGESTIONS})
 
