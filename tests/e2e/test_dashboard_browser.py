@@ -443,3 +443,25 @@ def test_back_leaves_the_dashboard_however_often_it_refreshed(new_page, alice, b
     bobs.go_back()
 
     assert urlsplit(bobs.url).path == "/", bobs.url
+
+
+def test_approve_all_through_the_api_empties_an_open_dashboard(new_page, alice, bob, agent, api_for):
+    """A signal per decision, each a re-read of the list. A re-read asked for while one is in flight
+    is queued, never dropped (htmx's default), so the list ends current however the signals bunch up."""
+    bobs = logged_in(new_page, bob)
+    open_dashboard(bobs)
+    api = api_for(alice)
+    conversation_ids = [start(api, f"delete f{i}.txt") for i in range(12)]
+    approvals = [approval for conversation_id in conversation_ids for approval in wait_for_pending(conversation_id, 1)]
+    expect(bobs.locator(".approval-row")).to_have_count(12)
+
+    response = api_for(bob).post("approvals/decisions", {"ids": [a.pk for a in approvals], "decision": "approve"})
+
+    assert response.status_code == 200, response.text
+    assert len(response.json()["decided"]) == 12
+    expect(bobs.locator(".approval-row")).to_have_count(0)
+    expect(pending_count(bobs)).to_have_text("0 pending.")
+    for conversation_id in conversation_ids:
+        wait_for_status(conversation_id, Conversation.Status.IDLE)
+    expect(bobs.locator(".approval-row")).to_have_count(0)
+    assert still_same_document(bobs)
