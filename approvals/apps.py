@@ -8,8 +8,8 @@ class ApprovalsConfig(AppConfig):
         from django.db.models.signals import post_migrate
 
         from . import receivers, triggers
-        from .signals import approval_decided, approval_requested
+        from .signals import approval_requested, approvals_decided
 
         post_migrate.connect(triggers.install_decided_is_final, sender=self, dispatch_uid="approvals.trigger")
         approval_requested.connect(receivers.on_approval_requested, dispatch_uid="approvals.on_requested")
-        approval_decided.connect(receivers.on_approval_decided, dispatch_uid="approvals.on_decided")
+        approvals_decided.connect(receivers.on_approvals_decided, dispatch_uid="approvals.on_decided")

@@ -10,6 +10,6 @@ def approval_controls_html(approval: Approval, *, can_decide: bool, via: str = A
     )
 
 
-def dashboard_signal_html(event: str, approval_id: int) -> str:
-    """Tells open dashboards that something changed; each re-reads its own filtered list."""
-    return render_to_string("partials/dashboard_signal.html", {"event": event, "approval_id": approval_id})
+def dashboard_signal_html(event: str, count: int = 1) -> str:
+    """Tells open dashboards that `count` approvals changed; each re-reads its own filtered list."""
+    return render_to_string("partials/dashboard_signal.html", {"event": event, "count": count})

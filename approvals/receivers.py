@@ -9,14 +9,15 @@ from .tasks import deliver_webhook
 
 
 def on_approval_requested(sender, approval, **kwargs) -> None:
-    _announce(approval, Webhook.Event.REQUESTED)
+    _announce([approval], Webhook.Event.REQUESTED)
 
 
-def on_approval_decided(sender, approval, **kwargs) -> None:
-    _announce(approval, Webhook.Event.DECIDED)
+def on_approvals_decided(sender, approvals, **kwargs) -> None:
+    _announce(approvals, Webhook.Event.DECIDED)
 
 
-def _announce(approval, event: str) -> None:
-    live.push_now(live.APPROVALS_GROUP, dashboard_signal_html(event, approval.pk))
-    for delivery_id in webhooks.create_deliveries(approval, event):
+def _announce(approvals, event: str) -> None:
+    # One signal however many were decided: each open dashboard re-reads its list once.
+    live.push_now(live.APPROVALS_GROUP, dashboard_signal_html(event, len(approvals)))
+    for delivery_id in webhooks.create_deliveries(approvals, event):
         enqueue_on_commit(deliver_webhook, delivery_id)

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from .models import Approval
 from .permissions import can_decide, can_see
-from .signals import approval_decided, approval_requested
+from .signals import approval_requested, approvals_decided
 
 logger = logging.getLogger(__name__)
 
@@ -78,9 +78,14 @@ def decide(approval_id: int, *, user, approve: bool, via: str, reason: str = "")
         if not updated:
             raise AlreadyDecided(approval)
         # Robust: the decision is stored whatever its receivers meet (a broker that is down, say).
-        transaction.on_commit(lambda: approval_decided.send(sender=Approval, approval=approval), robust=True)
+        _announce_on_commit([approval])
     logger.info("approval %s %s by %s via %s", approval.pk, status, user, via)
     return approval
+
+
+def _announce_on_commit(approvals: list[Approval]) -> None:
+    # Robust: the decisions are stored whatever their receivers meet (a broker that is down, say).
+    transaction.on_commit(lambda: approvals_decided.send(sender=Approval, approvals=approvals), robust=True)
 
 
 def expire_overdue(*, now=None, limit: int = 500) -> list[int]:
@@ -95,8 +100,7 @@ def expire_overdue(*, now=None, limit: int = 500) -> list[int]:
                 status=Approval.Status.EXPIRED, decided_at=now, decided_via=Approval.Via.TIMEOUT
             ):
                 continue  # decided a moment ago
-            approval = Approval.objects.get(pk=approval_id)
-            transaction.on_commit(lambda a=approval: approval_decided.send(sender=Approval, approval=a), robust=True)
+            _announce_on_commit([Approval.objects.get(pk=approval_id)])
         expired.append(approval_id)
     if expired:
         logger.info("expired approvals %s", expired)
@@ -152,7 +156,8 @@ def decide_many(approval_ids: list[int], *, user, approve: bool, via: str, reaso
         for approval in pending:
             for name, value in decision.items():
                 setattr(approval, name, value)
-            transaction.on_commit(lambda a=approval: approval_decided.send(sender=Approval, approval=a), robust=True)
+        if pending:
+            _announce_on_commit(pending)
     decided_ids = {a.pk for a in pending}
     outcome.decided = pending
     outcome.already_decided = sorted(outcome.already_decided + [i for i in allowed if i not in decided_ids])

@@ -3,5 +3,6 @@ from django.dispatch import Signal
 
 # Sent with `approval`: a new pending Approval.
 approval_requested = Signal()
-# Sent with `approval`: the decided Approval, fresh from the database.
-approval_decided = Signal()
+# Sent with `approvals`: the Approvals one transaction decided (a decision, an approve-all, a bulk
+# decision, a round of expiries), so that receivers can do their work once for all of them.
+approvals_decided = Signal()

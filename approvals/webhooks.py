@@ -47,21 +47,20 @@ def payload(approval: Approval, event: str) -> dict:
     }
 
 
-def create_deliveries(approval: Approval, event: str) -> list[int]:
-    """One delivery row per active webhook of the conversation's agent (or global). The payload is
-    built only when there is someone to send it to: most approvals have no webhook."""
+def create_deliveries(approvals: list[Approval], event: str) -> list[int]:
+    """One delivery row per approval and active webhook of its conversation's agent (or global).
+    Payloads are built only when there is someone to send them to: most approvals have no webhook."""
     active = list(Webhook.objects.filter(is_active=True))  # a handful at most, and usually none
     if not active:
         return []
-    agent_id = Conversation.objects.values_list("agent_id", flat=True).get(pk=approval.conversation_id)
-    webhooks = [webhook for webhook in active if webhook.agent_id in (None, agent_id)]
-    if not webhooks:
-        return []
-    body = payload(approval, event)
+    conversation_ids = {approval.conversation_id for approval in approvals}
+    agent_of = dict(Conversation.objects.filter(pk__in=conversation_ids).values_list("pk", "agent_id"))
     with transaction.atomic():
         return [
-            WebhookDelivery.objects.create(webhook=webhook, approval=approval, event=event, payload=body).pk
-            for webhook in webhooks
+            WebhookDelivery.objects.create(webhook=webhook, approval=approval, event=event, payload=payload(approval, event)).pk
+            for approval in approvals
+            for webhook in active
+            if webhook.agent_id in (None, agent_of[approval.conversation_id])
         ]
 
 

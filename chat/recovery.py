@@ -3,6 +3,7 @@ stalled. These flip it to `running`; the caller enqueues the loop."""
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from approvals.models import Approval
@@ -13,16 +14,31 @@ from .selectors import stalled_conversations
 
 
 def resume_if_decided(conversation_id) -> bool:
-    """True once no call of the turn waits for a human. The conditional update on
-    `waiting_for_approval` lets exactly one of several concurrent deciders through."""
-    if Approval.objects.filter(conversation_id=conversation_id, status=Approval.Status.PENDING).exists():
-        return False
-    resumed = Conversation.objects.filter(
-        pk=conversation_id, status=Conversation.Status.WAITING_FOR_APPROVAL
-    ).update(status=Conversation.Status.RUNNING, updated_at=timezone.now())
-    if resumed:
-        loop.push_status(Conversation(pk=conversation_id, status=Conversation.Status.RUNNING))
-    return bool(resumed)
+    """True once no call of the turn waits for a human (and the conversation was flipped to running)."""
+    return bool(resume_decided([conversation_id]))
+
+
+def resume_decided(conversation_ids) -> list:
+    """Flip to `running` those of the conversations that wait for approval with no call left
+    pending, and return their ids, in a number of queries that does not grow with them.
+
+    Each decider's receiver asks after its own commit, so whoever commits the last decision of a
+    turn finds nothing pending. The waiting rows are locked (PostgreSQL; SQLite's IMMEDIATE
+    transaction holds the write lock) and only those still waiting are flipped: of several
+    concurrent deciders exactly one resumes a conversation.
+    """
+    ids = set(conversation_ids)
+    with transaction.atomic():
+        still_pending = Approval.objects.filter(conversation_id__in=ids, status=Approval.Status.PENDING)
+        waiting = Conversation.objects.select_for_update().filter(
+            pk__in=ids - set(still_pending.values_list("conversation_id", flat=True)),
+            status=Conversation.Status.WAITING_FOR_APPROVAL,
+        )
+        resumed = list(waiting.order_by("pk").values_list("pk", flat=True))
+        Conversation.objects.filter(pk__in=resumed).update(status=Conversation.Status.RUNNING, updated_at=timezone.now())
+        for conversation_id in resumed:
+            loop.push_status(Conversation(pk=conversation_id, status=Conversation.Status.RUNNING))
+    return resumed
 
 
 def claim_stalled() -> list[str]:

@@ -157,7 +157,7 @@ def test_decide_many_queries_do_not_grow_with_the_number_of_ids(alice, bob, agen
         with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks() as callbacks:
             outcome = decide_many(ids + [10**9], user=user, approve=True, via="api")
         assert len(outcome.decided) == len(ids) and outcome.not_found == [10**9]
-        assert len(callbacks) == len(ids)  # one approval_decided per decided approval
+        assert len(callbacks) == 1  # one approvals_decided for all of them
         return len(queries)
 
     few, many = make_pending(alice, agent, 5), make_pending(alice, agent, 50)
@@ -188,3 +188,24 @@ def test_bulk_deciders_racing_single_decisions_decide_each_approval_once(alice, 
     calls = dict(ToolCall.objects.filter(approval__in=ids).values_list("approval", "status"))
     assert all(a.status in ("approved", "rejected") for a in stored.values())
     assert {pk: calls[pk] == "rejected" for pk in ids} == {pk: a.status == "rejected" for pk, a in stored.items()}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_resuming_many_conversations_after_a_bulk_decision_takes_the_same_queries_as_one(alice, bob, agent, monkeypatch):
+    """The receivers of one bulk decision (resume, dashboards, webhooks) work once for all of it;
+    only the enqueue itself is per conversation."""
+    from chat import tasks
+
+    enqueued = []
+    monkeypatch.setattr(tasks.advance_conversation, "delay", enqueued.append)
+
+    def decide_counted(conversations: int) -> int:
+        ids = [i for _ in range(conversations) for i in make_pending(alice, agent, 1)]
+        user = User.objects.get(pk=bob.pk)
+        with CaptureQueriesContext(connection) as queries:
+            assert len(decide_many(ids, user=user, approve=True, via="api").decided) == conversations
+        return len(queries)
+
+    assert decide_counted(2) == decide_counted(20)
+    assert len(enqueued) == 22
+    assert Conversation.objects.filter(status="running").count() == 22

@@ -71,28 +71,31 @@ def test_api_list_and_conversation_list_queries_do_not_grow_with_rows(alice, bob
     assert small == large
 
 
-@pytest.mark.skipif(connection.vendor != "sqlite", reason="reads SQLite's query plans")
-@pytest.mark.parametrize("analyzed", [False, True], ids=["no statistics", "analyzed"])
-@pytest.mark.parametrize(
-    "queryset,index",
-    [
-        (lambda alice, bob: pending_approvals(Filters())[:DASHBOARD_ROWS], "approvals_pending_by_age (status=?)"),
-        (lambda alice, bob: visible_approvals(bob).order_by("requested_at", "pk")[:100], "approvals_requested_order"),
-        (
-            lambda alice, bob: visible_approvals(alice).order_by("requested_at", "pk")[:100],
-            "approvals_requester_order (requested_by_id=?)",
-        ),
-        (lambda alice, bob: recent_conversations(alice), "chat_conv_owner_created (owner_id=?)"),
-    ],
-    ids=["dashboard", "approver's approvals (all)", "owner's approvals (their own)", "conversation list"],
-)
-def test_list_orderings_come_from_an_index_not_a_sort(alice, bob, agent, queryset, index, analyzed):
-    make_approvals(alice, agent, 100, decided_by=bob)
-    make_approvals(alice, agent, 5)
-    if analyzed:  # statistics change SQLite's choice of index; production may or may not have them
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
+# SQLite's plans, read as text. (On PostgreSQL the planner sorts tables this small whatever the
+# indexes, so there the query-count tests above are what runs; the test is not collected.)
+if connection.vendor == "sqlite":
 
-    plan = queryset(alice, bob).explain()
+    @pytest.mark.parametrize("analyzed", [False, True], ids=["no statistics", "analyzed"])
+    @pytest.mark.parametrize(
+        "queryset,index",
+        [
+            (lambda alice, bob: pending_approvals(Filters())[:DASHBOARD_ROWS], "approvals_pending_by_age (status=?)"),
+            (lambda alice, bob: visible_approvals(bob).order_by("requested_at", "pk")[:100], "approvals_requested_order"),
+            (
+                lambda alice, bob: visible_approvals(alice).order_by("requested_at", "pk")[:100],
+                "approvals_requester_order (requested_by_id=?)",
+            ),
+            (lambda alice, bob: recent_conversations(alice), "chat_conv_owner_created (owner_id=?)"),
+        ],
+        ids=["dashboard", "approver's approvals (all)", "owner's approvals (their own)", "conversation list"],
+    )
+    def test_list_orderings_come_from_an_index_not_a_sort(alice, bob, agent, queryset, index, analyzed):
+        make_approvals(alice, agent, 100, decided_by=bob)
+        make_approvals(alice, agent, 5)
+        if analyzed:  # statistics change SQLite's choice of index; production may or may not have them
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE")
 
-    assert f"USING INDEX {index}" in plan and "TEMP B-TREE" not in plan, plan
+        plan = queryset(alice, bob).explain()
+
+        assert f"USING INDEX {index}" in plan and "TEMP B-TREE" not in plan, plan
