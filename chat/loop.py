@@ -215,14 +215,14 @@ def _wait_for_approval(conversation: Conversation, turn: Message, token: str) ->
     return False
 
 
-def _finish(conversation: Conversation, turn: Message | None, token: str) -> bool:
+def _finish(conversation: Conversation, turn: Message | None, token: str, *, push: bool = True) -> bool:
     with transaction.atomic():
         # A message posted while we were deciding there is nothing to do must not be left unanswered.
         # (Only a user can have added one: new turns are written by the lease holder, us.)
         lock_conversation(conversation)
         if _has_unanswered_input(conversation, turn):
             return True
-        _set_status(conversation, Conversation.Status.IDLE, token)
+        _set_status(conversation, Conversation.Status.IDLE, token, push=push)
     return False
 
 
@@ -232,13 +232,14 @@ def _fail(conversation: Conversation, token: str, error: str) -> None:
         _set_status(conversation, Conversation.Status.FAILED, token, error=error)
 
 
-def _set_status(conversation: Conversation, status: str, token: str, error: str = "") -> None:
+def _set_status(conversation: Conversation, status: str, token: str, error: str = "", *, push: bool = True) -> None:
     """Set the status and give up the lease, in the caller's locked transaction."""
     Conversation.objects.filter(pk=conversation.pk, advancing_token=token).update(
         status=status, error=error, advancing_token="", advancing_until=None, updated_at=timezone.now()
     )
     conversation.status, conversation.error = status, error
-    push_status(conversation)
+    if push:
+        push_status(conversation)
 
 
 def push_status(conversation: Conversation) -> None:
@@ -328,20 +329,31 @@ def _call_model(conversation: Conversation, token: str) -> bool:
         _fail(conversation, token, str(exc))
         return False
     stream.flush()
-    message = _store_turn(conversation, turn)
-    stream.reset()
-    if not turn.tool_calls:  # a final answer: done, unless the user wrote in the meantime
-        return _finish(conversation, message, token)
-    return True
+    stored: list[Message] = []
+    with transaction.atomic():
+        # Registered first, so that on commit the turn goes out before anything else (the dashboards,
+        # the webhooks): the owner is the one waiting. One frame, rendered after the commit from
+        # memory: the turn with its cards, the streamed copy cleared, and the status.
+        live.push(live.conversation_group(conversation.pk), lambda: _turn_landed_html(conversation, stored[0]))
+        stored.append(_store_turn(conversation, turn))
+        # A final answer ends the run in the same transaction, unless the user wrote in the meantime.
+        more = bool(turn.tool_calls) or _finish(conversation, stored[0], token, push=False)
+    stream.cleared()
+    return more
+
+
+def _turn_landed_html(conversation: Conversation, message: Message) -> str:
+    return (
+        fragments.message_html(message, oob=True)
+        + fragments.stream_reset_html(conversation.pk)
+        + fragments.conversation_status_html(conversation)
+    )
 
 
 def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
     """Store the assistant message and its calls: each validated, then gated, in one transaction."""
     with transaction.atomic():
         message = append_message(conversation, role=Message.Role.ASSISTANT, content=turn.text, push=False)
-        # Registered first, so that on commit the cards go out before anything else (the dashboards,
-        # the webhooks): the owner is the one waiting. Rendered after the commit, from memory.
-        live.push(live.conversation_group(conversation.pk), lambda: fragments.message_html(message, oob=True))
         calls = []
         seen_ids: set[str] = set()
         for position, model_call in enumerate(turn.tool_calls):
@@ -442,6 +454,10 @@ class _Stream:
             live.push_now(self.group, fragments.stream_delta_html(self.conversation_id, "".join(self.pending)))
             self.pending, self.sent_any = [], True
         self.last_flush = time.monotonic()
+
+    def cleared(self) -> None:
+        """The stored message's push has cleared the streamed copy."""
+        self.pending, self.sent_any = [], False
 
     def reset(self) -> None:
         self.pending = []

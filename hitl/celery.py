@@ -17,7 +17,7 @@ def push_through_one_loop(**kwargs) -> None:
     """A worker (and each pool process it forks) pushes to browsers through one long-lived event loop."""
     from hitl import live
 
-    live.use_background_loop()
+    live.use_own_loop()
 
 
 def enqueue_on_commit(task, *args) -> None:

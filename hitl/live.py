@@ -19,35 +19,32 @@ def conversation_group(conversation_id) -> str:
     return f"conversation.{conversation_id}"
 
 
-class _BackgroundLoop:
-    """One event loop per process, in a daemon thread, for sync code that has no loop of its own.
+class _OwnLoop:
+    """An event loop of this process (and thread), kept between pushes and run only while one is sent.
 
     Without it every push from a Celery worker would make `async_to_sync` start a thread and an
-    event loop, and channels-redis open (and close) a Redis connection, each time: about 1 ms more
-    per push on a quiet machine and much more on a busy one (docs/BENCHMARKS.md). Daphne does not
-    need it: there `async_to_sync` hands the send to the server's own loop."""
+    event loop, and channels-redis open (and close) a Redis connection, each time. A loop in a
+    thread of its own costs a GIL hand-over each way instead, measured at a fifth of a worker's
+    time; run here, in the calling thread, the push costs the send and nothing more. Daphne does
+    not use it: there `async_to_sync` hands the send to the server's own loop."""
 
     def __init__(self):
-        self._lock = threading.Lock()
-        self._pid = None
-        self._loop = None
+        self._local = threading.local()
 
-    def get(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._pid != os.getpid():  # first use, or a child forked from a process that had one
-                self._loop = asyncio.new_event_loop()
-                threading.Thread(target=self._loop.run_forever, name="hitl-push-loop", daemon=True).start()
-                self._pid = os.getpid()
-            return self._loop
+    def run(self, coroutine) -> None:
+        local = self._local
+        if getattr(local, "pid", None) != os.getpid():  # first use, or a child forked from a process that had one
+            local.loop, local.pid = asyncio.new_event_loop(), os.getpid()
+        local.loop.run_until_complete(asyncio.wait_for(coroutine, PUSH_TIMEOUT_SECONDS))
 
 
-_background_loop: _BackgroundLoop | None = None
+_own_loop: _OwnLoop | None = None
 
 
-def use_background_loop() -> None:
-    """Called in each Celery worker process: from now on this process pushes through one long-lived loop."""
-    global _background_loop
-    _background_loop = _BackgroundLoop()
+def use_own_loop() -> None:
+    """Called in each Celery worker process: from now on this process pushes through a long-lived loop."""
+    global _own_loop
+    _own_loop = _OwnLoop()
 
 
 def push_now(group: str, html: str) -> None:
@@ -66,12 +63,10 @@ def push_now(group: str, html: str) -> None:
 
 def _send(group: str, message: dict) -> None:
     send = get_channel_layer().group_send
-    if _background_loop is None:
+    if _own_loop is None:
         async_to_sync(send)(group, message)
     else:
-        # Waiting for the result keeps one conversation's pushes in order.
-        future = asyncio.run_coroutine_threadsafe(send(group, message), _background_loop.get())
-        future.result(timeout=PUSH_TIMEOUT_SECONDS)
+        _own_loop.run(send(group, message))
 
 
 def push(group: str, render: str | Callable[[], str]) -> None:
