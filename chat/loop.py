@@ -216,7 +216,8 @@ def _wait_for_approval(conversation: Conversation, turn: Message, token: str) ->
 
 
 def _finish(conversation: Conversation, turn: Message | None, token: str, *, push: bool = True) -> bool:
-    with transaction.atomic():
+    # No savepoint (a statement each way) when nested: an error here should end the caller's transaction too.
+    with transaction.atomic(savepoint=False):
         # A message posted while we were deciding there is nothing to do must not be left unanswered.
         # (Only a user can have added one: new turns are written by the lease holder, us.)
         lock_conversation(conversation)
@@ -352,7 +353,7 @@ def _turn_landed_html(conversation: Conversation, message: Message) -> str:
 
 def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
     """Store the assistant message and its calls: each validated, then gated, in one transaction."""
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         message = append_message(conversation, role=Message.Role.ASSISTANT, content=turn.text, push=False)
         calls = []
         seen_ids: set[str] = set()
