@@ -744,7 +744,7 @@ PROFILE_CATEGORIES = {
     "worker": [
         ("push_now (the calls)", ("push_now (hitl/live.py",)),
         ("model call (litellm, with its logging thread)", ("complete (chat/llm.py", "litellm/")),
-        ("event loops in threads (async_to_sync: the pushes' own thread, loop and Redis connection)",
+        ("event loops in other threads (asyncio, Redis clients; a worker's pushes count under push_now)",
          ("_worker (concurrent/futures/thread.py", "channels_redis", "asyncio/", "redis/asyncio")),
         ("templates", ("render_to_string", "django/template/")),
         ("Celery enqueue (kombu)", ("apply_async (celery/app/task.py", "kombu/")),
