@@ -86,7 +86,12 @@ def test_conversations_run_on_whichever_worker_is_free(e2e, second_web_and_worke
         ids = list(pool.map(lambda i: api.post("conversations", {"agent": "demo", "message": f"fetch {slow_site}?n={i}"}).json()["id"], range(12)))
 
     wait_until(lambda: Conversation.objects.filter(pk__in=ids, status="idle").count() == len(ids), timeout=90, message="all answered")
-    after = (len(TASK_DONE.findall(worker1.log.read_text())), len(TASK_DONE.findall(worker2.log.read_text())))
-    ran = (after[0] - before[0], after[1] - before[1])
-    assert sum(ran) >= len(ids) and min(ran) > 0, f"advance tasks per worker: {ran}"
+
+    def ran() -> tuple[int, int]:
+        after = (len(TASK_DONE.findall(worker1.log.read_text())), len(TASK_DONE.findall(worker2.log.read_text())))
+        return after[0] - before[0], after[1] - before[1]
+
+    # A task logs that it succeeded a moment after its last commit made the conversation idle.
+    wait_until(lambda: sum(ran()) >= len(ids), timeout=10, message="every task's log line")
+    assert min(ran()) > 0, f"advance tasks per worker: {ran()}"
     assert ToolCall.objects.filter(message__conversation_id__in=ids, status="succeeded").count() == len(ids)
