@@ -5,6 +5,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals.models import Approval
+from approvals.services import decide
 from chat.models import Conversation, Message, ToolCall
 from tests.conftest import client_for, pending_approvals, start_conversation as start
 
@@ -81,6 +82,20 @@ def test_bulk_decision_rejects_the_selected_with_one_reason(alice, bob, agent):
     decided = {x.pk: (x.status, x.rejection_reason, x.decided_via) for x in Approval.objects.all()}
     assert decided[a.pk] == decided[b.pk] == ("rejected", "freeze", "dashboard")
     assert decided[c.pk][0] == "pending"
+
+
+def test_bulk_decision_says_what_happened_to_each_selected_row(alice, bob, carol, agent):
+    conversation = start(alice, agent, "delete a.txt, b.txt and c.txt")
+    a, b, c = pending_approvals(conversation)
+    decide(c.pk, user=carol, approve=False, via="dashboard")  # another approver got there first
+
+    response = client_for(bob).post(
+        "/approvals/bulk/", {"approval_ids": [a.pk, b.pk, c.pk, 999999], "decision": "approve"}, headers=HTMX
+    )
+
+    text = response.content.decode()
+    assert response.status_code == 200
+    assert "Approved 2." in text and "1 had already been decided." in text and "1 no longer exists." in text
 
 
 def test_bulk_decision_is_for_approvers_only(alice, agent):
