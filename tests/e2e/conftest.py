@@ -11,9 +11,10 @@ import httpx
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
+from django.db.models import Q
 
 from bench.stack import BIN, Process, free_port, port_open  # noqa: F401  (also used by e2e tests)
-from chat.models import ApiToken
+from chat.models import ApiToken, Conversation
 from tests.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,6 +114,10 @@ def e2e(stack, transactional_db):
     yield stack
     for name, process in stack.processes.items():
         assert process.popen.poll() is None, f"{name} died:\n{process.tail()}"
+    # A test may end before a worker has finished the step it started (say, once the card is on the
+    # socket): wait for it, so the flush after the test (TRUNCATE on PostgreSQL) never meets its locks.
+    advancing = Conversation.objects.filter(Q(status=Conversation.Status.RUNNING) | ~Q(advancing_token=""))
+    wait_until(lambda: not advancing.exists(), timeout=30, message="the workers to finish what the test started")
 
 
 class Api:
