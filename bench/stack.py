@@ -29,14 +29,16 @@ def port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
+def wait_until(predicate, timeout: float = 10.0, message: str = "condition", interval: float = 0.02):
+    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds.
+    (The tests use it too: a condition waited for, never a sleep that hopes.)"""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout:g} s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {message}")
         time.sleep(interval)
 
 

@@ -1,27 +1,15 @@
 """Named users (alice owns, bob approves, mallory is neither), the demo agent, small factories."""
 import json
-import time
 
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from approvals.models import Approval
+from bench.stack import wait_until  # noqa: F401  (one polling helper for the tests and the bench)
 from chat import services
 from chat.demo import ensure_demo_agent
 from chat.models import ApiToken, Conversation
-
-
-def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, message: str = "condition"):
-    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(interval)
 
 
 @pytest.fixture
