@@ -9,4 +9,6 @@ RUN DEBUG=1 python manage.py collectstatic --no-input -v 0
 RUN useradd --create-home hitl && mkdir -p /app/var && chown hitl /app/var
 USER hitl
 EXPOSE 8000
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "--proxy-headers", "hitl.asgi:application"]
+# No --proxy-headers by default: a container run on its own must not trust a client's X-Forwarded-For.
+# Behind nginx (docker-compose.yml) the web services add it.
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "hitl.asgi:application"]

@@ -6,6 +6,9 @@ HITL_BIND ?= 127.0.0.1
 # honcho hands each process its own $PORT, so the web port travels as HITL_PORT.
 HITL_PORT := $(PORT)
 export HITL_PORT HITL_BIND
+# Settings fail closed (DEBUG off, SECRET_KEY required); on a developer's machine make turns debug on.
+DEBUG ?= 1
+export DEBUG
 # Without REDIS_URL, `make run` starts its own redis-server too.
 PROCESSES := $(if $(REDIS_URL),web worker beat,redis web worker beat)
 

@@ -8,11 +8,22 @@ from django.utils import timezone
 from hitl.admin import ReadOnlyAdminMixin
 
 from .models import Approval, Webhook, WebhookDelivery
+from .templatetags.approval_tags import edit_diff
 
 EXPORT_COLUMNS = [
     "id", "status", "tool", "arguments", "risk", "reason", "approver_required", "agent", "conversation",
     "requested_by", "requested_at", "expires_at", "decided_by", "decided_via", "decided_at", "rejection_reason",
+    "edited_by", "edited_arguments", "preview", "chain_position", "previous_hash", "decision_hash",
 ]
+# A cell starting with one of these is a formula to a spreadsheet (OWASP, "CSV Injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralised(value) -> str:
+    """A cell as text a spreadsheet shows and never runs: a leading quote before a formula's first
+    character, as OWASP recommends (the csv module quotes the separators and quotes themselves)."""
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 @admin.register(Approval)
@@ -26,6 +37,11 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_select_related = ["tool_call", "requested_by", "decided_by"]
     date_hierarchy = "requested_at"
     actions = ["export_csv"]
+    readonly_fields = ["edit_as_diff"]
+
+    @admin.display(description="edit (− requested, + edited)")
+    def edit_as_diff(self, approval: Approval) -> str:
+        return "\n".join(edit_diff(approval)) if approval.is_edited else "not edited"
 
     @admin.display(description="tool", ordering="tool_call__name")
     def tool_name(self, approval: Approval) -> str:
@@ -37,12 +53,16 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         response["Content-Disposition"] = f'attachment; filename="decisions-{timezone.now():%Y%m%d-%H%M%S}.csv"'
         writer = csv.writer(response)
         writer.writerow(EXPORT_COLUMNS)
-        for a in queryset.select_related("tool_call", "conversation__agent", "requested_by", "decided_by").order_by("pk"):
-            writer.writerow([
+        rows = queryset.select_related("tool_call", "conversation__agent", "requested_by", "decided_by", "edited_by")
+        for a in rows.order_by("pk"):
+            # Every cell: the model writes the arguments, users the reasons, and so on.
+            writer.writerow(neutralised(cell) for cell in [
                 a.pk, a.status, a.tool_call.name, a.tool_call.arguments, a.risk, a.reason, a.approver_required,
                 a.conversation.agent.slug, a.conversation_id, a.requested_by.get_username(), a.requested_at.isoformat(),
                 a.expires_at.isoformat() if a.expires_at else "", a.decided_by.get_username() if a.decided_by else "",
                 a.decided_via, a.decided_at.isoformat() if a.decided_at else "", a.rejection_reason,
+                a.edited_by.get_username() if a.edited_by else "", a.edited_arguments if a.is_edited else "",
+                a.preview["text"] if a.preview else "", a.chain_position, a.previous_hash, a.decision_hash,
             ])
         return response
 

@@ -7,15 +7,22 @@ from django.http import Http404
 from ninja import Field, Router, Schema
 from ninja.errors import HttpError
 
+from hitl.inputs import is_storable
+
 from .models import Approval
 from .permissions import is_approver
-from .services import decide, decide_many
+from .services import approve_edited, decide, decide_many
 
 router = Router(tags=["approvals"])
 MAX_OFFSET = 10**9  # far past any real list, and far inside what every database's integers hold
 MAX_REASON = 2000
 MAX_IDS = 1000
 ApprovalId = Annotated[int, Field(ge=1, le=2**63 - 1)]  # as the database stores them (64-bit)
+
+
+class PreviewOut(Schema):
+    kind: Literal["diff", "email", "file", "fetch", "text"]
+    text: str
 
 
 class ApprovalOut(Schema):
@@ -28,6 +35,15 @@ class ApprovalOut(Schema):
     decided_via: str
     decided_at: datetime | None
     rejection_reason: str
+    arguments: dict = Field(description="The arguments as the model requested them.")
+    approved_arguments: dict | None = Field(
+        description="What was approved (and so runs): null until approved; equal to `arguments` unless edited."
+    )
+    edited_by: str | None
+    preview: PreviewOut | None = Field(description="What the call will do, as the deciders were shown.")
+    confirmation_required: bool = Field(description="Critical: approving needs `confirmation` equal to the hint.")
+    confirmation_hint: str
+    expires_at: datetime | None
 
 
 class ToolCallSummary(Schema):
@@ -50,9 +66,13 @@ class ApprovalList(Schema):
 class DecisionIn(Schema):
     decision: Literal["approve", "reject"]
     reason: str = ""
+    arguments: dict | None = Field(None, description="Approve these arguments instead (checked by the tool's schema and the policy again).")
+    confirmation: str = Field("", description="For a critical call: its `confirmation_hint`, typed.")
 
 
-class DecisionsIn(DecisionIn):
+class DecisionsIn(Schema):
+    decision: Literal["approve", "reject"]
+    reason: str = ""
     ids: list[ApprovalId]
 
 
@@ -61,9 +81,12 @@ class DecisionsOut(Schema):
     already_decided: list[int]
     not_allowed: list[int]
     not_found: list[int]
+    needs_confirmation: list[int] = Field(description="Critical calls: approved one at a time, with their confirmation.")
+    changed: list[int] = Field(description="Edited by someone else while this decision was on its way.")
 
 
 def approval_out(approval: Approval) -> dict:
+    """An approval as every surface of the API shows it (the tool call must be loaded with it)."""
     return {
         "id": approval.pk,
         "status": approval.status,
@@ -74,6 +97,13 @@ def approval_out(approval: Approval) -> dict:
         "decided_via": approval.decided_via,
         "decided_at": approval.decided_at,
         "rejection_reason": approval.rejection_reason,
+        "arguments": approval.tool_call.arguments,
+        "approved_arguments": approval.approved_arguments,
+        "edited_by": approval.edited_by.get_username() if approval.edited_by else None,
+        "preview": approval.preview,
+        "confirmation_required": approval.confirmation_required,
+        "confirmation_hint": approval.confirmation_hint,
+        "expires_at": approval.expires_at,
     }
 
 
@@ -86,7 +116,7 @@ def approval_item(approval: Approval) -> dict:
 
 
 def visible_approvals(user):
-    approvals = Approval.objects.select_related("tool_call", "decided_by")
+    approvals = Approval.objects.select_related("tool_call", "decided_by", "edited_by")
     return approvals if is_approver(user) else approvals.filter(requested_by=user)
 
 
@@ -102,6 +132,8 @@ def list_approvals(
 ):
     """The approvals the caller may see (their own, or all for an approver), oldest first.
     `since` keeps those requested at or after it; `limit` is at most 500."""
+    if not (is_storable(agent) and is_storable(tool)):
+        raise HttpError(400, "`agent` and `tool` must be text without NUL characters.")
     approvals = visible_approvals(request.auth)
     if status:
         approvals = approvals.filter(status=status)
@@ -142,21 +174,32 @@ def decide_approvals(request, payload: DecisionsIn):
         "already_decided": outcome.already_decided,
         "not_allowed": outcome.not_allowed,
         "not_found": outcome.not_found,
+        "needs_confirmation": outcome.needs_confirmation,
+        "changed": outcome.changed,
     }
 
 
 @router.post("/{approval_id}/decision", response=ApprovalItem)
-def decide_approval(request, approval_id: int, payload: DecisionIn):
+def decide_approval(request, approval_id: ApprovalId, payload: DecisionIn):
+    """Approve or reject one call. With `arguments`, approve those instead: they are validated by
+    the tool's schema (400 naming the field) and gated again; an edit that makes the call stricter
+    is stored and the approval stays `pending` for whoever must decide it. A critical call needs
+    `confirmation` (400 without it). 409 when it was decided, cancelled or expired first (past
+    `expires_at` it expires now), or edited since you last read it."""
     if len(payload.reason) > MAX_REASON:
         raise HttpError(400, f"The reason is longer than {MAX_REASON} characters.")
+    approve = payload.decision == "approve"
     try:
-        decide(
-            approval_id,
-            user=request.auth,
-            approve=payload.decision == "approve",
-            via=Approval.Via.API,
-            reason=payload.reason,
-        )
+        if approve and payload.arguments is not None:
+            approve_edited(
+                approval_id, user=request.auth, arguments=payload.arguments, via=Approval.Via.API,
+                confirmation=payload.confirmation,
+            )
+        else:
+            decide(
+                approval_id, user=request.auth, approve=approve, via=Approval.Via.API, reason=payload.reason,
+                confirmation=payload.confirmation,
+            )
     except Approval.DoesNotExist:
         raise Http404("No such approval.") from None
     return approval_item(visible_approvals(request.auth).get(pk=approval_id))

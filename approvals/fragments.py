@@ -4,10 +4,11 @@ from django.template.loader import render_to_string
 from .models import Approval
 
 
-def approval_controls_html(approval: Approval, *, can_decide: bool, via: str = Approval.Via.CHAT) -> str:
-    return render_to_string(
-        "partials/approval_controls.html", {"approval": approval, "can_decide": can_decide, "via": via}
-    )
+def approval_controls_html(approval: Approval, *, can_decide: bool | None, via: str = Approval.Via.CHAT, error: str = "") -> str:
+    """`can_decide`: whether the viewer may approve (None: unknown, for a push to many viewers).
+    Everyone who sees a pending approval may reject it."""
+    context = {"approval": approval, "can_decide": can_decide, "via": via, "error": error}
+    return render_to_string("partials/approval_controls.html", context)
 
 
 def dashboard_signal_html(event: str, count: int = 1) -> str:

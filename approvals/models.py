@@ -52,6 +52,33 @@ class Approval(models.Model):
         default=False, help_text="Only an approver who is not the requester may decide (four eyes)."
     )
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Expired by the system if still pending.")
+    preview = models.JSONField(
+        null=True, blank=True, help_text='What the call will do, as shown: {"kind": ..., "text": ...}; empty: the tool has none.'
+    )
+    preview_state = models.CharField(
+        max_length=100, blank=True,
+        help_text="Fingerprint of the state the preview describes; a run whose state differs is refused.",
+    )
+    confirmation_hint = models.CharField(
+        max_length=200, blank=True, help_text="What a human types to approve a critical call."
+    )
+    # An edit made before the approval: the arguments that will run instead of the requested ones.
+    edited_arguments = models.JSONField(null=True, blank=True)
+    edited_arguments_hash = models.CharField(max_length=64, blank=True)
+    edited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    edited_at = models.DateTimeField(null=True, blank=True)
+    # The audit chain (approvals.audit), written by the same UPDATE that decides the approval.
+    chain_position = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="This decision's place in the audit chain, from 1; empty while pending."
+    )
+    previous_hash = models.CharField(
+        max_length=64, blank=True, help_text="The decision hash of the decision before this one in the chain."
+    )
+    decision_hash = models.CharField(
+        max_length=64, blank=True, help_text="SHA-256 over this decision's content and the previous hash."
+    )
 
     class Meta:
         ordering = ["requested_at", "id"]
@@ -63,6 +90,12 @@ class Approval(models.Model):
                 condition=Q(status="pending", decided_at__isnull=True)
                 | (~Q(status="pending") & Q(decided_at__isnull=False)),
                 name="approvals_approval_decided_at_iff_decided",
+            ),
+            # One decision per link: should two deciders ever both extend the same head, one fails
+            # here rather than forking the chain. Also the index that finds the newest link.
+            models.UniqueConstraint(
+                fields=["chain_position"], condition=Q(chain_position__isnull=False),
+                name="approvals_approval_unique_chain_position",
             ),
         ]
         indexes = [
@@ -83,6 +116,27 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"approval #{self.pk} ({self.status})"
+
+    @property
+    def is_edited(self) -> bool:
+        return self.edited_arguments is not None
+
+    @property
+    def shown_hash(self) -> str:
+        """The hash of the arguments a decider is shown now, and so approves: the edit's, if any."""
+        return self.edited_arguments_hash if self.is_edited else self.arguments_hash
+
+    @property
+    def approved_arguments(self) -> dict | None:
+        """What was approved, and so runs: the edit, if any, else the requested arguments; None
+        until approved. (Reads the tool call: load it with the approval.)"""
+        if self.status != ApprovalStatus.APPROVED:
+            return None
+        return self.edited_arguments if self.is_edited else self.tool_call.arguments
+
+    @property
+    def confirmation_required(self) -> bool:
+        return self.risk == Risk.CRITICAL
 
 
 class Webhook(models.Model):

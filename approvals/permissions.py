@@ -15,12 +15,13 @@ def can_see(user: Any, approval: Any) -> bool:
     return bool(user and user.is_authenticated) and (approval.requested_by_id == user.pk or is_approver(user))
 
 
-def can_decide(user: Any, approval: Any) -> bool:
+def can_decide(user: Any, approval: Any, *, approve: bool = True) -> bool:
     """The owner decides their own calls, unless the call needs an approver; then only an approver
-    who is not the requester may (four eyes)."""
+    who is not the requester may approve it (four eyes). Saying no needs no second pair of eyes:
+    the owner may always reject (or stop) a call of their own conversation."""
     if not can_see(user, approval):
         return False
-    if approval.approver_required:
+    if approval.approver_required and approve:
         return is_approver(user) and user.pk != approval.requested_by_id
     return True
 

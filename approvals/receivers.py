@@ -16,6 +16,11 @@ def on_approvals_decided(sender, approvals, **kwargs) -> None:
     _announce(approvals, Webhook.Event.DECIDED)
 
 
+def on_approval_edited(sender, approval, **kwargs) -> None:
+    # The dashboards re-read the row; webhooks hear of the approval again when it is decided.
+    live.push_now(live.APPROVALS_GROUP, dashboard_signal_html("approval.edited"))
+
+
 def _announce(approvals, event: str) -> None:
     # One signal however many were decided: each open dashboard re-reads its list once.
     live.push_now(live.APPROVALS_GROUP, dashboard_signal_html(event, len(approvals)))

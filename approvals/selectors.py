@@ -1,4 +1,5 @@
 """The dashboard's reads: pending approvals with filters, and the history of decisions."""
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -8,7 +9,8 @@ from django.utils import timezone
 
 from .models import Approval, Risk
 
-ROW_RELATIONS = ("tool_call", "conversation__agent", "requested_by", "decided_by")
+OLDER_THAN = re.compile(r"[0-9]{1,6}")  # minutes, ASCII digits: up to about two years back
+ROW_RELATIONS = ("tool_call", "conversation__agent", "requested_by", "decided_by", "edited_by")
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,7 @@ class Filters:
             tool=query.get("tool", "")[:200],
             risk=query.get("risk", "") if query.get("risk", "") in Risk.values else "",
             requester=query.get("requester", "")[:150],
-            older_than_minutes=int(older) if older.isdigit() else None,
+            older_than_minutes=int(older) if OLDER_THAN.fullmatch(older) else None,
             q=query.get("q", "").strip()[:200],
         )
 

@@ -4,11 +4,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from .models import Approval
+from . import audit, calls
+from .models import Approval, Risk
 from .permissions import can_decide, can_see
-from .signals import approval_requested, approvals_decided
+from .policy import RISKS
+from .signals import approval_edited, approval_requested, approvals_decided
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +32,14 @@ class NotAllowed(DecisionError):
     """The user may see the approval but not decide it (four eyes: an approver must)."""
 
 
+class ConfirmationRequired(DecisionError):
+    """A critical call is approved only with its typed confirmation."""
+
+
+class ArgumentsChanged(DecisionError):
+    """The call was edited after the decider saw it: they would approve what they were not shown."""
+
+
 def request_approval(
     *,
     tool_call_id: int,
@@ -39,6 +50,9 @@ def request_approval(
     arguments_hash: str,
     approver_required: bool = False,
     timeout_seconds: int | None = None,
+    preview: dict | None = None,
+    preview_state: str = "",
+    confirmation_hint: str = "",
 ) -> Approval:
     now = timezone.now()
     approval = Approval.objects.create(
@@ -51,36 +65,215 @@ def request_approval(
         arguments_hash=arguments_hash,
         approver_required=approver_required,
         expires_at=now + timedelta(seconds=timeout_seconds) if timeout_seconds else None,
+        preview=preview,
+        preview_state=preview_state,
+        confirmation_hint=confirmation_hint,
     )
     transaction.on_commit(lambda: approval_requested.send(sender=Approval, approval=approval), robust=True)
     return approval
 
 
-def decide(approval_id: int, *, user, approve: bool, via: str, reason: str = "") -> Approval:
-    """Record one decision. Raises Approval.DoesNotExist for an approval the user may not see."""
-    approval = Approval.objects.get(pk=approval_id)
-    if not can_see(user, approval):
-        raise Approval.DoesNotExist
-    if not can_decide(user, approval):
-        raise NotAllowed("This call needs an approver other than the requester (four eyes).")
+def decide(
+    approval_id: int,
+    *,
+    user,
+    approve: bool,
+    via: str,
+    reason: str = "",
+    confirmation: str = "",
+    shown_hash: str = "",
+) -> Approval:
+    """Record one decision. Raises Approval.DoesNotExist for an approval the user may not see.
+
+    `shown_hash` is the hash of the arguments the decider was shown (the pages send it): if the call
+    was edited since, nothing is decided. A critical call is approved only with `confirmation`
+    equal to its hint. Past `expires_at` the approval expires now, whether or not the sweep ran.
+    """
+    approval = _decidable(approval_id, user, approve=approve, shown_hash=shown_hash)
+    if approve and approval.confirmation_required and not _confirms(approval, confirmation):
+        raise ConfirmationRequired(f"Type {approval.confirmation_hint!r} to approve this critical call.")
     status = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
     with transaction.atomic():
-        # The conditional update is the whole race: of two deciders (or a decider and the expiry)
-        # exactly one matches `pending`; the other updates 0 rows and is told who got there first.
-        updated = Approval.objects.filter(pk=approval_id, status=Approval.Status.PENDING).update(
-            status=status,
-            decided_at=timezone.now(),
-            decided_by=user,
-            decided_via=via,
-            rejection_reason="" if approve else reason.strip(),
+        head = audit.lock_head()  # the chain's lock before the row's, as every decider takes them
+        # The conditional update is the whole race: of two deciders (or a decider, a Stop and the
+        # expiry) exactly one matches `pending`; the others update 0 rows and are told who won.
+        # The same statement writes the decision's link of the audit chain.
+        decision = _decision(status, user, via, reason)
+        updated = _undecided(approval).update(**decision, **head.extend([approval], decision))
+        if updated:
+            approval.refresh_from_db()
+            _announce_on_commit([approval])
+        else:
+            _expire_if_overdue(approval_id)
+    return _stored(approval, updated, user=user, status=status, via=via)
+
+
+def approve_edited(
+    approval_id: int, *, user, arguments, via: str, confirmation: str = "", shown_hash: str = ""
+) -> Approval:
+    """Approve the call with arguments a human changed. They are validated with the tool's schema
+    and gated again; if the edit makes the call stricter (riskier, four eyes, critical), the edit is
+    stored and the approval stays pending for whoever the stricter rule names. Returns the approval,
+    approved or still pending. Raises InvalidArguments (nothing stored) for arguments the tool refuses."""
+    approval = _decidable(approval_id, user, approve=True, shown_hash=shown_hash)
+    checked = calls.checker().check(approval, arguments)
+    stricter = _is_stricter(checked, approval)
+    risk = max(checked.risk, approval.risk, key=RISKS.index)
+    edit = {
+        "edited_arguments": checked.arguments,
+        "edited_arguments_hash": checked.arguments_hash,
+        "edited_by": user,
+        "edited_at": timezone.now(),
+        "risk": risk,
+        "approver_required": approval.approver_required or checked.approver_required,
+        "preview": checked.preview,
+        "preview_state": checked.preview_state,
+        "confirmation_hint": checked.confirmation_hint if risk == Risk.CRITICAL else "",
+    }
+    if checked.arguments_hash == approval.shown_hash:  # no change after all: a plain approval
+        return decide(approval_id, user=user, approve=True, via=via, confirmation=confirmation)
+    if not stricter and approval.confirmation_required and not _confirms(approval, confirmation):
+        raise ConfirmationRequired(f"Type {approval.confirmation_hint!r} to approve this critical call.")
+    decision = {} if stricter else _decision(Approval.Status.APPROVED, user, via)
+    with transaction.atomic():
+        # An edit that decides is linked into the audit chain as it leaves the approval.
+        link = audit.lock_head().extend([approval], {**edit, **decision}) if decision else {}
+        updated = _undecided(approval).update(**edit, **decision, **link)
+        if updated:
+            approval.refresh_from_db()
+        if updated and decision:
+            _announce_on_commit([approval])
+        elif updated:
+            transaction.on_commit(lambda: approval_edited.send(sender=Approval, approval=approval), robust=True)
+        else:
+            _expire_if_overdue(approval_id)
+    approval = _stored(approval, updated, user=user, status=Approval.Status.APPROVED if decision else "edited", via=via)
+    return approval
+
+
+def cancel_pending(*, conversation_id, user, via: str) -> list[Approval]:
+    """Stop: cancel every pending approval of a conversation, decided by `user` via `via`. Each one
+    is a conditional update like any decision, so a decision racing the Stop either wins (and the
+    Stop leaves that call alone) or finds it cancelled."""
+    pending = Approval.objects.select_for_update(of=("self",)).filter(
+        conversation_id=conversation_id, status=Approval.Status.PENDING
+    )
+    with transaction.atomic():
+        head = audit.lock_head()  # the chain's lock before the rows', as every decider takes them
+        approvals = list(pending.select_related("tool_call").order_by("pk"))
+        decision = _decision(Approval.Status.CANCELLED, user, via, "Stopped")
+        Approval.objects.filter(pk__in=[a.pk for a in approvals], status=Approval.Status.PENDING).update(
+            **decision, **head.extend(approvals, decision)
         )
+        for approval in approvals:
+            for name, value in decision.items():
+                setattr(approval, name, value)
+        if approvals:
+            _announce_on_commit(approvals)
+    return approvals
+
+
+def _decidable(approval_id: int, user, *, approve: bool, shown_hash: str) -> Approval:
+    """The approval, once `user` may decide it this way and it still waits, showing what they saw.
+    Raises Approval.DoesNotExist (not theirs to see), NotAllowed, AlreadyDecided or ArgumentsChanged."""
+    approval = Approval.objects.select_related("tool_call").filter(pk=approval_id).first()  # the name is hashed
+    if approval is None or not can_see(user, approval):
+        raise Approval.DoesNotExist
+    if not can_decide(user, approval, approve=approve):
+        raise NotAllowed("This call needs an approver other than the requester (four eyes).")
+    _refuse_if_settled(approval)
+    if shown_hash and shown_hash != approval.shown_hash:
+        raise ArgumentsChanged("The call was edited after you saw it: look at it again before deciding.")
+    return approval
+
+
+def _refuse_if_settled(approval: Approval) -> None:
+    """Raise AlreadyDecided for an approval that is no longer pending, or whose deadline has
+    passed: that one expires now, in a transaction of its own, whether or not the sweep has run."""
+    if approval.status == Approval.Status.PENDING and approval.expires_at and approval.expires_at <= timezone.now():
+        with transaction.atomic():
+            _expire_if_overdue(approval.pk)
         approval.refresh_from_db()
-        if not updated:
-            raise AlreadyDecided(approval)
-        # Robust: the decision is stored whatever its receivers meet (a broker that is down, say).
-        _announce_on_commit([approval])
+    if approval.status != Approval.Status.PENDING:
+        raise AlreadyDecided(approval)
+
+
+def _confirms(approval: Approval, confirmation: str) -> bool:
+    return bool(approval.confirmation_hint) and (confirmation or "").strip() == approval.confirmation_hint
+
+
+def _is_stricter(checked: calls.CheckedCall, approval: Approval) -> bool:
+    return (
+        RISKS.index(checked.risk) > RISKS.index(approval.risk)
+        or (checked.approver_required and not approval.approver_required)
+    )
+
+
+def _decision(status: str, user, via: str, reason: str = "") -> dict:
+    return {
+        "status": status,
+        "decided_at": timezone.now(),
+        "decided_by": user,
+        "decided_via": via,
+        "rejection_reason": "" if status == Approval.Status.APPROVED else reason.strip(),
+    }
+
+
+def _undecided(approval: Approval):
+    """The approval if still undecided, before its deadline, and as we read it: as the conditional
+    update's filter, this is the whole race."""
+    return _as_read(approval).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+
+
+def _as_read(approval: Approval):
+    """The approval if still pending and as we read it: showing the arguments it showed (an edit
+    stored in between is never approved unseen), under the risk and four-eyes rule the decider was
+    checked against, which is also what the decision's audit hash says."""
+    return Approval.objects.filter(
+        pk=approval.pk,
+        status=Approval.Status.PENDING,
+        edited_arguments_hash=approval.edited_arguments_hash,
+        risk=approval.risk,
+        approver_required=approval.approver_required,
+    )
+
+
+def _stored(approval: Approval, updated: int, *, user, status: str, via: str) -> Approval:
+    """After the conditional update: the approval as stored, or why nothing was."""
+    approval.refresh_from_db()
+    if not updated:
+        if approval.status == Approval.Status.PENDING:
+            raise ArgumentsChanged("The call was edited after you saw it: look at it again before deciding.")
+        raise AlreadyDecided(approval)
     logger.info("approval %s %s by %s via %s", approval.pk, status, user, via)
     return approval
+
+
+def _expire_if_overdue(approval_id: int) -> bool:
+    """A decision that came after the deadline expires the approval itself, in its transaction."""
+    now = timezone.now()
+    overdue = Approval.objects.select_related("tool_call").filter(
+        pk=approval_id, status=Approval.Status.PENDING, expires_at__lte=now
+    )
+    approval = overdue.first()
+    return approval is not None and _expire(approval, now)
+
+
+def _expire(approval: Approval, now) -> bool:
+    """Expire one overdue approval, read a moment ago, in the caller's transaction, with its link of
+    the audit chain. False if it was decided, or edited, since it was read."""
+    expiry = _expiry(now)
+    head = audit.lock_head()
+    if not _as_read(approval).filter(expires_at__lte=now).update(**expiry, **head.extend([approval], expiry)):
+        return False
+    for name, value in expiry.items():
+        setattr(approval, name, value)
+    _announce_on_commit([approval])
+    return True
+
+
+def _expiry(now) -> dict:
+    return {"status": Approval.Status.EXPIRED, "decided_at": now, "decided_via": Approval.Via.TIMEOUT}
 
 
 def _announce_on_commit(approvals: list[Approval]) -> None:
@@ -92,16 +285,13 @@ def expire_overdue(*, now=None, limit: int = 500) -> list[int]:
     """Expire pending approvals past their deadline: decided by nobody, via `timeout`. A decision
     racing the expiry meets the same conditional update, so exactly one of them wins."""
     now = now or timezone.now()
-    overdue = Approval.objects.filter(status=Approval.Status.PENDING, expires_at__lte=now)
+    overdue = Approval.objects.filter(status=Approval.Status.PENDING, expires_at__lte=now).select_related("tool_call")
     expired = []
-    for approval_id in overdue.order_by("expires_at").values_list("pk", flat=True)[:limit]:
+    for approval in overdue.order_by("expires_at")[:limit]:
         with transaction.atomic():
-            if not Approval.objects.filter(pk=approval_id, status=Approval.Status.PENDING).update(
-                status=Approval.Status.EXPIRED, decided_at=now, decided_via=Approval.Via.TIMEOUT
-            ):
-                continue  # decided a moment ago
-            _announce_on_commit([Approval.objects.get(pk=approval_id)])
-        expired.append(approval_id)
+            if not _expire(approval, now):
+                continue  # decided a moment ago (or edited: then it expires at the next sweep)
+        expired.append(approval.pk)
     if expired:
         logger.info("expired approvals %s", expired)
     return expired
@@ -112,9 +302,12 @@ class Outcome:
     """What deciding several approvals did: each id lands in exactly one list."""
 
     decided: list[Approval] = field(default_factory=list)
-    already_decided: list[int] = field(default_factory=list)
+    already_decided: list[int] = field(default_factory=list)  # decided, cancelled or expired first
     not_allowed: list[int] = field(default_factory=list)
     not_found: list[int] = field(default_factory=list)  # unknown, or hidden from the user
+    # Critical calls, which are approved one at a time with their typed confirmation, never in bulk.
+    needs_confirmation: list[int] = field(default_factory=list)
+    changed: list[int] = field(default_factory=list)  # edited while the bulk decision was on its way
 
 
 def decide_many(approval_ids: list[int], *, user, approve: bool, via: str, reason: str = "") -> Outcome:
@@ -128,37 +321,45 @@ def decide_many(approval_ids: list[int], *, user, approve: bool, via: str, reaso
         approval = approvals.get(approval_id)
         if approval is None or not can_see(user, approval):
             outcome.not_found.append(approval_id)
-        elif not can_decide(user, approval):
+        elif not can_decide(user, approval, approve=approve):
             outcome.not_allowed.append(approval_id)
         elif approval.status != Approval.Status.PENDING:
             outcome.already_decided.append(approval_id)
+        elif approve and approval.confirmation_required:
+            outcome.needs_confirmation.append(approval_id)
         else:
             allowed.append(approval_id)
     if not allowed:
         return outcome
     status = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
+    now = timezone.now()
     with transaction.atomic():
+        head = audit.lock_head()  # the chain's lock before the rows', as every decider takes them
         # Lock what is still pending, then decide exactly those rows. On PostgreSQL a row another
         # decider holds is waited for and its status checked again, so it drops out once decided;
         # SQLite's IMMEDIATE transaction holds the one write lock from the start. Either way the
         # first decision wins, as with decide()'s conditional update.
-        pending = list(
-            Approval.objects.select_for_update().filter(pk__in=allowed, status=Approval.Status.PENDING).order_by("pk")
-        )
-        decision = {
-            "status": status,
-            "decided_at": timezone.now(),
-            "decided_by": user,
-            "decided_via": via,
-            "rejection_reason": "" if approve else reason.strip(),
-        }
-        Approval.objects.filter(pk__in=[a.pk for a in pending]).update(**decision)
-        for approval in pending:
-            for name, value in decision.items():
-                setattr(approval, name, value)
-        if pending:
-            _announce_on_commit(pending)
-    decided_ids = {a.pk for a in pending}
+        locked = Approval.objects.select_for_update(of=("self",)).select_related("tool_call")
+        locked = locked.filter(pk__in=allowed, status=Approval.Status.PENDING)
+        pending, overdue = [], []
+        for approval in locked.order_by("pk"):
+            if approval.expires_at is not None and approval.expires_at <= now:
+                overdue.append(approval)  # past its deadline: it expires now, not approved late
+            elif approval.edited_arguments_hash != approvals[approval.pk].edited_arguments_hash:
+                outcome.changed.append(approval.pk)  # never approve an edit nobody here saw
+            else:
+                pending.append(approval)
+        decision, expiry = _decision(status, user, via, reason), _expiry(now)
+        # One UPDATE for all the decided rows, each with its own link of the audit chain.
+        Approval.objects.filter(pk__in=[a.pk for a in pending]).update(**decision, **head.extend(pending, decision))
+        Approval.objects.filter(pk__in=[a.pk for a in overdue]).update(**expiry, **head.extend(overdue, expiry))
+        for approvals_, fields in ((pending, decision), (overdue, expiry)):
+            for approval in approvals_:
+                for name, value in fields.items():
+                    setattr(approval, name, value)
+        if pending or overdue:
+            _announce_on_commit(pending + overdue)
+    decided_ids = {a.pk for a in pending} | set(outcome.changed)
     outcome.decided = pending
     outcome.already_decided = sorted(outcome.already_decided + [i for i in allowed if i not in decided_ids])
     for approval in pending:
@@ -174,13 +375,14 @@ def decide_all(
     approve: bool = True,
     reason: str = "",
     approval_ids: list[int] | None = None,
-) -> list[Approval]:
+) -> Outcome:
     """Decide every pending approval of a conversation that `user` may decide, or only `approval_ids`.
 
     An explicit id list is what the user saw: a call that became pending later is left alone.
+    Critical calls are never approved this way (`needs_confirmation`).
     """
     pending = Approval.objects.filter(conversation_id=conversation_id, status=Approval.Status.PENDING)
     if approval_ids is not None:
         pending = pending.filter(pk__in=approval_ids)
-    ids = [a.pk for a in pending if can_decide(user, a)]
-    return decide_many(ids, user=user, approve=approve, via=via, reason=reason).decided
+    ids = list(pending.values_list("pk", flat=True))
+    return decide_many(ids, user=user, approve=approve, via=via, reason=reason)

@@ -6,3 +6,6 @@ approval_requested = Signal()
 # Sent with `approvals`: the Approvals one transaction decided (a decision, an approve-all, a bulk
 # decision, a round of expiries), so that receivers can do their work once for all of them.
 approvals_decided = Signal()
+# Sent with `approval`: a pending Approval whose arguments a human edited; it still waits for a
+# decision (the edit made the call stricter, so another rule now decides who approves it).
+approval_edited = Signal()

@@ -1,4 +1,5 @@
-"""Thin Celery tasks: deliver a webhook (with retries and backoff), expire overdue approvals."""
+"""Thin Celery tasks: deliver a webhook (with retries and backoff), resend deliveries whose task was
+lost, expire overdue approvals."""
 from celery import shared_task
 from django.conf import settings
 
@@ -6,14 +7,25 @@ from . import services, webhooks
 
 
 @shared_task(bind=True, ignore_result=True, acks_late=True)
-def deliver_webhook(self, delivery_id: int) -> None:
+def deliver_webhook(self, delivery_id: int, attempt: int = 1) -> None:
     # Runs apart from the agent loop, so a receiver that is down never holds a conversation up.
-    if webhooks.deliver(delivery_id):
+    # Counted by the stored attempt number, not Celery's retries: a chain the sweep restarts goes on
+    # from where the lost one stopped, and one plus HITL_WEBHOOK_RETRIES attempts is all there is.
+    outcome = webhooks.deliver(delivery_id, attempt=attempt)
+    if outcome is not webhooks.Attempt.FAILED:
         return
-    if self.request.retries >= settings.HITL_WEBHOOK_RETRIES:
+    if attempt >= webhooks.max_attempts():
         webhooks.give_up(delivery_id)
         return
-    raise self.retry(countdown=settings.HITL_WEBHOOK_BACKOFF * 2**self.request.retries, max_retries=None)
+    backoff = settings.HITL_WEBHOOK_BACKOFF * 2 ** (attempt - 1)
+    raise self.retry(args=(delivery_id, attempt + 1), countdown=backoff, max_retries=None)
+
+
+@shared_task(ignore_result=True)
+def resend_lost_webhooks() -> None:
+    # A delivery whose task went with a Redis restart would otherwise stay pending for ever.
+    for delivery_id, attempt in webhooks.claim_lost():
+        deliver_webhook.delay(delivery_id, attempt)
 
 
 @shared_task(ignore_result=True)

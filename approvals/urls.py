@@ -1,11 +1,20 @@
 from django.urls import path
 
 from . import views
+from .models import DecidedVia
+
+DASHBOARD = DecidedVia.DASHBOARD
 
 app_name = "approvals"
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("history/", views.history, name="history"),
     path("bulk/", views.bulk_decide, name="bulk"),
+    # The same views for the chat's cards and the dashboard's rows: the route says which (decided_via).
+    path("<int:approval_id>/", views.controls_view, name="controls"),
     path("<int:approval_id>/decide/", views.decide_view, name="decide"),
+    path("<int:approval_id>/edit/", views.edit_view, name="edit"),
+    path("dashboard/<int:approval_id>/", views.controls_view, {"via": DASHBOARD}, name="dashboard_controls"),
+    path("dashboard/<int:approval_id>/decide/", views.decide_view, {"via": DASHBOARD}, name="dashboard_decide"),
+    path("dashboard/<int:approval_id>/edit/", views.edit_view, {"via": DASHBOARD}, name="dashboard_edit"),
 ]

@@ -6,15 +6,28 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from hitl.inputs import BadInput, parse_ids
+
+from . import calls
+from .calls import InvalidArguments
+from .forms import arguments_from_form, edit_fields
 from .fragments import approval_controls_html
 from .models import Approval, Risk
-from .permissions import can_decide, is_approver
+from .permissions import can_decide, can_see, is_approver
 from .selectors import Filters, decided_approvals, pending_approvals
-from .services import AlreadyDecided, NotAllowed, decide, decide_many
+from .services import (
+    AlreadyDecided,
+    ArgumentsChanged,
+    ConfirmationRequired,
+    DecisionError,
+    NotAllowed,
+    approve_edited,
+    decide,
+    decide_many,
+)
 
-PAGE_CHANNELS = {Approval.Via.CHAT, Approval.Via.DASHBOARD}
 DASHBOARD_ROWS = 50  # the oldest first; the count says how many more wait
 
 
@@ -49,7 +62,10 @@ def bulk_decide(request):
     if not is_approver(request.user):
         raise PermissionDenied("Bulk decisions are for approvers.")
     decision = request.POST.get("decision")
-    ids = [int(i) for i in request.POST.getlist("approval_ids") if i.isdigit()]
+    try:
+        ids = parse_ids(request.POST.getlist("approval_ids"))
+    except BadInput as exc:
+        return HttpResponse(str(exc), status=400)
     if decision not in ("approve", "reject") or not ids:
         return HttpResponse("Select approvals, then approve or reject them.", status=400)
     outcome = decide_many(
@@ -63,24 +79,102 @@ def bulk_decide(request):
 
 @login_required
 @require_POST
-def decide_view(request, approval_id: int) -> HttpResponse:
+def decide_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> HttpResponse:
+    _check_channel(request, via)
     decision = request.POST.get("decision")
-    via = request.POST.get("via") if request.POST.get("via") in PAGE_CHANNELS else Approval.Via.CHAT
     if decision not in ("approve", "reject"):
         return HttpResponse("Choose approve or reject.", status=400)
-    reason = request.POST.get("reason", "")[:2000]
     try:
-        approval = decide(approval_id, user=request.user, approve=decision == "approve", via=via, reason=reason)
-        status = 200
+        approval = decide(
+            approval_id,
+            user=request.user,
+            approve=decision == "approve",
+            via=via,
+            reason=request.POST.get("reason", "")[:2000],
+            confirmation=request.POST.get("confirmation", ""),
+            shown_hash=request.POST.get("shown_hash", ""),
+        )
     except Approval.DoesNotExist:
         raise Http404("No such approval.") from None
-    except NotAllowed as exc:
-        return HttpResponse(str(exc), status=403)
-    except AlreadyDecided as exc:
-        approval, status = exc.approval, 409  # the card shows who decided first
+    except DecisionError as exc:
+        return _refused(request, approval_id, exc, via)
+    return _decided(request, approval, via)
+
+
+@login_required
+@require_GET
+def controls_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> HttpResponse:
+    """A card's decision controls as stored now (what Cancel on the edit form goes back to)."""
+    _check_channel(request, via)
+    approval = _approval_for(request.user, approval_id)
+    html = approval_controls_html(approval, can_decide=can_decide(request.user, approval), via=via)
+    return HttpResponse(html)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def edit_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> HttpResponse:
+    """GET: the card's edit form, built from the tool's schema. POST: approve the edited arguments
+    (validated and gated again: a stricter call stays pending for whoever must decide it)."""
+    _check_channel(request, via)
+    approval = _approval_for(request.user, approval_id)
+    if approval.status != Approval.Status.PENDING:
+        return _refused(request, approval_id, AlreadyDecided(approval), via)
+    if not can_decide(request.user, approval):
+        return _refused(request, approval_id, NotAllowed("Only an approver other than the requester may approve this call."), via)
+    shown = approval.edited_arguments if approval.is_edited else approval.tool_call.arguments
+    if request.method == "GET":
+        return render(request, "partials/approval_edit.html", _edit_context(approval, shown, via))
+    posted = shown
+    try:
+        posted = arguments_from_form(calls.checker().schema(approval), request.POST)
+        approval = approve_edited(
+            approval_id, user=request.user, arguments=posted, via=via,
+            confirmation=request.POST.get("confirmation", ""), shown_hash=request.POST.get("shown_hash", ""),
+        )
+    except (InvalidArguments, ConfirmationRequired) as exc:
+        context = _edit_context(approval, posted, via) | {"error": str(exc)}
+        return render(request, "partials/approval_edit.html", context, status=400)
+    except DecisionError as exc:
+        return _refused(request, approval_id, exc, via)
+    return _decided(request, approval, via)
+
+
+def _approval_for(user, approval_id: int) -> Approval:
+    """The approval if `user` may see it; 404 otherwise (its existence is not told)."""
+    approval = Approval.objects.select_related("tool_call", "decided_by", "edited_by", "requested_by").filter(pk=approval_id).first()
+    if approval is None or not can_see(user, approval):
+        raise Http404("No such approval.")
+    return approval
+
+
+def _edit_context(approval: Approval, arguments: dict, via: str) -> dict:
+    return {"approval": approval, "fields": edit_fields(calls.checker().schema(approval), arguments), "via": via}
+
+
+def _check_channel(request, via: str) -> None:
+    """The dashboard's routes are the dashboard's: for approvers only, like the page."""
+    if via == Approval.Via.DASHBOARD and not is_approver(request.user):
+        raise PermissionDenied("The dashboard is for approvers.")
+
+
+def _decided(request, approval: Approval, via: str) -> HttpResponse:
     if not request.htmx:
         return _back(request)
-    return HttpResponse(approval_controls_html(approval, can_decide=False, via=via), status=status)
+    return HttpResponse(approval_controls_html(approval, can_decide=can_decide(request.user, approval), via=via))
+
+
+def _refused(request, approval_id: int, exc: Exception, via: str) -> HttpResponse:
+    """The card again, as stored now, with why nothing was decided."""
+    if isinstance(exc, NotAllowed):
+        return HttpResponse(str(exc), status=403)
+    status = 409 if isinstance(exc, (AlreadyDecided, ArgumentsChanged)) else 400
+    if not request.htmx:
+        return HttpResponse(str(exc), status=status)
+    approval = Approval.objects.select_related("tool_call", "decided_by", "edited_by").get(pk=approval_id)
+    error = "" if isinstance(exc, AlreadyDecided) else str(exc)  # a decided card says who decided first
+    html = approval_controls_html(approval, can_decide=can_decide(request.user, approval), via=via, error=error)
+    return HttpResponse(html, status=status)
 
 
 def _back(request) -> HttpResponse:

@@ -138,6 +138,10 @@ class Stack:
             "HITL_SECURE_COOKIES": "0",
             "HITL_HSTS_SECONDS": "0",
             "PYTHONUNBUFFERED": "1",
+            # Quotas off: these runs start conversations far faster than a person does.
+            "HITL_QUOTA_CONVERSATIONS_PER_HOUR": "0",
+            "HITL_QUOTA_MESSAGES_PER_MINUTE": "0",
+            "HITL_QUOTA_MODEL_CALLS_PER_HOUR": "0",
             "HITL_LOG_LEVEL": "WARNING",  # a log line per conversation would be most of a worker's output
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         }

@@ -3,7 +3,7 @@ from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
-from ninja import Field, Router, Schema, Status
+from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
 
 from approvals.api import ApprovalOut, approval_out
@@ -11,10 +11,11 @@ from approvals.models import Approval
 from approvals.services import decide_all
 
 from . import services
-from .models import Agent, Conversation
-from .selectors import conversation_for
+from .models import Conversation
+from .selectors import MAX_POSITION, MESSAGES_PER_PAGE, agent_for, conversation_for, messages_for_page
 
 router = Router(tags=["conversations"])
+MAX_MESSAGES_PER_PAGE = 200
 
 
 class ConversationIn(Schema):
@@ -51,6 +52,13 @@ class MessageOut(Schema):
     tool_calls: list[ToolCallOut]
 
 
+class MessagePageIn(Schema):
+    limit: int = Field(MESSAGES_PER_PAGE, ge=1, le=MAX_MESSAGES_PER_PAGE, description="How many of the newest messages to return.")
+    before: int | None = Field(
+        None, ge=1, le=MAX_POSITION, description="Only messages before this position: the previous page's `earliest_position`."
+    )
+
+
 class ConversationOut(Schema):
     id: UUID
     agent: str
@@ -59,7 +67,11 @@ class ConversationOut(Schema):
     error: str
     created_at: datetime
     updated_at: datetime
-    messages: list[MessageOut]
+    messages: list[MessageOut] = Field(description="The newest messages (before `before`, if given), oldest first.")
+    has_earlier: bool = Field(description="Whether the conversation has messages before these.")
+    earliest_position: int | None = Field(
+        description="The position of the first message returned (null if none): pass it as `before` for the previous page."
+    )
 
 
 class Accepted(Schema):
@@ -69,10 +81,16 @@ class Accepted(Schema):
 
 class ApprovedIds(Schema):
     approved: list[int]
+    needs_confirmation: list[int] = Field(description="Critical calls, left pending: each is approved with its typed confirmation.")
 
 
-def conversation_out(conversation: Conversation) -> dict:
-    messages = conversation.messages.prefetch_related("tool_calls__approval__decided_by")
+class Stopped(Schema):
+    status: str
+    cancelled: list[int] = Field(description="The approvals the Stop cancelled.")
+
+
+def conversation_out(conversation: Conversation, *, limit: int = MESSAGES_PER_PAGE, before: int | None = None) -> dict:
+    page = messages_for_page(conversation, limit=limit, before=before)
     return {
         "id": conversation.pk,
         "agent": conversation.agent.slug,
@@ -102,23 +120,30 @@ def conversation_out(conversation: Conversation) -> dict:
                     for c in m.tool_calls.all()
                 ],
             }
-            for m in messages
+            for m in page.messages
         ],
+        "has_earlier": page.has_earlier,
+        "earliest_position": page.earliest_position,
     }
 
 
 @router.post("", response={201: ConversationOut})
 def create_conversation(request, payload: ConversationIn):
-    agent = Agent.objects.filter(slug=payload.agent).first()
-    if agent is None:
+    agent = agent_for(request.auth, payload.agent)
+    if agent is None:  # or not one this user may use: the same answer
         raise HttpError(400, f"Unknown agent {payload.agent!r}.")
     conversation = services.start_conversation(user=request.auth, agent=agent, content=payload.message)
     return Status(201, conversation_out(conversation_for(request.auth, conversation.pk)))
 
 
 @router.get("/{conversation_id}", response=ConversationOut)
-def get_conversation(request, conversation_id: UUID):
-    return conversation_out(conversation_for(request.auth, conversation_id))
+def get_conversation(request, conversation_id: UUID, paging: Query[MessagePageIn]):
+    """The conversation with a page of its messages: the newest `limit` (default 50, at most 200),
+    oldest first. `before=<position>` returns only messages before that position, so passing the
+    response's `earliest_position` as `before` reads the page before, until `has_earlier` is false.
+    A `limit` or `before` out of range or not a whole number is a 422."""
+    conversation = conversation_for(request.auth, conversation_id)
+    return conversation_out(conversation, limit=paging.limit, before=paging.before)
 
 
 @router.post("/{conversation_id}/messages", response={202: Accepted})
@@ -142,10 +167,21 @@ def retry(request, conversation_id: UUID):
 @router.post("/{conversation_id}/approve-all", response=ApprovedIds)
 def approve_all(request, conversation_id: UUID, payload: ApproveAllIn | None = None):
     conversation = conversation_for(request.auth, conversation_id)
-    decided = decide_all(
+    outcome = decide_all(
         conversation_id=conversation.pk,
         user=request.auth,
         via=Approval.Via.API,
         approval_ids=payload.ids if payload else None,
     )
-    return {"approved": [a.pk for a in decided]}
+    return {"approved": [a.pk for a in outcome.decided], "needs_confirmation": outcome.needs_confirmation}
+
+
+@router.post("/{conversation_id}/stop", response=Stopped)
+def stop(request, conversation_id: UUID):
+    """Stop the agent: cancel every pending approval and every call not yet started, discard a
+    model answer in flight, let a running tool finish; the conversation is left `idle` (a failed
+    one with nothing to stop stays `failed`). `cancelled`: the approvals whose calls were cancelled."""
+    conversation = conversation_for(request.auth, conversation_id)
+    cancelled = services.stop_conversation(conversation=conversation, user=request.auth, via=Approval.Via.API)
+    conversation.refresh_from_db(fields=["status"])
+    return {"status": conversation.status, "cancelled": cancelled}

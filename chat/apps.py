@@ -5,8 +5,15 @@ class ChatConfig(AppConfig):
     name = "chat"
 
     def ready(self) -> None:
-        from approvals.signals import approvals_decided
+        from django.db.models.signals import post_migrate
 
-        from . import demo_tools, llm, receivers  # noqa: F401  (register tools and the provider)
+        from approvals import calls
+        from approvals.signals import approval_edited, approvals_decided
 
+        from . import demo_tools, llm, receivers, triggers  # noqa: F401  (register tools and the provider)
+        from .gating import EditChecker
+
+        calls.register_checker(EditChecker())
         approvals_decided.connect(receivers.on_approvals_decided, dispatch_uid="chat.on_approvals_decided")
+        approval_edited.connect(receivers.on_approval_edited, dispatch_uid="chat.on_approval_edited")
+        post_migrate.connect(triggers.install_finished_is_final, sender=self, dispatch_uid="chat.trigger")

@@ -5,7 +5,9 @@ from approvals.permissions import approvers_group
 
 from .models import Agent
 
-DEMO_TOOLS = ["list_directory", "read_file", "write_file", "delete_file", "send_email", "calculator", "web_fetch"]
+DEMO_TOOLS = [
+    "list_directory", "read_file", "write_file", "delete_file", "delete_all_files", "send_email", "calculator", "web_fetch",
+]
 
 
 def ensure_demo_agent() -> Agent:
@@ -20,6 +22,7 @@ def ensure_demo_agent() -> Agent:
             "tools": DEMO_TOOLS,
             "require_approval": ["write_file", "delete_file", "send_email"],
             "fetch_allowlist": ["example.com", "python.org"],
+            "open_to_everyone": True,
         },
     )
     return agent
@@ -39,6 +42,7 @@ def ensure_ops_agent() -> Agent:
             "fetch_allowlist": ["example.com", "python.org"],
             "owner_max_risk": "medium",
             "approval_timeout_seconds": 30 * 60,
+            "open_to_everyone": True,
         },
     )
     return agent

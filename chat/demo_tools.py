@@ -1,15 +1,14 @@
 """The demo tools: a per-conversation sandbox of files, an email outbox, a calculator, web fetch."""
 import ast
-import ipaddress
 import operator
-import socket
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit
 
-import httpx
+from django.conf import settings
 from pydantic import Field, StringConstraints
 
+from . import fetching, previews
 from .models import OutboxEmail
 from .tools import ToolContext, ToolError, tool
 
@@ -48,7 +47,7 @@ def read_file(context: ToolContext, path: RelativePath) -> str:
     return target.read_text(errors="replace")[:MAX_FILE_BYTES]
 
 
-@tool(risk="medium")
+@tool(risk="medium", preview=previews.write_file_preview, confirmation=lambda arguments: arguments["path"])
 def write_file(
     context: ToolContext, path: RelativePath, content: Annotated[str, StringConstraints(max_length=MAX_FILE_BYTES)]
 ) -> str:
@@ -59,7 +58,7 @@ def write_file(
     return f"Wrote {len(content.encode())} bytes to {path}."
 
 
-@tool(needs_approval=True, risk="high")
+@tool(needs_approval=True, risk="high", preview=previews.delete_file_preview, confirmation=lambda arguments: arguments["path"])
 def delete_file(context: ToolContext, path: RelativePath) -> str:
     """Delete a file from the sandbox."""
     target = sandbox_path(context, path)
@@ -69,7 +68,19 @@ def delete_file(context: ToolContext, path: RelativePath) -> str:
     return f"Deleted {path}."
 
 
-@tool(needs_approval=True, risk="high")
+@tool(needs_approval=True, risk="critical", preview=previews.delete_all_files_preview, confirmation=lambda arguments: "DELETE")
+def delete_all_files(context: ToolContext) -> str:
+    """Delete every file in the sandbox. Always critical: approving it takes a typed confirmation."""
+    root = sandbox_path(context, ".")
+    deleted = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() or p.is_symlink())
+    for name in deleted:
+        (root / name).unlink()
+    for folder in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        folder.rmdir()
+    return f"Deleted {len(deleted)} file(s)" + (f": {', '.join(deleted)}." if deleted else ".")
+
+
+@tool(needs_approval=True, risk="high", preview=previews.send_email_preview)
 def send_email(
     context: ToolContext,
     to: Annotated[str, StringConstraints(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)],
@@ -130,34 +141,16 @@ def calculator(expression: Annotated[str, StringConstraints(min_length=1, max_le
 
 def _fetch_gate(arguments: dict, context: ToolContext) -> tuple[bool, str]:
     host = (urlsplit(arguments["url"]).hostname or "").lower()
-    allowlist = [domain.lower() for domain in context.agent.fetch_allowlist]
-    if any(host == domain or host.endswith("." + domain) for domain in allowlist):
+    if previews.is_allowlisted(host, context.agent.fetch_allowlist):
         return False, ""
     return True, f"{host or 'this host'} is not on the agent's allowlist."
 
 
-def _refuse_private(host: str) -> None:
-    try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
-    except socket.gaierror:
-        raise ToolError(f"Could not resolve {host}.") from None
-    for address in addresses:
-        ip = ipaddress.ip_address(address.split("%")[0])
-        if not ip.is_global:
-            raise ToolError(f"Refused: {host} is a private address ({ip}).")
-
-
-@tool(needs_approval=_fetch_gate, risk="medium")
+@tool(needs_approval=_fetch_gate, risk="medium", preview=previews.web_fetch_preview)
 def web_fetch(
     context: ToolContext, url: Annotated[str, StringConstraints(pattern=r"^https?://", max_length=2000)]
 ) -> str:
     """Fetch a web page over HTTP(S) and return the start of its text."""
-    host = urlsplit(url).hostname or ""
-    if not context.agent.allow_private_fetch:
-        _refuse_private(host)
-    try:
-        with httpx.Client(timeout=10, follow_redirects=False) as client:
-            response = client.get(url)
-    except httpx.HTTPError as exc:
-        raise ToolError(f"Fetching {url} failed: {exc.__class__.__name__}.") from None
-    return f"HTTP {response.status_code}\n{response.text[:MAX_FETCH_BYTES]}"
+    seconds = getattr(settings, "HITL_FETCH_SECONDS", 10)
+    page = fetching.fetch(url, allow_private=context.agent.allow_private_fetch, max_bytes=MAX_FETCH_BYTES, seconds=seconds)
+    return f"HTTP {page.status_code}\n{page.text}" + (f"\n… cut at {MAX_FETCH_BYTES} bytes" if page.is_cut else "")

@@ -43,5 +43,5 @@ def tool_result(call: ToolCall) -> str:
 def _is_json_object(text: str) -> bool:
     try:
         return isinstance(json.loads(text), dict)
-    except ValueError:
+    except (ValueError, RecursionError):  # bad model output, sent back as the arguments we parsed
         return False

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from hitl.inputs import storable
+
 logger = logging.getLogger(__name__)
 
 
@@ -32,6 +34,10 @@ class ModelTurn:
 
 class LLMError(Exception):
     """A model call that failed for good; the message is written for the user."""
+
+
+class Stopped(Exception):
+    """Raised by `on_delta` to end a streamed answer nobody wants any more (the run was stopped)."""
 
 
 @functools.cache
@@ -85,6 +91,8 @@ def complete(
                 raise LLMError(_describe(litellm, exc, attempts)) from exc
             on_restart()
             time.sleep(settings.HITL_LLM_RETRY_BACKOFF * 2 ** (attempt - 1))
+        except Stopped:
+            raise
         except Exception as exc:  # any other provider error ends the run with a readable message
             logger.warning("model call failed: %r", exc)
             raise LLMError(_describe(litellm, exc, attempt)) from exc
@@ -116,14 +124,14 @@ def _stream_turn(litellm, model, messages, tools, api_base, on_delta) -> ModelTu
             if fragment.function:
                 call["name"] = fragment.function.name or call["name"]
                 call["arguments"] += fragment.function.arguments or ""
-    # NUL characters go: no database column (PostgreSQL's least of all) stores them.
+    # NULs and lone surrogates go: no database column (PostgreSQL's least of all) stores them.
     return ModelTurn(
-        text="".join(text_parts).replace("\x00", ""),
+        text=storable("".join(text_parts)),
         tool_calls=[
             ModelToolCall(
-                call_id=(c["id"] or f"call_{i}").replace("\x00", ""),
-                name=c["name"].replace("\x00", ""),
-                raw_arguments=c["arguments"].replace("\x00", ""),
+                call_id=storable(c["id"] or f"call_{i}"),
+                name=storable(c["name"]),
+                raw_arguments=storable(c["arguments"]),
             )
             for i, c in sorted(calls.items())
         ],
@@ -165,7 +173,7 @@ SUGGESTIONS = [
 
 HELP = (
     "I'm the offline scripted model. Try: \"write hello to notes.txt\", \"read notes.txt\", "
-    "\"list files\", \"delete a.txt and b.txt\", \"email bob@example.com about lunch\", "
+    "\"list files\", \"delete a.txt and b.txt\", \"delete all files\", \"email bob@example.com about lunch\", "
     "\"what is 2 + 2\" or \"fetch https://example.com\"."
 )
 
@@ -200,6 +208,8 @@ def _plan(text: str) -> list[tuple[str, str]] | None:
         return [("read_file", args(path=m[1]))]
     if re.fullmatch(r"list( the)? files", text, re.I):
         return [("list_directory", args(path="."))]
+    if re.fullmatch(r"delete (all|every) files?", text, re.I):
+        return [("delete_all_files", args())]
     if m := re.fullmatch(r"delete (.+)", text, re.I):
         names = [n.strip() for n in re.split(r",|\band\b", m[1]) if n.strip()]
         return [("delete_file", args(path=n)) for n in names]
@@ -216,6 +226,7 @@ _ACTIONS = {
     "write_file": "write {path}",
     "read_file": "read {path}",
     "delete_file": "delete {path}",
+    "delete_all_files": "delete all files",
     "list_directory": "list the files",
     "send_email": "email {to} about {subject}",
     "calculator": "calculate {expression}",
@@ -230,13 +241,13 @@ def _describe_call(call: dict | None) -> str:
     try:
         arguments = json.loads(call["function"]["arguments"] or "{}")
         return _ACTIONS[name].format(**arguments)
-    except (ValueError, KeyError, TypeError, IndexError):  # bad or missing arguments, unknown tool
+    except (ValueError, KeyError, TypeError, IndexError, RecursionError):  # bad or missing arguments, unknown tool
         return f"run {name}"
 
 
 def _result_sentence(call: dict | None, content: str) -> str:
     action = _describe_call(call)
-    if content.startswith(("Rejected by", "Not run:", "Interrupted:")):
+    if content.startswith(("Rejected by", "Not run:", "Interrupted:", "Cancelled by")):
         end = "" if content.endswith((".", "!", "?")) else "."  # the reason is quoted as it was typed
         return f"I did not {action} ({content}){end}"
     if content.startswith("Error:"):

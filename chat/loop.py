@@ -12,24 +12,26 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import Q
 from django.utils import timezone
 
-from approvals import policy
 from approvals.models import Approval
 from approvals.services import request_approval
 from hitl import live
 
 from . import fragments
+from .gating import MAX_RAW_ARGUMENTS, GatedCall, gate_call, parse_arguments, preview_of, tool_context
 from .history import model_messages
-from .llm import LLMError, ModelTurn, complete
+from .messages import add_notice, append_message, load_calls, lock_conversation, push_status, set_loaded_calls
+from .llm import LLMError, ModelTurn, Stopped, complete
 from .models import Conversation, Message, ToolCall
-from .tools import ToolArgumentsError, ToolContext, ToolError, arguments_hash, registry
+from .tools import ToolArgumentsError, ToolError, arguments_hash, registry
 
 logger = logging.getLogger(__name__)
 
-MAX_RAW_ARGUMENTS = 100_000
 STREAM_FLUSH_SECONDS = 0.05
+MAX_CALL_ID = 200  # ToolCall.call_id's length
+STOP_CHECK_SECONDS = 0.25  # how often a streaming answer looks whether the run was stopped
 
 Status = ToolCall.Status
 
@@ -118,13 +120,26 @@ def _settle(call: ToolCall, conversation: Conversation) -> None:
 
 def apply_decision(tool_call_id: int) -> ToolCall | None:
     """Copy a decided approval onto its tool call; safe to repeat (used by the receiver and the loop)."""
+    call = _loaded_call(tool_call_id)
+    if call is not None:
+        _apply_decision(call)
+    return call
+
+
+def push_card(tool_call_id: int) -> None:
+    """Show every tab the card as stored now (after an edit that left it pending)."""
+    call = _loaded_call(tool_call_id)
+    if call is not None:
+        live.push_now(live.conversation_group(call.message.conversation_id), fragments.tool_card_html(call, oob=True))
+
+
+def _loaded_call(tool_call_id: int) -> ToolCall | None:
+    """The call with its turn loaded (load_calls), so its card renders with the turn's Approve all."""
     message = Message.objects.filter(tool_calls__pk=tool_call_id).first()
     if message is None:
         return None
-    _load_calls(message)
-    call = next(call for call in message.tool_calls.all() if call.pk == tool_call_id)
-    _apply_decision(call)
-    return call
+    load_calls(message)
+    return next(call for call in message.tool_calls.all() if call.pk == tool_call_id)
 
 
 def _apply_decision(call: ToolCall, *, push_approved: bool = True) -> None:
@@ -140,7 +155,8 @@ def _apply_decision(call: ToolCall, *, push_approved: bool = True) -> None:
     elif approval.status == Approval.Status.EXPIRED:
         _transition(call, Status.PENDING_APPROVAL, Status.EXPIRED, result="Not run: the approval timed out.")
     else:
-        _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, result="Not run: the approval was cancelled.")
+        who = approval.decided_by.get_username() if approval.decided_by else "the system"
+        _transition(call, Status.PENDING_APPROVAL, Status.CANCELLED, result=_cancelled_result(who))
 
 
 def _transition(call: ToolCall, old: str, new: str, *, push: bool = True, **fields) -> bool:
@@ -165,22 +181,54 @@ def _run(call: ToolCall, conversation: Conversation) -> None:
     if not _transition(call, Status.APPROVED, Status.RUNNING):
         return
     # Read again just before the run, so stored arguments edited after the approval never run.
-    stored = ToolCall.objects.values("arguments", "arguments_hash", "approval__status", "approval__arguments_hash").get(pk=call.pk)
-    call.arguments, call.arguments_hash = stored["arguments"], stored["arguments_hash"]
-    if call.is_gated and not _matches_approval(call, stored["approval__status"], stored["approval__arguments_hash"]):
+    stored = ToolCall.objects.select_related("approval__edited_by").get(pk=call.pk)
+    call.arguments, call.arguments_hash = stored.arguments, stored.arguments_hash
+    approval = stored.approval if call.is_gated else None
+    arguments = approval.edited_arguments if approval is not None and approval.is_edited else call.arguments
+    if call.is_gated and not _matches_approval(call, approval, arguments):
         _transition(call, Status.RUNNING, Status.FAILED, error="Refused: the arguments differ from the ones that were approved.")
         return
     spec = registry.get(call.name)
-    context = _tool_context(conversation, idempotency_key=str(call.approval.pk) if call.is_gated else f"call-{call.pk}")
+    context = tool_context(conversation, idempotency_key=str(approval.pk) if approval else f"call-{call.pk}")
+    if approval is not None and (changed := _world_changed(spec, arguments, context, approval)):
+        _transition(call, Status.RUNNING, Status.FAILED, error=changed)
+        return
+    note = _edit_note(call.arguments, arguments, approval) if approval is not None and approval.is_edited else ""
     try:
-        output = spec.run(call.arguments, context)
+        output = spec.run(arguments, context)
     except ToolError as exc:
-        _transition(call, Status.RUNNING, Status.FAILED, error=_storable(str(exc)))
+        _transition(call, Status.RUNNING, Status.FAILED, error=_storable(note + str(exc)))
     except Exception as exc:  # a tool's bug is the model's information, not the loop's crash
         logger.exception("tool %s failed", call.name)
-        _transition(call, Status.RUNNING, Status.FAILED, error=_storable(f"{exc.__class__.__name__}: {exc}"))
+        _transition(call, Status.RUNNING, Status.FAILED, error=_storable(f"{note}{exc.__class__.__name__}: {exc}"))
     else:
-        _transition(call, Status.RUNNING, Status.SUCCEEDED, result=_storable(str(output)))
+        _transition(call, Status.RUNNING, Status.SUCCEEDED, result=_storable(note + str(output)))
+
+
+def _world_changed(spec, arguments: dict, context, approval: Approval) -> str:
+    """Approve exactly what was shown, the state it acts on included: the preview's fingerprint of
+    that state (a file's content) is taken again, and a call whose world changed does not run."""
+    if not approval.preview_state:
+        return ""
+    now = preview_of(spec, arguments, context)
+    if now is not None and now.state == approval.preview_state:
+        return ""
+    return (
+        "Not run: the world changed since the approval. What the approver was shown "
+        f"({approval.preview['text'].splitlines()[0] if approval.preview else 'the preview'}) no longer holds; "
+        "ask again if it should still be done."
+    )
+
+
+def _edit_note(requested: dict, approved: dict, approval: Approval) -> str:
+    """Tell the model that a human changed its arguments, and how, before the tool's own result."""
+    who = approval.edited_by.get_username() if approval.edited_by else "a human"
+    changes = "; ".join(
+        f"{key}: {json.dumps(requested.get(key), ensure_ascii=False)} → {json.dumps(approved.get(key), ensure_ascii=False)}"
+        for key in sorted(set(requested) | set(approved))
+        if requested.get(key) != approved.get(key)
+    )
+    return f"Note: {who} changed the arguments before approving ({changes}).\n"
 
 
 def _storable(text: str) -> str:
@@ -188,17 +236,13 @@ def _storable(text: str) -> str:
     return text.replace("\x00", "\\0")
 
 
-def _matches_approval(call: ToolCall, approval_status: str, approved_hash: str) -> bool:
-    return approval_status == Approval.Status.APPROVED and approved_hash == call.arguments_hash == arguments_hash(call.arguments)
-
-
-def _tool_context(conversation: Conversation, idempotency_key: str = "") -> ToolContext:
-    return ToolContext(
-        conversation_id=str(conversation.pk),
-        agent=conversation.agent,
-        sandbox=settings.HITL_SANDBOX_ROOT / str(conversation.pk),
-        idempotency_key=idempotency_key,
-    )
+def _matches_approval(call: ToolCall, approval: Approval | None, arguments: dict) -> bool:
+    """The call runs only with arguments whose hash was approved: the model's, or the human's edit."""
+    if approval is None or approval.status != Approval.Status.APPROVED:
+        return False
+    if approval.is_edited:
+        return approval.edited_arguments_hash == arguments_hash(arguments)
+    return approval.arguments_hash == call.arguments_hash == arguments_hash(arguments)
 
 
 # --- Stopping and finishing --------------------------------------------------------------------
@@ -227,6 +271,54 @@ def _finish(conversation: Conversation, turn: Message | None, token: str, *, pus
     return False
 
 
+def _still_advancing(conversation: Conversation, token: str) -> bool:
+    """Under the conversation's lock: still running, and still ours (a Stop clears the lease)."""
+    lock_conversation(conversation)
+    return _is_advancing(conversation.pk, token)
+
+
+def _is_advancing(conversation_id, token: str) -> bool:
+    return Conversation.objects.filter(pk=conversation_id, status=Conversation.Status.RUNNING, advancing_token=token).exists()
+
+
+def stop(conversation: Conversation, *, user) -> list[ToolCall]:
+    """Cancel the calls of the open turn that have not started, and leave the conversation idle, in
+    the caller's transaction (whose approvals were cancelled first). A call already running
+    finishes; a model answer in flight is discarded when it lands (the lease is gone)."""
+    lock_conversation(conversation)
+    turn = _last_assistant_message(conversation)
+    cancelled = []
+    who = user.get_username()
+    for call in turn.tool_calls.all() if turn is not None else []:
+        # Conditional, like every transition: a worker claiming the call (approved → running) or a
+        # decision landing on it wins or loses as a whole.
+        if call.status in (Status.PENDING_APPROVAL, Status.APPROVED) and _transition(
+            call, call.status, Status.CANCELLED, push=False, result=_cancelled_result(who)
+        ):
+            cancelled.append(call)
+    if cancelled:
+        load_calls(turn)  # with the approvals as the Stop left them
+        live.push(live.conversation_group(conversation.pk), lambda: _cards_html(turn))
+    active = (Conversation.Status.RUNNING, Conversation.Status.WAITING_FOR_APPROVAL)
+    # An idle or failed conversation with nothing to cancel is left as it is (a failure keeps its Retry).
+    if Conversation.objects.filter(pk=conversation.pk, status__in=active).update(
+        status=Conversation.Status.IDLE, error="", advancing_token="", advancing_until=None, updated_at=timezone.now()
+    ) or cancelled:
+        conversation.status, conversation.error = Conversation.Status.IDLE, ""
+        add_notice(conversation, f"Stopped by {who}.")
+        push_status(conversation)
+    return cancelled
+
+
+def _cancelled_result(who: str) -> str:
+    """A cancelled call's one result for the model (the scripted model reads "Cancelled by")."""
+    return f"Cancelled by {who} (Stop) before it ran."
+
+
+def _cards_html(turn: Message) -> str:
+    return "".join(fragments.tool_card_html(call, oob=True) for call in turn.tool_calls.all())
+
+
 def _fail(conversation: Conversation, token: str, error: str) -> None:
     with transaction.atomic():
         lock_conversation(conversation)
@@ -243,48 +335,13 @@ def _set_status(conversation: Conversation, status: str, token: str, error: str 
         push_status(conversation)
 
 
-def push_status(conversation: Conversation) -> None:
-    """Show every open tab the conversation's status (working, waiting, failed with Retry) on commit."""
-    live.push(live.conversation_group(conversation.pk), fragments.conversation_status_html(conversation))
-
-
-def lock_conversation(conversation: Conversation) -> None:
-    # A row lock on PostgreSQL; on SQLite the IMMEDIATE transaction already holds the write lock.
-    Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk").first()
-
-
-def add_notice(conversation: Conversation, text: str) -> Message:
-    return append_message(conversation, role=Message.Role.SYSTEM, content=text, in_model_context=False)
-
-
-def append_message(conversation: Conversation, *, role: str, content: str, push: bool = True, **fields) -> Message:
-    """Store a message at the next position, under the conversation's lock, and push it on commit."""
-    with transaction.atomic():
-        lock_conversation(conversation)
-        last = conversation.messages.aggregate(last=Max("position"))["last"]
-        message = Message.objects.create(
-            conversation=conversation, position=(last or 0) + 1, role=role, content=content, **fields
-        )
-        _set_loaded_calls(message, [])
-        if push:
-            live.push(live.conversation_group(conversation.pk), lambda: fragments.message_html(message, oob=True))
-    return message
-
-
 # --- What the model sees and says --------------------------------------------------------------
-
-
-def _load_calls(message: Message) -> None:
-    """Load a turn's calls with their approvals, each call's `message` being the turn: a card (and
-    its turn's "Approve all") renders from memory, and a status changed on a call is the status
-    every later render of the turn sees."""
-    _set_loaded_calls(message, list(message.tool_calls.select_related("approval")))
 
 
 def _last_assistant_message(conversation: Conversation) -> Message | None:
     turn = conversation.messages.filter(role=Message.Role.ASSISTANT).order_by("-position").first()
     if turn is not None:
-        _load_calls(turn)
+        load_calls(turn)
     return turn
 
 
@@ -325,6 +382,9 @@ def _call_model(conversation: Conversation, token: str) -> bool:
             on_delta=stream.add,
             on_restart=stream.reset,
         )
+    except Stopped:  # stopped while the model was answering: nothing of it is kept or shown
+        stream.reset()
+        return False
     except LLMError as exc:
         stream.reset()
         _fail(conversation, token, str(exc))
@@ -332,6 +392,10 @@ def _call_model(conversation: Conversation, token: str) -> bool:
     stream.flush()
     stored: list[Message] = []
     with transaction.atomic():
+        if not _still_advancing(conversation, token):
+            # Stopped (or taken over) while the model was answering: its answer is discarded.
+            live.push(live.conversation_group(conversation.pk), fragments.stream_reset_html(conversation.pk))
+            return False
         # Registered first, so that on commit the turn goes out before anything else (the dashboards,
         # the webhooks): the owner is the one waiting. One frame, rendered after the commit from
         # memory: the turn with its cards, the streamed copy cleared, and the status.
@@ -358,9 +422,7 @@ def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
         calls = []
         seen_ids: set[str] = set()
         for position, model_call in enumerate(turn.tool_calls):
-            call_id = model_call.call_id
-            if call_id in seen_ids:  # a provider bug; keep both calls, each with one result
-                call_id = f"{call_id}_{position}"
+            call_id = _unique_call_id(model_call.call_id, position, seen_ids)
             seen_ids.add(call_id)
             call = ToolCall(
                 message=message,
@@ -369,32 +431,40 @@ def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
                 name=model_call.name[:200],
                 raw_arguments=model_call.raw_arguments[:MAX_RAW_ARGUMENTS],
             )
-            gate = _check_call(call, model_call.raw_arguments, conversation)
+            gated = _check_call(call, model_call.raw_arguments, conversation)
             call.save()
             calls.append(call)
-            if gate is not None and gate.required:
+            if gated is not None and gated.gate.required:
                 call.approval = request_approval(
                     tool_call_id=call.pk,
                     conversation_id=conversation.pk,
                     requested_by_id=conversation.owner_id,
-                    reason=gate.reason,
-                    risk=gate.risk,
+                    reason=gated.gate.reason,
+                    risk=gated.gate.risk,
                     arguments_hash=call.arguments_hash,
-                    approver_required=gate.approver_required,
-                    timeout_seconds=gate.timeout_seconds,
+                    approver_required=gated.gate.approver_required,
+                    timeout_seconds=gated.gate.timeout_seconds,
+                    preview=gated.stored_preview,
+                    preview_state=gated.preview.state if gated.preview else "",
+                    confirmation_hint=gated.confirmation_hint,
                 )
-        _set_loaded_calls(message, calls)
+        set_loaded_calls(message, calls)
     return message
 
 
-def _set_loaded_calls(message: Message, calls: list[ToolCall]) -> None:
-    """Make `message.tool_calls.all()` these calls, as if prefetched: no query to read them again."""
-    loaded = message.tool_calls.all()
-    loaded._result_cache, loaded._prefetch_done = calls, True
-    message._prefetched_objects_cache = {"tool_calls": loaded}
+def _unique_call_id(call_id: str, position: int, seen: set[str]) -> str:
+    """The model's id for a call, as the column holds it (at most 200 characters) and unique in its
+    turn: a provider bug may repeat one (["x_2", "x", "x"]), and each call still gets one result."""
+    unique = call_id[:MAX_CALL_ID]
+    suffix = 0
+    while unique in seen:
+        suffix += 1
+        tail = f"_{position}" + (f"_{suffix}" if suffix > 1 else "")
+        unique = call_id[: MAX_CALL_ID - len(tail)] + tail
+    return unique
 
 
-def _check_call(call: ToolCall, raw: str, conversation: Conversation) -> policy.Gate | None:
+def _check_call(call: ToolCall, raw: str, conversation: Conversation) -> GatedCall | None:
     """Validate and gate one call, setting its status: failed (with an error for the model, and no
     gate), approved (not gated: runs at once) or pending approval."""
     agent = conversation.agent
@@ -405,45 +475,39 @@ def _check_call(call: ToolCall, raw: str, conversation: Conversation) -> policy.
         call.finished_at = timezone.now()
         return None
     try:
-        if len(raw) > MAX_RAW_ARGUMENTS:
-            raise ToolArgumentsError(f"Arguments for {call.name} are too large ({len(raw)} characters).")
-        if "\\u0000" in raw.lower():
-            raise ToolArgumentsError(f"Arguments for {call.name} contain a NUL character.")
-        try:
-            parsed = json.loads(raw or "{}")
-        except ValueError as exc:
-            raise ToolArgumentsError(f"Arguments for {call.name} are not valid JSON ({exc}).") from None
-        call.arguments = spec.validate(parsed)
+        call.arguments = parse_arguments(spec, raw)
     except ToolArgumentsError as exc:
         call.status, call.error, call.finished_at = Status.FAILED, str(exc), timezone.now()
         return None
-    call.arguments_hash = arguments_hash(call.arguments)
-    try:
-        gate = policy.check(spec, call.arguments, agent, _tool_context(conversation))
-    except Exception as exc:  # a broken rule must fail closed: ask a human
-        logger.exception("approval rule of %s failed", call.name)
-        gate = policy.Gate(True, f"The approval rule for {call.name} failed ({exc.__class__.__name__}).", spec.risk)
-    call.is_gated = gate.required
-    call.status = Status.PENDING_APPROVAL if gate.required else Status.APPROVED
-    return gate
+    gated = gate_call(spec, call.arguments, conversation)
+    call.arguments_hash = gated.arguments_hash
+    call.is_gated = gated.gate.required
+    call.status = Status.PENDING_APPROVAL if call.is_gated else Status.APPROVED
+    return gated
 
 
 class _Stream:
     """Publishes streamed text to the conversation's group, batched so a fast model is not one
     channel-layer send per token. A long answer also renews the lease now and then, so nobody
-    takes the conversation over while the model is still talking."""
+    takes the conversation over while the model is still talking, and looks a few times a second
+    whether the run was stopped: then it ends the answer (Stopped), so a stopped run neither shows
+    nor pays for the rest of it."""
 
     def __init__(self, conversation_id, token: str):
         self.conversation_id, self.token = conversation_id, token
         self.group = live.conversation_group(conversation_id)
         self.pending: list[str] = []
         self.last_flush = 0.0
-        self.last_renewal = time.monotonic()
+        self.last_renewal = self.last_check = time.monotonic()
         self.sent_any = False
 
     def add(self, text: str) -> None:
         self.pending.append(text)
         now = time.monotonic()
+        if now - self.last_check >= STOP_CHECK_SECONDS:
+            self.last_check = now
+            if not _is_advancing(self.conversation_id, self.token):
+                raise Stopped
         if now - self.last_flush >= STREAM_FLUSH_SECONDS:
             self.flush()
         if now - self.last_renewal >= settings.HITL_LOOP_LEASE_SECONDS / 4:

@@ -36,6 +36,7 @@ class ToolCallStatus(models.TextChoices):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
+    CANCELLED = "cancelled"
 
 
 class Agent(models.Model):
@@ -68,6 +69,12 @@ class Agent(models.Model):
     approval_timeout_seconds = models.PositiveIntegerField(
         null=True, blank=True, help_text="Pending approvals expire after this long (empty: never)."
     )
+    # Who may use it: an agent is a security boundary (its tools, allowlists, private fetch).
+    open_to_everyone = models.BooleanField(
+        default=False, help_text="Every signed-in user may use it. Otherwise only the users and groups below."
+    )
+    allowed_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="usable_agents")
+    allowed_groups = models.ManyToManyField("auth.Group", blank=True, related_name="usable_agents")
 
     def __str__(self) -> str:
         return self.name
@@ -131,6 +138,10 @@ class Message(models.Model):
             models.CheckConstraint(condition=Q(role__in=MessageRole.values), name="chat_message_role_valid"),
             models.UniqueConstraint(fields=["conversation", "position"], name="chat_message_unique_position"),
         ]
+        indexes = [
+            # The per-user message quota counts a user's messages of the last minute (chat.quotas).
+            models.Index(fields=["author", "created_at"], name="chat_msg_author_created"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.role} #{self.position}"
@@ -138,11 +149,14 @@ class Message(models.Model):
     @property
     def approve_all_ids(self) -> list[int]:
         """Pending approvals of this turn that the owner may decide: what "Approve all" covers.
-        (Uses prefetched tool calls and approvals; four-eyes calls are left to an approver.)"""
+        (Uses prefetched tool calls and approvals; four-eyes calls are left to an approver, and
+        critical ones are approved one at a time, with their typed confirmation.)"""
         return [
             c.approval.pk
             for c in self.tool_calls.all()
-            if c.status == ToolCallStatus.PENDING_APPROVAL and not c.approval.approver_required
+            if c.status == ToolCallStatus.PENDING_APPROVAL
+            and not c.approval.approver_required
+            and not c.approval.confirmation_required
         ]
 
 
@@ -150,7 +164,7 @@ class ToolCall(models.Model):
     Status = ToolCallStatus
 
     # Statuses after which the call has its one tool result for the model.
-    FINISHED = (Status.REJECTED, Status.EXPIRED, Status.SUCCEEDED, Status.FAILED, Status.INTERRUPTED)
+    FINISHED = (Status.REJECTED, Status.EXPIRED, Status.SUCCEEDED, Status.FAILED, Status.INTERRUPTED, Status.CANCELLED)
 
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="tool_calls")
     position = models.PositiveIntegerField(default=0)

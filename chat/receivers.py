@@ -13,3 +13,8 @@ def on_approvals_decided(sender, approvals, **kwargs) -> None:
     for approval in approvals:
         if approval.conversation_id not in resumed:
             loop.apply_decision(approval.tool_call_id)
+
+
+def on_approval_edited(sender, approval, **kwargs) -> None:
+    """An edit left the call pending (stricter now): every tab shows the new arguments and rule."""
+    loop.push_card(approval.tool_call_id)

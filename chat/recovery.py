@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from approvals.models import Approval
 
-from . import loop
+from . import messages
 from .models import Conversation
 from .selectors import stalled_conversations
 
@@ -37,7 +37,7 @@ def resume_decided(conversation_ids) -> list:
         resumed = list(waiting.order_by("pk").values_list("pk", flat=True))
         Conversation.objects.filter(pk__in=resumed).update(status=Conversation.Status.RUNNING, updated_at=timezone.now())
         for conversation_id in resumed:
-            loop.push_status(Conversation(pk=conversation_id, status=Conversation.Status.RUNNING))
+            messages.push_status(Conversation(pk=conversation_id, status=Conversation.Status.RUNNING))
     return resumed
 
 

@@ -1,15 +1,18 @@
-"""Shared reads: which conversations a user may see, and which ones the sweeper should move."""
+"""Shared reads: which conversations a user may see, a page of their messages, and which ones the
+sweeper should move."""
+from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery, prefetch_related_objects
 from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.utils import timezone
 
 from approvals.models import Approval
 from approvals.permissions import is_approver
+from hitl.inputs import is_storable
 
-from .models import Conversation, Message
+from .models import Agent, Conversation, Message
 
 
 def visible_conversations(user) -> QuerySet[Conversation]:
@@ -17,6 +20,24 @@ def visible_conversations(user) -> QuerySet[Conversation]:
     if is_approver(user):
         return conversations
     return conversations.filter(owner=user)
+
+
+def usable_agents(user) -> QuerySet[Agent]:
+    """The agents `user` may start or continue a conversation with: open ones, and those granted to
+    them or to one of their groups (a superuser, every one). Any other agent is unknown to them."""
+    agents = Agent.objects.all()
+    if not (user and user.is_authenticated and user.is_active):
+        return agents.none()
+    if user.is_superuser:
+        return agents
+    granted = Q(open_to_everyone=True) | Q(allowed_users=user) | Q(allowed_groups__in=user.groups.all())
+    return agents.filter(pk__in=Agent.objects.filter(granted).values("pk"))
+
+
+def agent_for(user, slug: str) -> Agent | None:
+    if not is_storable(slug):  # no slug holds a NUL, and PostgreSQL refuses one even in a query
+        return None
+    return usable_agents(user).filter(slug=slug).first()
 
 
 def recent_conversations(user, *, limit: int = 100) -> QuerySet[Conversation]:
@@ -45,11 +66,37 @@ def conversation_for(user, conversation_id) -> Conversation:
     return conversation
 
 
-def messages_for_page(conversation: Conversation) -> QuerySet[Message]:
-    """Everything a page shows of a conversation, in a constant number of queries."""
-    return conversation.messages.prefetch_related(
-        "tool_calls__approval__decided_by", "tool_calls__approval__requested_by"
+MESSAGES_PER_PAGE = 50
+MAX_POSITION = 2**31 - 1  # Message.position is a PositiveIntegerField: 32 bits on PostgreSQL
+
+
+@dataclass(frozen=True)
+class MessagePage:
+    """Some of a conversation's messages, oldest first, and whether it has earlier ones."""
+
+    messages: list[Message]
+    has_earlier: bool
+
+    @property
+    def earliest_position(self) -> int | None:
+        """What `before` asks for next: the page just before this one."""
+        return self.messages[0].position if self.messages else None
+
+
+def messages_for_page(conversation: Conversation, *, limit: int = MESSAGES_PER_PAGE, before: int | None = None) -> MessagePage:
+    """The newest `limit` messages (of those before position `before`), with everything a page or the
+    API shows of them, in a constant number of queries whatever the conversation's length. The
+    (conversation, position) unique index gives them newest first without a sort; one row more than
+    shown says whether there are earlier ones, without a count over the whole conversation."""
+    newest = conversation.messages.order_by("-position")
+    if before is not None:
+        newest = newest.filter(position__lt=before)
+    rows = list(newest[: limit + 1])
+    messages = rows[:limit][::-1]
+    prefetch_related_objects(
+        messages, "tool_calls__approval__decided_by", "tool_calls__approval__requested_by", "tool_calls__approval__edited_by"
     )
+    return MessagePage(messages, has_earlier=len(rows) > limit)
 
 
 def stalled_conversations(*, stalled_for: timedelta) -> QuerySet[Conversation]:

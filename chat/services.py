@@ -4,12 +4,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.models import Approval
-from approvals.services import decide_all
-from approvals.text import Intent, parse_decision
+from approvals.permissions import is_approver
+from approvals.services import cancel_pending, decide_all
+from approvals.text import Intent, TextDecision, parse_decision
 from hitl.celery import enqueue_on_commit
+from hitl.inputs import is_storable
 
-from . import loop
+from . import loop, messages, quotas
 from .models import Agent, Conversation, Message
+from .selectors import usable_agents
 from .tasks import advance_conversation
 
 
@@ -21,8 +24,14 @@ class NotOwner(PermissionError):
     pass
 
 
+class UnknownAgent(LookupError):
+    """An agent the user may not use (or that does not exist): the same answer for both."""
+
+
 def start_conversation(*, user, agent: Agent, content: str) -> Conversation:
     content = _clean(content)
+    _check_agent(user, agent)
+    quotas.check_conversation(user)
     with transaction.atomic():
         conversation = Conversation.objects.create(owner=user, agent=agent, title=content[:80])
         post_message(conversation=conversation, user=user, content=content)
@@ -35,60 +44,120 @@ def post_message(*, conversation: Conversation, user, content: str) -> Message:
     content = _clean(content)
     if conversation.owner_id != user.pk:
         raise NotOwner("Only the conversation's owner can write in it.")
+    _check_agent(user, conversation.agent)
+    quotas.check_message(user)
     with transaction.atomic():
-        loop.lock_conversation(conversation)
+        messages.lock_conversation(conversation)
         # Pending approvals, not the status, say whether a reply decides: the status turns to
         # waiting a moment after the calls are stored, and a fast client can answer in between.
         if Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).exists():
             return _post_while_waiting(conversation, user, content)
-        message = loop.append_message(conversation, role=Message.Role.USER, content=content, author=user)
+        message = messages.append_message(conversation, role=Message.Role.USER, content=content, author=user)
         _set_running(conversation)
     return message
 
 
 def _post_while_waiting(conversation: Conversation, user, content: str) -> Message:
     decision = parse_decision(content)
-    pending = Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).count()
-    if decision.intent in (Intent.APPROVE, Intent.REJECT):
-        message = loop.append_message(
-            conversation, role=Message.Role.USER, content=content, author=user, in_model_context=False
-        )
-        decided = decide_all(
-            conversation_id=conversation.pk,
-            user=user,
-            via=Approval.Via.TEXT,
-            approve=decision.intent == Intent.APPROVE,
-            reason=decision.reason,
-        )
-        if len(decided) < pending:
-            loop.add_notice(conversation, f"{pending - len(decided)} call(s) still wait for an approver.")
+    if decision.intent == Intent.NONE:
+        message = messages.append_message(conversation, role=Message.Role.USER, content=content, author=user)
+        messages.add_notice(conversation, "Your message will be answered once the pending calls are decided.")
         return message
-    if decision.intent == Intent.AMBIGUOUS:
-        message = loop.append_message(
-            conversation, role=Message.Role.USER, content=content, author=user, in_model_context=False
-        )
-        loop.add_notice(
+    # A reply that reads as a decision is the user's, not the model's, whether or not it decides.
+    message = messages.append_message(
+        conversation, role=Message.Role.USER, content=content, author=user, in_model_context=False
+    )
+    pending = list(
+        Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).select_related("tool_call__message")
+    )
+    refusal = _why_not_decisive(decision, pending)
+    if refusal:
+        messages.add_notice(conversation, refusal + " Nothing was decided. " + _HOW_TO_DECIDE)
+        return message
+    outcome = decide_all(
+        conversation_id=conversation.pk,
+        user=user,
+        via=Approval.Via.TEXT,
+        approve=decision.intent == Intent.APPROVE,
+        reason=decision.reason,
+        approval_ids=[approval.pk for approval in pending],
+    )
+    if outcome.needs_confirmation:
+        messages.add_notice(
             conversation,
-            f"That is not a clear yes or no for all {pending} pending call(s), so nothing was decided. "
-            "Decide each call on its card, or answer \"yes\" or \"no, because …\" for all of them.",
+            f"Not approved: {_calls(len(outcome.needs_confirmation))} critical. Approve each on its card by typing its confirmation.",
         )
-        return message
-    message = loop.append_message(conversation, role=Message.Role.USER, content=content, author=user)
-    loop.add_notice(conversation, "Your message will be answered once the pending calls are decided.")
+    if waiting := len(outcome.not_allowed):
+        messages.add_notice(conversation, f"Not approved: {_calls(waiting)} for an approver other than you to decide.")
     return message
+
+
+_HOW_TO_DECIDE = "Decide each call on its card, or reply “yes” or “no, because …” when one call is pending, “approve all N” or “reject all N because …” when N are."
+
+
+def _why_not_decisive(decision: TextDecision, pending: list[Approval]) -> str:
+    """Why a typed yes or no may not decide these calls, or "" when it may. It decides only what
+    it cannot misread: one call, or exactly the number of calls it states, and never calls the
+    agent asked about in words (a question beside a gated call is how a hidden call rides on a
+    harmless "yes please")."""
+    if decision.intent == Intent.AMBIGUOUS:
+        return f"That is not a clear yes or no ({_calls(len(pending))} pending)."
+    if any("?" in approval.tool_call.message.content for approval in pending):
+        return "The agent asked a question in the same turn as these calls, so a typed reply does not decide them."
+    count = decision.count if decision.count is not None else 1
+    if count != len(pending):
+        said = f"Your reply speaks of {_count(count)}" if decision.count is not None else "Your reply does not say how many calls it decides"
+        return f"{said}, and {_calls(len(pending))} pending."
+    return ""
+
+
+def _count(count: int) -> str:
+    return f"{count} call" if count == 1 else f"{count} calls"
+
+
+def _calls(count: int) -> str:
+    return f"{_count(count)} {'is' if count == 1 else 'are'}"
+
+
+def stop_conversation(*, conversation: Conversation, user, via: str) -> list[int]:
+    """Stop: cancel every pending approval and every call that has not started, let a running tool
+    finish, discard a model answer in flight, and leave the conversation idle.
+
+    Returns the ids of the approvals whose calls it cancelled: those it found pending (now
+    `cancelled`), and those approved whose call had not started yet (the decision stays on record
+    as it was made; the call reads `cancelled`). A decision racing the Stop either wins or finds
+    its approval cancelled."""
+    if conversation.owner_id != user.pk and not is_approver(user):
+        raise NotOwner("Only the conversation's owner or an approver can stop it.")
+    with transaction.atomic():
+        messages.lock_conversation(conversation)  # first, as every writer of the conversation does
+        cancelled = {approval.pk for approval in cancel_pending(conversation_id=conversation.pk, user=user, via=via)}
+        for call in loop.stop(conversation, user=user):
+            if call.is_gated:
+                cancelled.add(call.approval.pk)
+    return sorted(cancelled)
 
 
 def retry(*, conversation: Conversation, user) -> None:
     if conversation.owner_id != user.pk:
         raise NotOwner("Only the conversation's owner can retry it.")
+    _check_agent(user, conversation.agent)
+    quotas.check_message(user)
     with transaction.atomic():
         updated = Conversation.objects.filter(pk=conversation.pk, status=Conversation.Status.FAILED).update(
             status=Conversation.Status.RUNNING, error="", updated_at=timezone.now()
         )
         if updated:
             conversation.status, conversation.error = Conversation.Status.RUNNING, ""
-            loop.push_status(conversation)
+            messages.push_status(conversation)
             enqueue_on_commit(advance_conversation, str(conversation.pk))
+
+
+def _check_agent(user, agent: Agent) -> None:
+    """Agents are a security boundary: every start and every continuation checks who may use it
+    now (access taken away stops a conversation going on, not only new ones)."""
+    if not usable_agents(user).filter(pk=agent.pk).exists():
+        raise UnknownAgent("Unknown agent.")
 
 
 def _set_running(conversation: Conversation) -> None:
@@ -96,7 +165,7 @@ def _set_running(conversation: Conversation) -> None:
         status=Conversation.Status.RUNNING, error="", updated_at=timezone.now()
     )
     conversation.status, conversation.error = Conversation.Status.RUNNING, ""
-    loop.push_status(conversation)
+    messages.push_status(conversation)
     enqueue_on_commit(advance_conversation, str(conversation.pk))
 
 
@@ -106,6 +175,8 @@ def _clean(content: str) -> str:
         raise InvalidMessage("The message is empty.")
     if "\x00" in content:  # PostgreSQL cannot store it; no one types it
         raise InvalidMessage("The message contains a NUL character.")
+    if not is_storable(content):
+        raise InvalidMessage("The message contains a lone UTF-16 surrogate, which is not text.")
     if len(content) > settings.HITL_MAX_MESSAGE_CHARS:
         raise InvalidMessage(f"The message is longer than {settings.HITL_MAX_MESSAGE_CHARS} characters.")
     return content

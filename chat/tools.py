@@ -10,8 +10,24 @@ from typing import Any, get_type_hints
 
 import pydantic
 
-# A function of (arguments, context) returning (required, reason): the dynamic gate.
-GateFunction = Callable[[dict, "ToolContext"], tuple[bool, str]]
+# A function of (arguments, context) returning (required, reason) or (required, reason, risk):
+# the dynamic gate.
+GateFunction = Callable[[dict, "ToolContext"], tuple]
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a call will do, shown to whoever decides it. `kind` is one of diff, email, file, fetch,
+    text. `state` fingerprints the part of the world the preview describes (a file's content, say):
+    the run recomputes it, and a call whose world changed since the approval does not run."""
+
+    kind: str
+    text: str
+    state: str = ""
+
+
+# A function of (context, **arguments) returning a Preview; it must not change anything.
+PreviewFunction = Callable[..., Preview]
 
 
 class ToolError(Exception):
@@ -42,6 +58,8 @@ class ToolSpec:
     risk: str = "low"
     approval_timeout: int | None = None  # seconds; overrides the agent's approval timeout
     takes_context: bool = False
+    preview: PreviewFunction | None = None  # what the call will do, shown when it is gated
+    confirmation: Callable[[dict], str] | None = None  # what to type to approve it when critical
 
     def openai_schema(self) -> dict:
         return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
@@ -66,6 +84,9 @@ class ToolSpec:
                 f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
             )
             raise ToolArgumentsError(f"Invalid arguments for {self.name}: {problems}") from None
+
+    def preview_of(self, arguments: dict, context: ToolContext) -> Preview | None:
+        return self.preview(context, **arguments) if self.preview else None
 
     def run(self, arguments: dict, context: ToolContext) -> Any:
         if self.takes_context:
@@ -94,8 +115,14 @@ def tool(
     needs_approval: bool | GateFunction = False,
     risk: str = "low",
     approval_timeout: int | None = None,
+    preview: PreviewFunction | None = None,
+    confirmation: Callable[[dict], str] | None = None,
 ) -> Any:
-    """Register a typed function as a tool. A first parameter named `context` receives a ToolContext."""
+    """Register a typed function as a tool. A first parameter named `context` receives a ToolContext.
+
+    `preview(context, **arguments)` returns a Preview of what the call will do, shown to whoever
+    decides it; `confirmation(arguments)` is what a human types to approve it when it is critical.
+    """
 
     def register(fn: Callable) -> Callable:
         hints = get_type_hints(fn, include_extras=True)
@@ -117,6 +144,8 @@ def tool(
             risk=risk,
             approval_timeout=approval_timeout,
             takes_context=takes_context,
+            preview=preview,
+            confirmation=confirmation,
         )
         registry.tools[spec.name] = spec
         return fn

@@ -1,49 +1,79 @@
 """Pages and posts of the chat: the conversation list, a conversation, messages, retry, approve all."""
+import re
+
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.models import Approval
 from approvals.permissions import is_approver
 from approvals.services import decide_all
+from hitl.inputs import BadInput, parse_ids
 
 from . import services
+from .quotas import QuotaExceeded
 from .llm import SUGGESTIONS
-from .models import Agent
-from .selectors import conversation_for, messages_for_page, recent_conversations
+from .selectors import MAX_POSITION, agent_for, conversation_for, messages_for_page, recent_conversations, usable_agents
 
 
 @login_required
 @require_GET
 def conversation_list(request):
     conversations = recent_conversations(request.user)
-    agents = Agent.objects.order_by("name")
+    agents = usable_agents(request.user).order_by("name")
     return render(request, "chat/conversation_list.html", {"conversations": conversations, "agents": agents, "suggestions": SUGGESTIONS})
 
 
 @login_required
 @require_POST
 def new_conversation(request):
-    agent = get_object_or_404(Agent, slug=request.POST.get("agent", "demo"))
+    agent = agent_for(request.user, request.POST.get("agent", "demo"))
+    if agent is None:
+        raise Http404("Unknown agent.")
     try:
         conversation = services.start_conversation(user=request.user, agent=agent, content=request.POST.get("content", ""))
     except services.InvalidMessage as exc:
         return HttpResponse(str(exc), status=400)
+    except QuotaExceeded as exc:
+        return _too_many(exc)
     return redirect("chat:conversation", conversation_id=conversation.pk)
+
+
+BAD_BEFORE = f"“before” must be a message position: a whole number from 1 to {MAX_POSITION}."
+
+
+def before_position(request) -> int | None:
+    """`?before=<position>` of "Load earlier messages"; ValueError unless ASCII digits in range
+    (int() alone would take "٣", and a 5,000-digit string before refusing it)."""
+    value = request.GET.get("before", "")
+    if not value:
+        return None
+    if not re.fullmatch(r"[0-9]{1,10}", value) or not 1 <= int(value) <= MAX_POSITION:
+        raise ValueError(BAD_BEFORE)
+    return int(value)
 
 
 @login_required
 @require_GET
 def conversation_page(request, conversation_id):
+    """The newest messages; with `?before=`, the page before that position: its fragment, which
+    replaces the "Load earlier messages" control (so it is prepended), or, without JavaScript, a page."""
     conversation = conversation_for(request.user, conversation_id)
+    try:
+        before = before_position(request)
+    except ValueError as exc:
+        return HttpResponse(str(exc), status=400)
     context = {
         "conversation": conversation,
-        "messages": messages_for_page(conversation),
+        "page": messages_for_page(conversation, before=before),
+        "before": before,
         "suggestions": SUGGESTIONS,
         # Four-eyes calls: this viewer may decide them only as an approver who is not the owner.
         "may_approve_others": is_approver(request.user) and conversation.owner_id != request.user.pk,
     }
+    if request.htmx and before is not None:
+        return render(request, "partials/messages_page.html", context)
     if request.htmx:  # the socket (re)connected: bring the page up to date from the database
         return render(request, "partials/conversation_live.html", context)
     return render(request, "chat/conversation.html", context)
@@ -56,11 +86,17 @@ def post_message(request, conversation_id):
     content = request.POST.get("content", "")
     try:
         services.post_message(conversation=conversation, user=request.user, content=content)
-    except (services.InvalidMessage, services.NotOwner) as exc:
+    except services.UnknownAgent as exc:
+        raise Http404(str(exc)) from None
+    except (services.InvalidMessage, services.NotOwner, QuotaExceeded) as exc:
+        status = 429 if isinstance(exc, QuotaExceeded) else 400
         if not request.htmx:
-            return HttpResponse(str(exc), status=400)
+            return _too_many(exc) if status == 429 else HttpResponse(str(exc), status=status)
         context = {"conversation": conversation, "error": str(exc), "content": content}
-        return render(request, "partials/composer.html", context, status=400)
+        response = render(request, "partials/composer.html", context, status=status)
+        if status == 429:
+            response["Retry-After"] = str(exc.retry_after)
+        return response
     if not request.htmx:
         return redirect("chat:conversation", conversation_id=conversation.pk)
     return render(request, "partials/composer.html", {"conversation": conversation})
@@ -72,8 +108,12 @@ def retry(request, conversation_id):
     conversation = conversation_for(request.user, conversation_id)
     try:
         services.retry(conversation=conversation, user=request.user)
+    except services.UnknownAgent as exc:
+        raise Http404(str(exc)) from None
     except services.NotOwner as exc:
         return HttpResponse(str(exc), status=403)
+    except QuotaExceeded as exc:
+        return _too_many(exc)
     if request.htmx:
         return HttpResponse(status=204)  # the status bar is pushed to every tab
     return redirect("chat:conversation", conversation_id=conversation.pk)
@@ -83,9 +123,34 @@ def retry(request, conversation_id):
 @require_POST
 def approve_all(request, conversation_id):
     conversation = conversation_for(request.user, conversation_id)
-    ids = [int(i) for i in request.POST.getlist("approval_ids") if i.isdigit()]
+    try:
+        ids = parse_ids(request.POST.getlist("approval_ids"))
+    except BadInput as exc:
+        return HttpResponse(str(exc), status=400)
     decide_all(conversation_id=conversation.pk, user=request.user, via=Approval.Via.CHAT, approval_ids=ids)
     if request.htmx:
         return HttpResponse(status=204)  # each decided card is pushed to every tab
     return redirect("chat:conversation", conversation_id=conversation.pk)
 
+
+
+@login_required
+@require_POST
+def stop(request, conversation_id, via: str = Approval.Via.CHAT):
+    """Stop the agent (owner, or an approver from the dashboard): see services.stop_conversation."""
+    conversation = conversation_for(request.user, conversation_id)
+    if via == Approval.Via.DASHBOARD and not is_approver(request.user):
+        return HttpResponse("The dashboard is for approvers.", status=403)
+    try:
+        services.stop_conversation(conversation=conversation, user=request.user, via=via)
+    except services.NotOwner as exc:
+        return HttpResponse(str(exc), status=403)
+    if request.htmx:
+        return HttpResponse(status=204)  # the status bar, the cards and the notice are pushed to every tab
+    return redirect("chat:conversation", conversation_id=conversation.pk)
+
+
+def _too_many(exc: QuotaExceeded) -> HttpResponse:
+    response = HttpResponse(str(exc), status=429, content_type="text/plain; charset=utf-8")
+    response["Retry-After"] = str(exc.retry_after)
+    return response

@@ -1,13 +1,21 @@
 """The JSON API: session (with CSRF) or bearer-token auth, errors as {"detail": ...}."""
+import json
+
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from ninja import NinjaAPI
+from ninja.errors import HttpError
+from ninja.parser import Parser
 from ninja.security import HttpBearer, SessionAuth
 
 from approvals.api import router as approvals_router
-from approvals.services import AlreadyDecided, NotAllowed
+from approvals.calls import InvalidArguments
+from approvals.services import AlreadyDecided, ArgumentsChanged, ConfirmationRequired, NotAllowed
 from chat.api import router as chat_router
 from chat.models import ApiToken
-from chat.services import InvalidMessage, NotOwner
+from chat.quotas import QuotaExceeded
+from chat.services import InvalidMessage, NotOwner, UnknownAgent
+from hitl.inputs import has_surrogate
 
 
 class BearerToken(HttpBearer):
@@ -20,15 +28,39 @@ class BearerToken(HttpBearer):
         return api_token.user
 
 
+class UnstorableText(ValueError):
+    pass
+
+
+class StorableJSON(Parser):
+    """JSON bodies whose every string is Unicode text. A lone UTF-16 surrogate ("\\ud800") is valid
+    JSON syntax but no text a database can store: refused here (400), once for every route. (NULs
+    are refused where they are read, with a message naming the field.)"""
+
+    def parse_body(self, request):
+        data = json.loads(request.body)
+        if has_surrogate(data):
+            raise UnstorableText("The request body holds a lone UTF-16 surrogate, which is not text.")
+        return data
+
+
 api = NinjaAPI(
     title="hitl",
     version="1",
     description="Chat with an agent whose risky tool calls wait for a human decision.",
     auth=[BearerToken(), SessionAuth()],
     urls_namespace="api",
+    parser=StorableJSON(),
 )
 api.add_router("/conversations", chat_router)
 api.add_router("/approvals", approvals_router)
+
+
+@api.exception_handler(HttpError)
+def http_error(request, exc: HttpError):
+    # ninja reports any parser error as "Cannot parse request body"; ours says what is wrong.
+    detail = str(exc.__cause__) if isinstance(exc.__cause__, UnstorableText) else str(exc)
+    return api.create_response(request, {"detail": detail}, status=exc.status_code)
 
 
 @api.exception_handler(Http404)
@@ -42,12 +74,42 @@ def already_decided(request, exc: AlreadyDecided):
     return api.create_response(request, {"detail": str(exc), "status": exc.approval.status}, status=409)
 
 
+@api.exception_handler(ArgumentsChanged)
+def arguments_changed(request, exc: ArgumentsChanged):
+    return api.create_response(request, {"detail": str(exc), "status": "pending"}, status=409)
+
+
+@api.exception_handler(InvalidArguments)
+@api.exception_handler(ConfirmationRequired)
+def refused_decision(request, exc: Exception):
+    # Nothing was decided or stored: the approval is still pending.
+    return api.create_response(request, {"detail": str(exc)}, status=400)
+
+
 @api.exception_handler(NotAllowed)
 @api.exception_handler(NotOwner)
 def not_allowed(request, exc: Exception):
     return api.create_response(request, {"detail": str(exc)}, status=403)
 
 
+@api.exception_handler(QuotaExceeded)
+def quota_exceeded(request, exc: QuotaExceeded):
+    response = api.create_response(request, {"detail": str(exc)}, status=429)
+    response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+@api.exception_handler(UnknownAgent)
+def unknown_agent(request, exc: UnknownAgent):
+    # An agent this user may no longer use: unknown to them, as if it did not exist.
+    return api.create_response(request, {"detail": str(exc)}, status=404)
+
+
 @api.exception_handler(InvalidMessage)
 def invalid_message(request, exc: InvalidMessage):
     return api.create_response(request, {"detail": str(exc)}, status=400)
+
+
+@api.exception_handler(RequestDataTooBig)
+def too_big(request, exc: RequestDataTooBig):
+    return api.create_response(request, {"detail": "The request body is too large."}, status=413)

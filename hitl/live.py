@@ -52,9 +52,14 @@ def push_now(group: str, html: str) -> None:
     it when its socket reconnects, so a push that fails twice (Redis down) is logged and dropped
     rather than failing the agent's step. The second try is for a pooled connection that died
     with a Redis restart: it is made anew."""
+    send_now(group, {"type": "html.push", "html": html})
+
+
+def send_now(group: str, event: dict) -> None:
+    """Send any event to a group at once, best effort like every push (see push_now)."""
     for attempt in (1, 2):
         try:
-            _send(group, {"type": "html.push", "html": html})
+            _send(group, event)
             return
         except Exception as exc:
             if attempt == 2:

@@ -1,5 +1,6 @@
 """Every setting, read from the environment with a default that works offline on one machine."""
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -24,11 +25,17 @@ def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
-DEBUG = env_bool("DEBUG", True)
+# Fail closed: without an environment this is production (DEBUG off), which refuses to start
+# without a SECRET_KEY. `make run` and the tests turn debug on explicitly.
+DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off.")
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set when DEBUG is off, and DEBUG is off unless DEBUG=1 is set. In production "
+            "set SECRET_KEY (e.g. python3 -c \"import secrets; print(secrets.token_urlsafe(50))\"); for local "
+            "development run with DEBUG=1, as `make run` does."
+        )
     SECRET_KEY = "django-insecure-local-development-only"
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
@@ -46,6 +53,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "ninja",
     "csp",
+    "axes",
     "hitl",
     "chat",
     "approvals",
@@ -63,6 +71,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "hitl.middleware.JsonApiMethodNotAllowed",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
 
 # Production (DEBUG=0) is HTTPS-only by default; each of these can be turned off for a special setup.
@@ -134,6 +143,24 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "/accounts/login/"
+
+# Login lockout (django-axes; the admin's login too): after HITL_LOGIN_FAILURES wrong passwords for
+# one username from one address, that pair is refused for HITL_LOGIN_LOCKOUT_MINUTES (429).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("HITL_LOGIN_FAILURES", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("HITL_LOGIN_LOCKOUT_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+
+# Per-user quotas (0: none): conversations started an hour, messages a minute, model calls an hour.
+# Past one, the API answers 429 with Retry-After and the page says when to try again.
+HITL_QUOTA_CONVERSATIONS_PER_HOUR = int(os.environ.get("HITL_QUOTA_CONVERSATIONS_PER_HOUR", "30"))
+HITL_QUOTA_MESSAGES_PER_MINUTE = int(os.environ.get("HITL_QUOTA_MESSAGES_PER_MINUTE", "20"))
+HITL_QUOTA_MODEL_CALLS_PER_HOUR = int(os.environ.get("HITL_QUOTA_MODEL_CALLS_PER_HOUR", "300"))
+# web_fetch: the whole call (lookup, connection, reading the body) ends after this many seconds.
+HITL_FETCH_SECONDS = float(os.environ.get("HITL_FETCH_SECONDS", "10"))
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
@@ -185,6 +212,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "approvals.tasks.expire_overdue_approvals",
         "schedule": float(os.environ.get("HITL_EXPIRY_SWEEP_SECONDS", "5")),
     },
+    "resend-lost-webhooks": {
+        "task": "approvals.tasks.resend_lost_webhooks",
+        "schedule": float(os.environ.get("HITL_WEBHOOK_SWEEP_SECONDS", "60")),
+    },
 }
 
 # The agent loop.
@@ -201,6 +232,8 @@ HITL_BASE_URL = os.environ.get("HITL_BASE_URL", "http://127.0.0.1:8000").rstrip(
 HITL_WEBHOOK_TIMEOUT = float(os.environ.get("HITL_WEBHOOK_TIMEOUT", "10"))
 HITL_WEBHOOK_RETRIES = int(os.environ.get("HITL_WEBHOOK_RETRIES", "5"))
 HITL_WEBHOOK_BACKOFF = float(os.environ.get("HITL_WEBHOOK_BACKOFF", "2"))
+# A pending delivery untouched this long lost its task (say, with a Redis restart): beat resends it.
+HITL_WEBHOOK_STALE_SECONDS = float(os.environ.get("HITL_WEBHOOK_STALE_SECONDS", "300"))
 HITL_SANDBOX_ROOT = Path(os.environ.get("HITL_SANDBOX_ROOT", VAR_DIR / "sandboxes"))
 
 LOGGING = {

@@ -1,9 +1,15 @@
 """Unit-test settings: eager Celery and the in-memory channel layer. End-to-end tests start real
 processes with hitl.settings instead (see tests/e2e/conftest.py)."""
-from hitl.settings import *  # noqa: F403
+import os
+
+os.environ.setdefault("DEBUG", "1")  # settings fail closed (DEBUG off) unless told otherwise
+
+from hitl.settings import *  # noqa: E402, F403
 
 CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = True
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 HITL_LLM_RETRY_BACKOFF = 0.01
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# The suite starts many conversations a minute; tests/security/test_rate_limits.py turns quotas on.
+HITL_QUOTA_CONVERSATIONS_PER_HOUR = HITL_QUOTA_MESSAGES_PER_MINUTE = HITL_QUOTA_MODEL_CALLS_PER_HOUR = 0

@@ -16,9 +16,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def auditor(db):
-    User.objects.create_superuser("root", password="root-password")
+    root = User.objects.create_superuser("root", password="root-password")
     client = Client()
-    client.login(username="root", password="root-password")
+    client.force_login(root)  # django-axes guards password logins, which need a request
     return client
 
 

@@ -78,7 +78,7 @@ def test_approve_all_with_ids_approves_exactly_those(alice, agent, api_as):
 
     response = api.post(f"conversations/{conversation.pk}/approve-all", {"ids": [first.pk]})
 
-    assert response.status_code == 200 and response.json() == {"approved": [first.pk]}
+    assert response.status_code == 200 and response.json() == {"approved": [first.pk], "needs_confirmation": []}
     assert [a.pk for a in pending_approvals(conversation)] == [second.pk]
 
 

@@ -54,7 +54,7 @@ class World:
         done = services.start_conversation(user=alice, agent=agent, content="write hi to c.txt")
         decide(Approval.objects.get(conversation=done).pk, user=alice, approve=True, via=Approval.Via.CHAT)
         # litellm knows no provider "nowhere": the model call fails at once, offline, and is shown as failed.
-        broken = Agent.objects.create(slug="broken", name="Broken", model="nowhere/model")
+        broken = Agent.objects.create(open_to_everyone=True, slug="broken", name="Broken", model="nowhere/model")
         failed = services.start_conversation(user=alice, agent=broken, content="hello")
         assert Conversation.objects.get(pk=failed.pk).status == Conversation.Status.FAILED
         others = services.start_conversation(user=bob, agent=agent, content="email x@example.com about y")

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def remote_agent(fake_openai, settings, tmp_path):
     settings.HITL_SANDBOX_ROOT = tmp_path / "sandboxes"
-    return Agent.objects.create(
+    return Agent.objects.create(open_to_everyone=True,
         slug="remote",
         name="Remote",
         model="openai/gpt-4o-mini",

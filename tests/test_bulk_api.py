@@ -32,15 +32,18 @@ def test_the_bulk_route_reports_each_id_in_one_list(alice, bob, agent, ops_agent
 
     assert response.status_code == 200, response.content
     body = response.json()
-    assert [item["id"] for item in body["decided"]] == [first.pk, third.pk]
+    # The owner may always say no, four-eyes calls included.
+    assert [item["id"] for item in body["decided"]] == [first.pk, third.pk, own_four_eyes.pk]
     assert {(i["status"], i["decided_by"], i["decided_via"], i["rejection_reason"]) for i in body["decided"]} == {
         ("rejected", "bob", "api", "freeze")
     }
     assert body["decided"][0]["tool_call"]["name"] == "delete_file"
     assert body["decided"][0]["conversation_id"] == str(mine.pk)
-    assert (body["already_decided"], body["not_allowed"], body["not_found"]) == ([second.pk], [own_four_eyes.pk], [999999])
-    own_four_eyes.refresh_from_db()
-    assert own_four_eyes.status == "pending"
+    assert (body["already_decided"], body["not_allowed"], body["not_found"]) == ([second.pk], [], [999999])
+    [other_four_eyes] = pending_approvals(start(bob, ops_agent, "delete e.txt"))
+    assert decisions(api_as(bob), [other_four_eyes.pk]).json()["not_allowed"] == [other_four_eyes.pk]
+    other_four_eyes.refresh_from_db()
+    assert other_four_eyes.status == "pending"
 
 
 @pytest.mark.django_db(transaction=True)

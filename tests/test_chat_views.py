@@ -93,8 +93,8 @@ def test_decision_from_the_card_is_stored_via_chat_and_a_second_one_conflicts(al
     conversation = start(alice, agent, "write hi to a.txt")
     [approval] = pending_approvals(conversation)
 
-    first = client_for(alice).post(f"/approvals/{approval.pk}/decide/", {"decision": "approve", "via": "chat"}, headers=HTMX)
-    second = client_for(bob).post(f"/approvals/{approval.pk}/decide/", {"decision": "reject", "via": "chat"}, headers=HTMX)
+    first = client_for(alice).post(f"/approvals/{approval.pk}/decide/", {"decision": "approve"}, headers=HTMX)
+    second = client_for(bob).post(f"/approvals/{approval.pk}/decide/", {"decision": "reject"}, headers=HTMX)
 
     assert first.status_code == 200 and "Approved by alice via chat" in first.content.decode()
     assert second.status_code == 409 and "Approved by alice via chat" in second.content.decode()

@@ -137,7 +137,7 @@ def test_dashboard_and_history_queries_are_the_same_at_10_and_1000_approvals(ali
 def test_history_lists_decisions_with_who_when_via_and_why(alice, bob, agent):
     conversation = start(alice, agent, "delete a.txt")
     [approval] = pending_approvals(conversation)
-    client_for(bob).post(f"/approvals/{approval.pk}/decide/", {"decision": "reject", "reason": "keep it", "via": "dashboard"}, headers=HTMX)
+    client_for(bob).post(f"/approvals/dashboard/{approval.pk}/decide/", {"decision": "reject", "reason": "keep it"}, headers=HTMX)
 
     page = client_for(bob).get("/approvals/history/").content.decode()
 
@@ -145,3 +145,15 @@ def test_history_lists_decisions_with_who_when_via_and_why(alice, bob, agent):
     row = row[: row.index("</tr>")]
     for text in ("Rejected", "delete_file", "alice", "bob", "dashboard", "keep it"):
         assert text in row
+
+
+def test_a_bulk_approval_skips_critical_calls_and_says_so(alice, bob, agent):
+    critical = start(alice, agent, "delete all files")
+    [approval] = pending_approvals(critical)
+
+    response = client_for(bob).post("/approvals/bulk/", {"approval_ids": [approval.pk], "decision": "approve"}, headers=HTMX)
+
+    assert "Approved 0." in response.content.decode()
+    assert "1 is critical: approve it on its row with its typed confirmation." in response.content.decode()
+    approval.refresh_from_db()
+    assert approval.status == "pending"

@@ -64,10 +64,10 @@ def test_the_owner_still_decides_medium_risk_calls_of_the_ops_agent(alice, ops_a
 def test_a_typed_yes_decides_only_what_the_sender_may_and_says_what_waits(alice, ops_agent):
     conversation = start(alice, ops_agent, "delete a.txt and b.txt")
 
-    services.post_message(conversation=conversation, user=alice, content="yes")
+    services.post_message(conversation=conversation, user=alice, content="approve all 2")
 
     assert len(pending_approvals(conversation)) == 2
-    assert conversation.messages.last().content == "2 call(s) still wait for an approver."
+    assert conversation.messages.last().content == "Not approved: 2 calls are for an approver other than you to decide."
 
 
 def test_overdue_approvals_expire_and_the_model_is_told(alice, agent):
@@ -121,11 +121,11 @@ def test_decide_many_reports_each_approval_once(alice, bob, agent, ops_agent):
     [own_high_risk] = pending_approvals(four_eyes)
     decide(first.pk, user=alice, approve=True, via="chat")
 
-    outcome = decide_many([first.pk, second.pk, own_high_risk.pk, 999999], user=bob, approve=False, via="dashboard", reason="no")
+    outcome = decide_many([first.pk, second.pk, own_high_risk.pk, 999999], user=bob, approve=True, via="dashboard")
 
     assert [a.pk for a in outcome.decided] == [second.pk]
     assert outcome.already_decided == [first.pk]
-    assert outcome.not_allowed == [own_high_risk.pk]
+    assert outcome.not_allowed == [own_high_risk.pk]  # approving needs four eyes; rejecting would not
 
 
 def test_the_database_refuses_to_change_a_decided_approval(alice, agent):

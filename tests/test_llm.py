@@ -152,6 +152,7 @@ def make_openai_agent(server, **fields) -> Agent:
         api_base=server.base_url,
         tools=["delete_file"],
         require_approval=["delete_file"],
+        open_to_everyone=True,
     )
     return Agent.objects.create(**(defaults | fields))
 

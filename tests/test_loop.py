@@ -93,7 +93,7 @@ def test_approve_all_decides_every_pending_call(alice, agent, settings):
     conversation = start(alice, agent, "delete x.txt, y.txt and z.txt")
     assert len(pending_approvals(conversation)) == 3
 
-    decided = decide_all(conversation_id=conversation.pk, user=alice, via="chat")
+    decided = decide_all(conversation_id=conversation.pk, user=alice, via="chat").decided
 
     assert len(decided) == 3
     conversation.refresh_from_db()
@@ -105,7 +105,7 @@ def test_approve_all_with_ids_leaves_calls_the_user_did_not_see(alice, agent):
     conversation = start(alice, agent, "delete x.txt and y.txt")
     seen, unseen = pending_approvals(conversation)
 
-    decided = decide_all(conversation_id=conversation.pk, user=alice, via="chat", approval_ids=[seen.pk])
+    decided = decide_all(conversation_id=conversation.pk, user=alice, via="chat", approval_ids=[seen.pk]).decided
 
     assert [a.pk for a in decided] == [seen.pk]
     unseen.refresh_from_db()
@@ -179,7 +179,7 @@ def test_typed_yes_approves_all_pending_calls_and_keeps_the_message(alice, agent
 
 def test_typed_no_with_a_reason_rejects(alice, agent):
     conversation = start(alice, agent, "delete a.txt and b.txt")
-    conversation = say(conversation, alice, "no because those are the only copies")
+    conversation = say(conversation, alice, "reject all 2 because those are the only copies")
 
     approvals = Approval.objects.filter(conversation=conversation)
     assert {a.status for a in approvals} == {"rejected"}

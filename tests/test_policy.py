@@ -1,4 +1,4 @@
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from approvals.policy import check
 from chat.tools import ToolContext, registry
@@ -41,3 +41,27 @@ def test_dynamic_gate_lets_allowlisted_domains_through_and_asks_for_others():
     assert not check(spec, {"url": "https://www.example.com/x"}, agent, context).required
     other = check(spec, {"url": "https://evil.example.org/"}, agent, context)
     assert other.required and "evil.example.org" in other.reason
+
+
+def test_a_gate_function_may_set_the_risk_from_the_arguments():
+    spec = replace(registry.get("web_fetch"), needs_approval=lambda arguments, context: (True, "internal host", "critical"))
+
+    gate = check(spec, {"url": "https://intranet/"}, AgentRules(owner_max_risk="high"))
+
+    assert (gate.required, gate.risk, gate.approver_required) == (True, "critical", True)
+
+
+def test_the_risk_a_gate_function_sets_holds_where_the_agent_gates_the_tool_anyway():
+    spec = replace(registry.get("web_fetch"), needs_approval=lambda arguments, context: (False, "", "high"))
+
+    gate = check(spec, {"url": "https://example.com/"}, AgentRules(require_approval=["web_fetch"]))
+
+    assert gate.required and gate.risk == "high"
+
+
+def test_invisible_characters_raise_a_gated_calls_risk_one_level():
+    plain = check(registry.get("send_email"), {"to": "bob@example.com", "subject": "hi"}, AgentRules())
+    spoofed = check(registry.get("send_email"), {"to": "bob@\u202emoc.elpmaxe", "subject": "hi"}, AgentRules())
+
+    assert (plain.risk, spoofed.risk) == ("high", "critical")
+    assert "invisible or direction-changing characters" in spoofed.reason

@@ -14,6 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from approvals.models import Approval
 from approvals.services import AlreadyDecided, NotAllowed, decide, decide_all, expire_overdue
+from approvals.triggers import erasing
 from chat import loop, recovery, services, tasks
 from chat.llm import SCRIPTED_REQUESTS
 from chat.models import Agent, Conversation, Message, OutboxEmail, ToolCall
@@ -32,9 +33,15 @@ PROMPTS = (
 )
 # What an owner may type into a conversation: a clear yes or no, an ambiguous answer, something to
 # hold while calls wait, or a new request.
+# The typed replies that decide, each with (approves, the number of calls it says it decides).
+DECISIVE_REPLIES = {
+    "yes": (True, 1),
+    "no, because not today": (False, 1),
+    "approve all 2": (True, 2),
+    "reject all 2 because not today": (False, 2),
+}
 REPLIES = (
-    "yes",
-    "no, because not today",
+    *DECISIVE_REPLIES,
     "yes but not b.txt",
     "hello",
     "delete c.txt",
@@ -132,9 +139,10 @@ class LoopMachine(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         # Each example starts from no conversations, so a replayed example meets the same state.
-        OutboxEmail.objects.all().delete()
-        Approval.objects.all().delete()
-        Conversation.objects.all().delete()
+        with erasing():  # decided approvals and finished calls are kept by the database otherwise
+            OutboxEmail.objects.all().delete()
+            Approval.objects.all().delete()
+            Conversation.objects.all().delete()
         self.world.reset()
         self.conversations: list = []  # ids of the conversations this example started
         self.dead_tokens: dict = {}  # conversation id → task id of the worker that died holding its lease
@@ -154,14 +162,16 @@ class LoopMachine(RuleBasedStateMachine):
             pks = sorted(set(pending.values_list("conversation_id", flat=True)), key=pks.index) or pks
         return Conversation.objects.select_related("agent", "owner").get(pk=pks[pick % len(pks)])
 
-    def expected(self, user, approval: Approval, conversation: Conversation) -> str:
-        """What deciding should do, from the rules as written (not from approvals.permissions)."""
+    def expected(self, user, approval: Approval, conversation: Conversation, approve: bool = True) -> str:
+        """What deciding should do, from the rules as written (not from approvals.permissions):
+        approving a four-eyes call takes an approver who is not the owner; anyone who sees a call
+        may reject it."""
         is_owner = user.pk == conversation.owner_id
         is_approver = user.username in APPROVERS
         four_eyes = conversation.agent.slug == "ops" and approval.tool_call.name in FOUR_EYES_TOOLS
         if not (is_owner or is_approver):
             return "hidden"
-        if four_eyes and (is_owner or not is_approver):
+        if four_eyes and approve and (is_owner or not is_approver):
             return "not_allowed"
         return "decided" if approval.status == Approval.Status.PENDING else "already_decided"
 
@@ -180,7 +190,7 @@ class LoopMachine(RuleBasedStateMachine):
         approval = approvals[which % len(approvals)]
         conversation = Conversation.objects.select_related("agent", "owner").get(pk=approval.conversation_id)
         user = self.user(decider, conversation)
-        expected = self.expected(user, approval, conversation)
+        expected = self.expected(user, approval, conversation, approve)
         before = Approval.objects.values().get(pk=approval.pk)
         try:
             decide(approval.pk, user=user, approve=approve, via=via, reason=reason)
@@ -224,15 +234,15 @@ class LoopMachine(RuleBasedStateMachine):
     def say(self, pick, waiting, text):
         conversation = self.conversation(pick, waiting)
         owner = conversation.owner
-        decidable = [
-            a.pk
-            for a in Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).select_related("tool_call")
-            if self.expected(owner, a, conversation) == "decided"
-        ]
+        pending = list(Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).select_related("tool_call"))
+        approves, count = DECISIVE_REPLIES.get(text, (True, None))
+        decidable = [a.pk for a in pending if self.expected(owner, a, conversation, approves) == "decided"]
         services.post_message(conversation=conversation, user=owner, content=text)
-        if text in ("yes", "no, because not today"):  # a clear answer decides every call the owner may
-            decided = Approval.objects.filter(pk__in=decidable)
-            assert all(a.status != Approval.Status.PENDING and a.decided_via == Approval.Via.TEXT for a in decided)
+        after = Approval.objects.filter(pk__in=[a.pk for a in pending])
+        if count == len(pending):  # a clear answer for exactly the calls pending decides every one the owner may
+            assert all(a.status != Approval.Status.PENDING and a.decided_via == Approval.Via.TEXT for a in after if a.pk in decidable)
+        else:  # anything else, or a count that does not match, decides nothing
+            assert all(a.status == Approval.Status.PENDING or a.decided_via != Approval.Via.TEXT for a in after)
 
     @precondition(lambda self: self.conversations)
     @rule(
@@ -282,7 +292,7 @@ class LoopMachine(RuleBasedStateMachine):
         untouched = {a.pk: a.status for a in Approval.objects.filter(pk__in=ids or [])}
         expected = {a.pk for a in pending if (ids is None or a.pk in ids) and self.expected(user, a, conversation) == "decided"}
 
-        result = decide_all(conversation_id=conversation.pk, user=user, via=Approval.Via.CHAT, approval_ids=ids)
+        result = decide_all(conversation_id=conversation.pk, user=user, via=Approval.Via.CHAT, approval_ids=ids).decided
 
         assert {a.pk for a in result} == expected
         left = {a.pk for a in pending} - expected

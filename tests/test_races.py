@@ -50,7 +50,7 @@ def test_approve_reject_approve_all_and_expiry_at_once_make_one_decision(alice, 
     results = race(
         lambda: decide(approval.pk, user=alice, approve=True, via="chat"),
         lambda: decide(approval.pk, user=bob, approve=False, via="dashboard", reason="no"),
-        lambda: decide_all(conversation_id=conversation.pk, user=alice, via="api"),
+        lambda: decide_all(conversation_id=conversation.pk, user=alice, via="api").decided,
         lambda: expire_overdue(now=later),
         lambda: decide(approval.pk, user=bob, approve=True, via="api"),
     )

@@ -1,9 +1,10 @@
-"""Webhooks in-process (eager Celery): who is told, what they get, the signature, retries."""
+"""Webhooks in-process (eager Celery): who is told, what they get, the signature, retries.
+Replays and lost deliveries: tests/security/test_webhook_replay.py."""
 import pytest
 
 from approvals.models import Webhook, WebhookDelivery
-from approvals.services import decide
-from approvals.webhooks import SIGNATURE_HEADER, deliver, give_up, sign
+from approvals.services import approve_edited, decide
+from approvals.webhooks import SIGNATURE_HEADER, Attempt, deliver, give_up, verify
 from chat.models import Conversation
 from tests.conftest import pending_approvals, start_conversation as start
 from tests.webhook_receiver import webhook_receiver  # noqa: F401  (the fixture)
@@ -17,7 +18,6 @@ def fast_retries(settings):
     settings.HITL_WEBHOOK_RETRIES = 3
 
 
-
 def test_requested_and_decided_events_arrive_signed(alice, agent, webhook_receiver):
     Webhook.objects.create(url=webhook_receiver.url, secret="s3cret")
     conversation = start(alice, agent, "delete a.txt")
@@ -26,7 +26,8 @@ def test_requested_and_decided_events_arrive_signed(alice, agent, webhook_receiv
 
     assert webhook_receiver.events() == ["approval.requested", "approval.decided"]
     for call in webhook_receiver.calls:
-        assert call.headers[SIGNATURE_HEADER] == sign(call.body, "s3cret")
+        assert call.headers[SIGNATURE_HEADER].startswith("t=") and ",v1=" in call.headers[SIGNATURE_HEADER]
+        assert verify(call.headers[SIGNATURE_HEADER], call.body, "s3cret")
     decided = webhook_receiver.calls[1].json
     assert decided["approval"]["status"] == "rejected" and decided["approval"]["rejection_reason"] == "keep it"
     assert decided["tool"] == {"call_id": approval.tool_call_id, "name": "delete_file", "arguments": {"path": "a.txt"}}
@@ -49,7 +50,7 @@ def test_each_attempt_is_recorded_until_one_succeeds(alice, agent, webhook_recei
     assert (delivery.status, delivery.attempts, delivery.last_error) == ("pending", 1, "HTTP 500")
     assert conversation.status == Conversation.Status.WAITING_FOR_APPROVAL  # the loop did not wait
 
-    assert deliver(delivery.pk)
+    assert deliver(delivery.pk, attempt=2) is Attempt.SUCCEEDED
 
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts, delivery.last_status_code, delivery.last_error) == ("succeeded", 2, 204, "")
@@ -65,3 +66,16 @@ def test_an_unreachable_receiver_is_recorded_and_given_up_on(alice, agent):
 
     delivery.refresh_from_db()
     assert delivery.status == "failed"
+
+
+def test_the_decided_event_carries_what_was_shown_and_approved(alice, agent, webhook_receiver):
+    Webhook.objects.create(url=webhook_receiver.url, secret="s3cret")
+    conversation = start(alice, agent, "write hi to a.txt")
+    [approval] = pending_approvals(conversation)
+    approve_edited(approval.pk, user=alice, arguments={"path": "a.txt", "content": "edited"}, via="api")
+
+    decided = webhook_receiver.calls[1].json["approval"]
+    assert decided["arguments"] == {"path": "a.txt", "content": "hi"}
+    assert decided["approved_arguments"] == {"path": "a.txt", "content": "edited"} and decided["edited_by"] == "alice"
+    assert decided["preview"]["kind"] == "file" and "New file a.txt" in decided["preview"]["text"]
+    assert (decided["confirmation_required"], decided["confirmation_hint"]) == (False, "")

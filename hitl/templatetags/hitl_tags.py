@@ -3,6 +3,8 @@ import json
 
 from django import template
 
+from hitl import visible
+
 register = template.Library()
 
 
@@ -10,3 +12,21 @@ register = template.Library()
 def pretty_json(value) -> str:
     """Arguments as indented JSON (escaped by the template like any other text)."""
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+# What you see is what runs: these return plain strings, so the template still escapes them.
+@register.filter(name="reveal")
+def reveal_filter(value) -> str:
+    """Text with invisible and direction-changing characters written as ⟨U+202E⟩."""
+    return "" if value is None else visible.reveal(str(value))
+
+
+@register.filter(name="reveal_json")
+def reveal_json_filter(value) -> str:
+    """Like pretty_json, with invisible characters revealed."""
+    return visible.reveal_json(value)
+
+
+@register.filter(name="has_invisible")
+def has_invisible_filter(value) -> bool:
+    return visible.has_invisible(value)

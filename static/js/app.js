@@ -24,6 +24,15 @@
     }
   });
 
+  // A critical call's Approve stays disabled until its confirmation is typed exactly (the server
+  // checks it again: this only saves a round trip).
+  document.addEventListener("input", function (event) {
+    const input = event.target.closest("[data-confirmation-hint]");
+    if (!input) return;
+    const approve = input.form.querySelector('button[value="approve"]');
+    if (approve) approve.disabled = input.value.trim() !== input.dataset.confirmationHint;
+  });
+
   // Enter sends the message; Shift+Enter makes a new line.
   document.addEventListener("keydown", function (event) {
     if (event.target.id === "message-box" && event.key === "Enter" && !event.shiftKey && !event.isComposing) {

@@ -97,11 +97,11 @@ def test_approve_all_with_explicit_ids_leaves_the_other_call_pending(e2e, api_fo
 
     response = api.post(f"conversations/{conversation_id}/approve-all", {"ids": [seen["id"]]})
 
-    assert response.json() == {"approved": [seen["id"]]}
+    assert response.json() == {"approved": [seen["id"]], "needs_confirmation": []}
     assert Approval.objects.get(pk=unseen["id"]).status == "pending"
     assert wait_for_status(conversation_id, "waiting_for_approval")
     response = api.post(f"conversations/{conversation_id}/approve-all")
-    assert response.json() == {"approved": [unseen["id"]]}
+    assert response.json() == {"approved": [unseen["id"]], "needs_confirmation": []}
     wait_for_status(conversation_id, "idle")
 
 
@@ -129,11 +129,12 @@ def test_typed_yes_and_no_decide_and_an_ambiguous_reply_does_not(e2e, api_for, a
 
     api.post(f"conversations/{conversation_id}/messages", {"content": "delete a.txt and b.txt"})
     wait_for_pending(api, conversation_id, 2)
-    api.post(f"conversations/{conversation_id}/messages", {"content": "yes but not b.txt"})
-    assert len(wait_for_pending(api, conversation_id, 2)) == 2
-    assert "Decide each call" in Message.objects.filter(conversation_id=conversation_id).last().content
+    for unclear in ("yes but not b.txt", "yes"):  # with two pending, only "… all 2" decides
+        api.post(f"conversations/{conversation_id}/messages", {"content": unclear})
+        assert len(wait_for_pending(api, conversation_id, 2)) == 2
+        assert "Decide each call" in Message.objects.filter(conversation_id=conversation_id).last().content
 
-    api.post(f"conversations/{conversation_id}/messages", {"content": "no, because I still need them"})
+    api.post(f"conversations/{conversation_id}/messages", {"content": "reject all 2 because I still need them"})
     wait_for_status(conversation_id, "idle")
     assert (e2e.sandbox_root / conversation_id / "a.txt").exists()
     assert "Rejected by alice: I still need them" in last_reply(conversation_id)

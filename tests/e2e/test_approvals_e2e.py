@@ -8,7 +8,7 @@ from django.utils import timezone
 from websockets.sync.client import connect
 
 from approvals.models import Approval, Webhook, WebhookDelivery
-from approvals.webhooks import SIGNATURE_HEADER, sign
+from approvals.webhooks import SIGNATURE_HEADER, verify
 from chat.models import Conversation
 from tests.conftest import wait_until
 from tests.e2e.test_api_e2e import last_reply, session_headers, start, wait_for_pending, wait_for_status
@@ -108,7 +108,7 @@ def test_webhooks_get_both_events_signed_and_a_failing_one_is_retried(e2e, api_f
     )
     assert decided.attempts == 1
     assert [call.json["event"] for call in webhook_receiver.calls] == ["approval.requested"] * 3 + ["approval.decided"]
-    assert all(call.headers[SIGNATURE_HEADER] == sign(call.body, "hush") for call in webhook_receiver.calls)
+    assert all(verify(call.headers[SIGNATURE_HEADER], call.body, "hush") for call in webhook_receiver.calls)
     assert webhook_receiver.calls[-1].json["approval"]["decided_by"] == "alice"
 
 

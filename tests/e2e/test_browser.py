@@ -298,17 +298,17 @@ def test_a_reconnected_socket_catches_up_on_decisions_it_missed(page, alice, age
     assert ToolCall.objects.get(pk=delete_y.tool_call_id).status == "failed"
 
 
-def test_typing_yes_approves_every_pending_call(e2e, page, alice, agent, api_for):
+def test_typing_approve_all_with_the_count_approves_every_pending_call(e2e, page, alice, agent, api_for):
     api = api_for(alice)
     conversation_id = start_with_files(api, {"a.txt": "one", "b.txt": "two"})
     say(api, conversation_id, "delete a.txt and b.txt")
     wait_for_pending(conversation_id, 2)
     log_in(page, alice)
     open_conversation(page, conversation_id)
-    expect(status_bar(page)).to_contain_text("type “yes” or “no, because …”")
+    expect(status_bar(page)).to_contain_text("“approve all N”")
 
     message_box = page.get_by_label("Message", exact=True)
-    message_box.fill("yes")
+    message_box.fill("approve all 2")
     message_box.press("Enter")
 
     for path in ("a.txt", "b.txt"):
@@ -316,11 +316,11 @@ def test_typing_yes_approves_every_pending_call(e2e, page, alice, agent, api_for
         expect(card(page, "delete_file", path)).to_contain_text("Approved by alice via text")
     expect(page.get_by_role("button", name=APPROVE_ALL)).to_have_count(0)
     expect(status_bar(page)).to_have_attribute("data-status", "idle")
-    expect(page.locator("#messages .message-user").filter(has_text="yes")).to_contain_text("decision")
+    expect(page.locator("#messages .message-user").filter(has_text="approve all 2")).to_contain_text("decision")
     approvals = [approval_of(conversation_id, path) for path in ("a.txt", "b.txt")]
     assert [(a.status, a.decided_by.username, a.decided_via) for a in approvals] == [("approved", "alice", "text")] * 2
     assert not list((e2e.sandbox_root / conversation_id).iterdir())
-    typed = Message.objects.get(conversation_id=conversation_id, role="user", content="yes")
+    typed = Message.objects.get(conversation_id=conversation_id, role="user", content="approve all 2")
     assert typed.in_model_context is False
 
 
@@ -336,7 +336,8 @@ def test_markup_in_tool_arguments_is_shown_as_text(e2e, page, alice, agent):
 
     expect(card(page, "write_file", "x.html")).to_have_count(1)
     written = page.locator(f'#{card(page, "write_file", "x.html").get_attribute("id")}')  # pinned: its text is checked
-    expect(written.locator("pre")).to_contain_text(f'"content": "{markup}"')
+    expect(written.locator("pre.arguments")).to_contain_text(f'"content": "{markup}"')
+    expect(written.locator(".preview pre")).to_contain_text(markup)  # the preview, as text too
     expect(written.locator("img")).to_have_count(0)
     expect(page.locator("#messages .message-user").first).to_have_text(f"You write {markup} to x.html")
     button(written, "Approve").click()  # the pushed card is rendered by the same partial

@@ -183,7 +183,7 @@ def test_a_tool_killed_mid_run_is_interrupted_and_never_run_again(crash, alice, 
 def test_a_worker_killed_while_the_model_answers_loses_nothing_and_duplicates_nothing(
     crash, alice, fake_model, kill
 ):
-    Agent.objects.create(slug="remote", name="Remote", model="openai/gpt-4o-mini", api_base=fake_model.base_url)
+    Agent.objects.create(open_to_everyone=True, slug="remote", name="Remote", model="openai/gpt-4o-mini", api_base=fake_model.base_url)
     fake_model.respond_with_hang(120)  # the first model call never answers...
     fake_model.respond_with_text("Back after the crash.")  # ...the one after the recovery does
     conversation_id = start_conversation(crash, alice, "hello", agent="remote")

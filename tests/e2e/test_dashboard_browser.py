@@ -246,15 +246,17 @@ def test_a_four_eyes_call_waits_for_an_approver_who_decides_it_from_the_dashboar
     pushed = card(alices, "delete_file", "a.txt")  # arrived through the socket, for any viewer
     expect(pushed).to_have_attribute("data-status", "pending_approval")
     expect(pushed.get_by_text("Waiting for an approver.")).to_be_visible()
-    expect(pushed).to_contain_text("an approver other than alice must decide this high-risk call")
-    expect(pushed.get_by_role("button", name=DECISION_BUTTONS)).to_have_count(0)
+    expect(pushed).to_contain_text("an approver other than alice must approve this high-risk call")
+    expect(pushed.get_by_role("button", name="Approve", exact=True)).to_have_count(0)
+    expect(pushed.get_by_role("button", name="Reject", exact=True)).to_be_visible()  # the owner may always say no
     alices.reload()
     wait_for_live(alices)
     alices.evaluate("window.sameDocument = true")
     rendered = card(alices, "delete_file", "a.txt")  # rendered for alice herself
     expect(rendered).to_have_attribute("data-status", "pending_approval")
     expect(rendered.get_by_text("Waiting for an approver.")).to_be_visible()
-    expect(rendered.get_by_role("button", name=DECISION_BUTTONS)).to_have_count(0)
+    expect(rendered.get_by_role("button", name="Approve", exact=True)).to_have_count(0)
+    expect(rendered.get_by_role("button", name="Reject", exact=True)).to_be_visible()
     assert (stored(approval).approver_required, stored(approval).risk) == (True, "high")
 
     bobs = logged_in(new_page, bob)
@@ -285,7 +287,8 @@ def test_an_approver_may_not_decide_their_own_four_eyes_call_and_another_approve
     own = row(bobs, approval)
     expect(own.get_by_label(f"Select send_email #{approval.pk}", exact=True)).to_be_disabled()
     expect(own.get_by_text("Waiting for an approver.")).to_be_visible()
-    expect(own.get_by_role("button", name=DECISION_BUTTONS)).to_have_count(0)
+    expect(own.get_by_role("button", name="Approve", exact=True)).to_have_count(0)
+    expect(own.get_by_role("button", name="Reject", exact=True)).to_be_visible()  # saying no needs no second pair of eyes
     carols = logged_in(new_page, carol)  # an approver through the Approvers group
     open_conversation(carols, conversation_id)  # bob's chat page, seen by another approver
     seen_by_carol = card(carols, "send_email")
@@ -360,10 +363,10 @@ def test_the_history_shows_who_decided_each_call_how_and_why(new_page, alice, bo
     assert rows.evaluate_all("rows => rows.map(r => r.id)") == [
         f"history-{delete_c.pk}", f"history-{delete_b.pk}", f"history-{delete_a.pk}"  # newest first
     ]
-    # Decided, Outcome, Tool, Risk, Agent, Requester, By, Via, Reason
-    expect(cells(bobs, delete_a)).to_have_text([re.compile(r"\d"), "Approved", "delete_file", "high", "demo", "alice", "bob", "dashboard", ""])
-    expect(cells(bobs, delete_b)).to_have_text([re.compile(r"\d"), "Rejected", "delete_file", "high", "demo", "alice", "bob", "dashboard", "keep b.txt"])
-    expect(cells(bobs, delete_c)).to_have_text([re.compile(r"\d"), "Rejected", "delete_file", "high", "demo", "alice", "alice", "api", "c.txt stays too"])
+    # Decided, Outcome, Tool, Risk, Agent, Requester, By, Via, Reason, Edited
+    expect(cells(bobs, delete_a)).to_have_text([re.compile(r"\d"), "Approved", "delete_file", "high", "demo", "alice", "bob", "dashboard", "", ""])
+    expect(cells(bobs, delete_b)).to_have_text([re.compile(r"\d"), "Rejected", "delete_file", "high", "demo", "alice", "bob", "dashboard", "keep b.txt", ""])
+    expect(cells(bobs, delete_c)).to_have_text([re.compile(r"\d"), "Rejected", "delete_file", "high", "demo", "alice", "alice", "api", "c.txt stays too", ""])
     expect(bobs.get_by_text("Page 1 of 1 (3 decisions)")).to_be_visible()
 
     bobs.get_by_label("Search").fill("stays")

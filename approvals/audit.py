@@ -1,0 +1,196 @@
+"""The audit chain: each decision stores a SHA-256 over its content and the previous decision's hash,
+written by the very UPDATE that decides it; `verify()` walks the chain (`manage.py verify_audit`).
+
+The triggers (`approvals.triggers`) refuse to change or delete a decided approval, but whoever owns
+the tables can drop them. The chain makes what they then do evident: a changed field no longer
+matches its hash, a removed decision leaves a missing link, and a rewritten hash no longer matches
+the next link's `previous_hash`.
+
+Linear under concurrency: every decider calls `lock_head()` first in its transaction. On PostgreSQL
+that takes a transaction-scoped advisory lock, so deciders extend the chain one at a time, in commit
+order, each reading the head its predecessor committed (READ COMMITTED: the read after the lock is a
+new snapshot). On SQLite the IMMEDIATE transaction already holds the one write lock. Should anything
+ever slip past the lock, the unique `chain_position` refuses the second link instead of forking.
+Deciders take the chain lock before any approval row lock, always, so the two never deadlock.
+
+Cost: one query on SQLite, two on PostgreSQL per deciding transaction, whatever the number of
+approvals it decides (they get their links in one UPDATE, by CASE on the id).
+
+Limits: the hash is unkeyed, so someone who can write the database can recompute every link from
+the one they changed to the head, and deleting the newest decisions leaves no gap. Against that,
+keep the head somewhere else (`verify_audit` prints it; the admin's CSV export carries every hash)
+and check it later with `verify_audit --expect POSITION:HASH`.
+"""
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone as dt_timezone
+
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import Case, Value, When
+from django.db.transaction import TransactionManagementError
+from django.utils import timezone
+
+from .models import Approval
+
+GENESIS = "0" * 64  # the previous hash of the first link
+FORMAT = 1  # of the hashed content, hashed with it: a later format gets a new number, old links keep theirs
+# The PostgreSQL advisory lock of the chain: any bigint nothing else in the database locks ("hitlaud").
+CHAIN_LOCK = 0x686974_6C617564
+CHAIN_FIELDS = ("chain_position", "previous_hash", "decision_hash")
+OUTSIDE = "it is decided but not in the chain: decided around the services"
+# What verify() reads of each approval (and its tool call's name): the hashed fields, no more.
+HASHED_FIELDS = (
+    "conversation", "tool_call", "tool_call__name", "requested_by", "reason", "risk", "approver_required",
+    "arguments_hash", "edited_arguments_hash", "edited_by", "preview", "status", "requested_at", "expires_at",
+    "decided_at", "decided_by", "decided_via", "rejection_reason", *CHAIN_FIELDS,
+)
+
+
+def content(approval: Approval, changes: dict | None = None) -> dict:
+    """What a decision's hash covers: the approval as it is, or as `changes` (the UPDATE's values)
+    will leave it, with its place in the chain. The decider saw all of it, or set it."""
+    changes = changes or {}
+
+    def value(name: str):
+        return changes[name] if name in changes else getattr(approval, name)
+
+    def ident(name: str):
+        return getattr(changes[name], "pk", changes[name]) if name in changes else getattr(approval, f"{name}_id")
+
+    return {
+        "format": FORMAT,
+        "position": approval.chain_position,
+        "previous": approval.previous_hash,
+        "approval": approval.pk,
+        "conversation": str(approval.conversation_id),
+        "tool_call": approval.tool_call_id,
+        "tool": approval.tool_call.name,
+        "requested_by": ident("requested_by"),
+        "requested_at": _instant(value("requested_at")),
+        "reason": value("reason"),
+        "risk": value("risk"),
+        "approver_required": value("approver_required"),
+        "expires_at": _instant(value("expires_at")),
+        "arguments_hash": value("arguments_hash"),
+        "edited_arguments_hash": value("edited_arguments_hash"),
+        "edited_by": ident("edited_by"),
+        "preview": value("preview"),
+        "status": value("status"),
+        "decided_by": ident("decided_by"),
+        "decided_via": value("decided_via"),
+        "decided_at": _instant(value("decided_at")),
+        "rejection_reason": value("rejection_reason"),
+    }
+
+
+def decision_hash(approval: Approval, changes: dict | None = None) -> str:
+    # ASCII JSON with sorted keys: one byte string for one content, whatever the text holds.
+    canonical = json.dumps(content(approval, changes), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _instant(value: datetime | None) -> str | None:
+    """A datetime as stored and read back: in UTC (a naive one is in the default time zone)."""
+    if value is None:
+        return None
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, timezone.get_default_timezone())
+    return value.astimezone(dt_timezone.utc).isoformat()
+
+
+@dataclass
+class Head:
+    """The newest link of the chain, as this transaction extends it."""
+
+    position: int = 0
+    hash: str = GENESIS
+
+    def extend(self, approvals: list[Approval], changes: dict) -> dict:
+        """Link `approvals`, in this order, as `changes` decide them: set their chain fields and
+        return those as values for the UPDATE that stores the decision (by CASE on the id when
+        there are several). That UPDATE must change only these rows, exactly as they are here."""
+        for approval in approvals:
+            self.position += 1
+            approval.chain_position, approval.previous_hash = self.position, self.hash
+            approval.decision_hash = self.hash = decision_hash(approval, changes)
+        if len(approvals) <= 1:
+            return {name: getattr(approval, name) for approval in approvals for name in CHAIN_FIELDS}
+        return {
+            name: Case(
+                *[When(pk=approval.pk, then=Value(getattr(approval, name))) for approval in approvals],
+                output_field=Approval._meta.get_field(name),
+            )
+            for name in CHAIN_FIELDS
+        }
+
+
+def lock_head(using: str = DEFAULT_DB_ALIAS) -> Head:
+    """Take the chain's lock for the rest of the transaction and read its newest link. Call it in
+    the deciding transaction, before anything there locks an approval row."""
+    connection = connections[using]
+    if not connection.in_atomic_block:
+        raise TransactionManagementError("The audit chain is extended only inside the deciding transaction.")
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK])
+    chained = Approval.objects.using(using).filter(chain_position__isnull=False)
+    newest = chained.order_by("-chain_position").values_list("chain_position", "decision_hash").first()
+    return Head(*newest) if newest else Head()
+
+
+@dataclass
+class Verdict:
+    decisions: int  # links checked
+    head: Head
+    broken_at: int | None = None  # the approval id of the first broken link
+    position: int | None = None
+    why: str = ""
+
+    @property
+    def is_intact(self) -> bool:
+        return not self.why
+
+
+def verify(*, using: str = DEFAULT_DB_ALIAS, expect: tuple[int, str] | None = None) -> Verdict:
+    """Walk the chain from its first link and report the first one that is broken: missing (a
+    decision removed), not following its predecessor's hash (a hash rewritten), or whose content no
+    longer matches its hash (a field changed). A decided approval outside the chain (made or
+    decided around the services) breaks it too. `expect` is a (position, hash) kept elsewhere."""
+    approvals = Approval.objects.using(using)
+    head = Head()
+    chain = approvals.filter(chain_position__isnull=False).select_related("tool_call").only(*HASHED_FIELDS)
+    for approval in chain.order_by("chain_position").iterator(chunk_size=2000):
+        if why := _why_broken(approval, head):
+            return Verdict(head.position, head, approval.pk, approval.chain_position, why)
+        head = Head(approval.chain_position, approval.decision_hash)
+    outside = approvals.exclude(status=Approval.Status.PENDING).filter(chain_position__isnull=True)
+    if stray := outside.order_by("decided_at", "pk").values_list("pk", flat=True).first():
+        return Verdict(head.position, head, stray, None, OUTSIDE)
+    if expect is not None:
+        position, expected_hash = expect
+        if position > head.position:
+            why = f"link {position} is missing: the chain ends at {head.position}"
+            return Verdict(head.position, head, None, position, why)
+        anchored, stored_hash = approvals.filter(chain_position=position).values_list("pk", "decision_hash").get()
+        if stored_hash != expected_hash:
+            return Verdict(head.position, head, anchored, position, f"link {position} has another hash than expected")
+    return Verdict(head.position, head)
+
+
+def _why_broken(approval: Approval, head: Head) -> str:
+    """Why `approval` does not extend the chain that ends at `head`, or "" if it does."""
+    expected = head.position + 1
+    if approval.chain_position > expected:
+        last = approval.chain_position - 1
+        missing = f"{expected}" if last == expected else f"{expected} to {last}"
+        return f"link {missing} before it is missing: the decision there was removed"
+    if approval.chain_position != expected:
+        return f"its position is out of place: link {expected} was expected"
+    if approval.previous_hash != head.hash:
+        return "it does not follow the previous link's hash: a hash was rewritten"
+    if approval.status == Approval.Status.PENDING:
+        return "it is in the chain but pending again: its decision was undone"
+    if decision_hash(approval) != approval.decision_hash:
+        return "its content no longer matches its hash: it was changed after the decision"
+    return ""

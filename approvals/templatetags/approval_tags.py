@@ -1,0 +1,45 @@
+"""Template filters of approval cards: a preview's lines, and an edit shown as a diff."""
+import difflib
+import json
+
+from django import template
+from django.urls import reverse
+
+from hitl.visible import reveal
+
+register = template.Library()
+
+
+@register.filter
+def lines(text: str) -> list[str]:
+    return (text or "").splitlines()
+
+
+@register.filter
+def diff_class(line: str) -> str:
+    """The CSS class of one line of a unified diff, for its colour."""
+    if line.startswith(("+++", "---")):
+        return "diff-file"
+    return {"+": "diff-add", "-": "diff-del", "@": "diff-hunk"}.get(line[:1], "")
+
+
+@register.filter
+def edit_diff(approval) -> list[str]:
+    """The arguments as requested against the arguments as edited, as unified diff lines of their
+    pretty JSON, with invisible characters shown."""
+
+    def pretty(value) -> list[str]:
+        return reveal(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)).splitlines()
+
+    diff = difflib.unified_diff(
+        pretty(approval.tool_call.arguments), pretty(approval.edited_arguments), "requested", "edited", lineterm="", n=1
+    )
+    return list(diff)[2:]  # the file header says nothing the caption does not
+
+
+@register.simple_tag
+def approval_url(name: str, approval, via: str) -> str:
+    """The route of an approval's `name` view (decide, edit, controls) for the surface showing it:
+    the route, not a form field, says how a decision was made (`decided_via`)."""
+    prefix = "dashboard_" if via == "dashboard" else ""
+    return reverse(f"approvals:{prefix}{name}", args=[approval.pk])

@@ -1,0 +1,51 @@
+"""Storing messages: each at the next position under the conversation's lock, pushed on commit;
+and the small helpers every writer of a conversation shares (its lock, its status bar)."""
+from django.db import transaction
+from django.db.models import Max
+
+from hitl import live
+
+from . import fragments
+from .models import Conversation, Message, ToolCall
+
+
+def push_status(conversation: Conversation) -> None:
+    """Show every open tab the conversation's status (working, waiting, failed with Retry) on commit."""
+    live.push(live.conversation_group(conversation.pk), fragments.conversation_status_html(conversation))
+
+
+def lock_conversation(conversation: Conversation) -> None:
+    # A row lock on PostgreSQL; on SQLite the IMMEDIATE transaction already holds the write lock.
+    Conversation.objects.select_for_update().filter(pk=conversation.pk).values_list("pk").first()
+
+
+def add_notice(conversation: Conversation, text: str) -> Message:
+    return append_message(conversation, role=Message.Role.SYSTEM, content=text, in_model_context=False)
+
+
+def append_message(conversation: Conversation, *, role: str, content: str, push: bool = True, **fields) -> Message:
+    """Store a message at the next position, under the conversation's lock, and push it on commit."""
+    with transaction.atomic():
+        lock_conversation(conversation)
+        last = conversation.messages.aggregate(last=Max("position"))["last"]
+        message = Message.objects.create(
+            conversation=conversation, position=(last or 0) + 1, role=role, content=content, **fields
+        )
+        set_loaded_calls(message, [])
+        if push:
+            live.push(live.conversation_group(conversation.pk), lambda: fragments.message_html(message, oob=True))
+    return message
+
+
+def load_calls(message: Message) -> None:
+    """Load a turn's calls with their approvals, each call's `message` being the turn: a card (and
+    its turn's "Approve all") renders from memory, and a status changed on a call is the status
+    every later render of the turn sees."""
+    set_loaded_calls(message, list(message.tool_calls.select_related("approval")))
+
+
+def set_loaded_calls(message: Message, calls: list[ToolCall]) -> None:
+    """Make `message.tool_calls.all()` these calls, as if prefetched: no query to read them again."""
+    loaded = message.tool_calls.all()
+    loaded._result_cache, loaded._prefetch_done = calls, True
+    message._prefetched_objects_cache = {"tool_calls": loaded}
