@@ -7,6 +7,7 @@ import functools
 import json
 import logging
 import re
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -40,6 +41,9 @@ class Stopped(Exception):
     """Raised by `on_delta` to end a streamed answer nobody wants any more (the run was stopped)."""
 
 
+_importing = threading.Lock()
+
+
 @functools.cache
 def litellm_module():
     """Import litellm once per process, on first use.
@@ -47,6 +51,12 @@ def litellm_module():
     The import takes seconds and much memory; web processes never call a model, so only workers
     pay for it (they warm it up when they start, see chat.tasks).
     """
+    with _importing:  # a threads pool's first turns may all arrive at once: one import, one setup
+        return _import_litellm()
+
+
+@functools.cache
+def _import_litellm():
     import litellm
 
     class ScriptedModel(litellm.CustomLLM):

@@ -18,6 +18,7 @@ from django.utils import timezone
 from approvals.models import Approval
 from approvals.services import request_approval
 from hitl import live
+from hitl.db import release_connection
 
 from . import fragments
 from .gating import MAX_RAW_ARGUMENTS, GatedCall, gate_call, parse_arguments, preview_of, tool_context
@@ -194,6 +195,7 @@ def _run(call: ToolCall, conversation: Conversation) -> None:
         _transition(call, Status.RUNNING, Status.FAILED, error=changed)
         return
     note = _edit_note(call.arguments, arguments, approval) if approval is not None and approval.is_edited else ""
+    release_connection()  # a tool may take seconds (a fetch): its thread holds no connection meanwhile
     try:
         output = spec.run(arguments, context)
     except ToolError as exc:
@@ -373,10 +375,12 @@ def _call_model(conversation: Conversation, token: str) -> bool:
     agent = conversation.agent
     tools = [spec.openai_schema() for spec in registry.for_agent(agent)]
     stream = _Stream(conversation.pk, token)
+    messages = model_messages(conversation)
+    release_connection()  # the model takes seconds: this thread holds no connection meanwhile
     try:
         turn = complete(
             model=agent.model,
-            messages=model_messages(conversation),
+            messages=messages,
             tools=tools,
             api_base=agent.api_base,
             on_delta=stream.add,
@@ -506,13 +510,15 @@ class _Stream:
         now = time.monotonic()
         if now - self.last_check >= STOP_CHECK_SECONDS:
             self.last_check = now
-            if not _is_advancing(self.conversation_id, self.token):
+            advancing = _is_advancing(self.conversation_id, self.token)
+            if now - self.last_renewal >= settings.HITL_LOOP_LEASE_SECONDS / 4:
+                _renew_lease(self.conversation_id, self.token)
+                self.last_renewal = now
+            release_connection()  # between checks the stream only waits for the model
+            if not advancing:
                 raise Stopped
         if now - self.last_flush >= STREAM_FLUSH_SECONDS:
             self.flush()
-        if now - self.last_renewal >= settings.HITL_LOOP_LEASE_SECONDS / 4:
-            _renew_lease(self.conversation_id, self.token)
-            self.last_renewal = now
 
     def flush(self) -> None:
         if self.pending:

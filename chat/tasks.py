@@ -2,7 +2,7 @@
 import logging
 
 from celery import shared_task
-from celery.signals import worker_process_init
+from celery.signals import worker_init, worker_process_init
 
 from . import llm, loop, recovery
 
@@ -24,6 +24,13 @@ def recover_stalled() -> None:
 
 @worker_process_init.connect
 def warm_up_litellm(**kwargs) -> None:
-    """Import litellm and make one scripted call per worker process, so a user's first turn does not
-    pay the seconds that costs."""
+    """Import litellm and make one scripted call in each process that runs tasks (a prefork pool's
+    children; see below for the others), so a user's first turn does not pay the seconds it costs."""
     llm.complete(model="scripted/warm-up", messages=[{"role": "user", "content": "hello"}], tools=[])
+
+
+@worker_init.connect
+def warm_up_a_pool_without_children(sender, **kwargs) -> None:
+    """A threads (or solo) pool runs tasks in the worker's own process: warm it before it consumes."""
+    if "prefork" not in str(getattr(sender, "pool_cls", "prefork")):
+        warm_up_litellm()

@@ -133,6 +133,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_db.sqlite3")}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A pool per process (psycopg_pool): a worker's hundred threads mostly wait for a model, and give
+    # their connection back while they do (hitl.db.release_connection), so a few connections serve
+    # them all, well inside PostgreSQL's max_connections (100 by default) with daphne and beat beside.
+    # Pooled connections are never kept by Django itself (CONN_MAX_AGE must be 0).
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": int(os.environ.get("HITL_DB_POOL_SIZE", "20")),
+        "timeout": 30,  # seconds a thread waits for a free connection before its step fails (and is retried)
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -201,6 +212,14 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A worker runs many conversations at once, in threads of one process: a step is milliseconds of
+# CPU and then seconds of waiting for the model (or a tool), with the GIL released. Sizing: see the
+# README ("How many workers"). `celery -A hitl worker` takes both from here; flags override them.
+CELERY_WORKER_POOL = os.environ.get("HITL_WORKER_POOL", "threads")
+CELERY_WORKER_CONCURRENCY = int(os.environ.get("HITL_WORKER_CONCURRENCY", "100"))
+# A prefork child imports litellm before it says it is up (chat.tasks): seconds on a busy machine,
+# where Celery's default of 4 s kills and re-forks it, again and again.
+CELERY_WORKER_PROC_ALIVE_TIMEOUT = 60
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULE = {

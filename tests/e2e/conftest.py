@@ -51,7 +51,8 @@ class Stack:
 
 @pytest.fixture(scope="session")
 def stack(django_db_setup, django_db_blocker, tmp_path_factory):
-    """redis-server, a Celery worker (prefork, 2 children), Celery beat and daphne, for the whole session."""
+    """redis-server, a Celery worker (as the Procfile starts it: the pool of hitl/settings.py), Celery beat
+    and daphne, for the whole session."""
     if not shutil.which("redis-server"):
         pytest.fail("redis-server is not installed: run bin/ensure-system-packages")
     work = tmp_path_factory.mktemp("e2e")
@@ -86,8 +87,7 @@ def stack(django_db_setup, django_db_blocker, tmp_path_factory):
     wait_until(lambda: port_open(redis_port), timeout=10, message="redis-server")
     processes["worker"] = start(
         "worker",
-        [str(BIN / "celery"), "-A", "hitl", "worker", "--loglevel", "INFO", "--concurrency", "2",
-         "--without-mingle", "--without-gossip", "--hostname", "e2e@%h"],
+        [str(BIN / "celery"), "-A", "hitl", "worker", "--loglevel", "INFO", "--without-mingle", "--without-gossip", "--hostname", "e2e@%h"],
         env,
         work,
     )
@@ -103,7 +103,7 @@ def stack(django_db_setup, django_db_blocker, tmp_path_factory):
     stack = Stack(f"http://127.0.0.1:{web_port}", f"ws://127.0.0.1:{web_port}", redis_url, work / "sandboxes", processes, env, work)
     try:
         wait_until(lambda: port_open(web_port), timeout=30, message="daphne")
-        # Ready, and both pool children have imported litellm (see chat.tasks.warm_up_litellm).
+        # Ready, with litellm imported (chat.tasks warms it up before the worker consumes).
         wait_until(lambda: "ready." in processes["worker"].log.read_text(), timeout=60, message="celery worker")
         yield stack
     except BaseException:

@@ -1,7 +1,11 @@
-"""Breaking things on purpose: kill -9 the Celery worker (or only its pool child) while the model is
-answering, right after a gated call was stored, and while an approved tool runs; stop Redis so the
-enqueue after a decision fails. Nothing pending is lost, a stalled loop is picked up again, and a
-gated tool that may have run is reported `interrupted`, never run a second time.
+"""Breaking things on purpose: kill -9 the Celery worker while the model is answering, right after a
+gated call was stored, and while an approved tool runs; stop Redis so the enqueue after a decision
+fails. Nothing pending is lost, a stalled loop is picked up again, and a gated tool that may have
+run is reported `interrupted`, never run a second time.
+
+The worker runs as the Procfile starts it (a threads pool: the tasks run in the process that is
+killed, and the sweeper picks their conversations up). The same kills are also proven on a prefork
+worker, where only the pool child dies and its task is redelivered with the same id at once.
 
 These tests get a stack of their own (redis-server, daphne, beat, and a worker they may kill), so
 killing things never disturbs the other tests; only the database is shared."""
@@ -31,23 +35,39 @@ class CrashStack:
         self.env, self.work, self.base_url, self.redis_port, self.processes = env, work, base_url, redis_port, processes
         self.worker: Process | None = None
 
-    def start_worker(self) -> None:
+    def start_worker(self, *, prefork: bool = False) -> None:
+        """The worker as the Procfile starts it, or a prefork one with one child. (Celery reads an
+        explicit `--pool prefork` as its default and lets the configured pool win: the setting it is.)"""
+        pool = {"HITL_WORKER_POOL": "prefork", "HITL_WORKER_CONCURRENCY": "1"} if prefork else {}
         self.worker = start(
             f"crash-worker-{len(list(self.work.glob('crash-worker-*.log')))}",
-            [str(BIN / "celery"), "-A", "hitl", "worker", "--loglevel", "INFO", "--concurrency", "1",
+            [str(BIN / "celery"), "-A", "hitl", "worker", "--loglevel", "INFO",
              "--without-mingle", "--without-gossip", "--hostname", f"crash{os.getpid()}@%h"],
-            self.env,
+            self.env | pool,
             self.work,
         )
         wait_until(lambda: "ready." in self.worker.log.read_text(), timeout=60, message="the crash worker")
+
+    def restart_as_prefork(self) -> None:
+        self.worker.stop()
+        self.start_worker(prefork=True)
 
     def pool_children(self) -> list[int]:
         return children(self.worker.popen.pid)
 
     def kill_pool_child(self) -> None:
-        """kill -9 the process running the task; the worker's main process lives on."""
-        for child in self.pool_children():
+        """kill -9 the prefork child running the task; the worker's main process lives on."""
+        kids = self.pool_children()
+        assert kids, "a prefork worker has a pool child"
+        for child in kids:
             os.kill(child, signal.SIGKILL)
+
+    def kill(self, how: str) -> None:
+        if how == "prefork_child":
+            self.kill_pool_child()  # the task is redelivered with the same id and takes its lease back
+        else:
+            self.kill_worker()  # nothing is redelivered soon: the sweeper finds the stalled loop
+            self.start_worker()
 
     def kill_worker(self) -> None:
         """kill -9 the whole worker: its pool children and its main process."""
@@ -161,15 +181,16 @@ def approve_fetch_and_wait_until_it_runs(crash, alice, agent, held_site) -> tupl
     return conversation_id, call
 
 
-@pytest.mark.parametrize("kill", ["pool_child", "worker"])
+KILLS = ["worker", "prefork_child"]
+
+
+@pytest.mark.parametrize("kill", KILLS)
 def test_a_tool_killed_mid_run_is_interrupted_and_never_run_again(crash, alice, agent, held_site, kill):
+    if kill == "prefork_child":
+        crash.restart_as_prefork()
     conversation_id, call = approve_fetch_and_wait_until_it_runs(crash, alice, agent, held_site)
 
-    if kill == "pool_child":
-        crash.kill_pool_child()  # the task is redelivered with the same id and takes its lease back
-    else:
-        crash.kill_worker()  # nothing is redelivered soon: the sweeper finds the stalled loop
-        crash.start_worker()
+    crash.kill(kill)
 
     wait_until(lambda: status_of(conversation_id) == "idle", timeout=RECOVERY_SECONDS, message="the loop to recover")
     call.refresh_from_db()
@@ -179,25 +200,41 @@ def test_a_tool_killed_mid_run_is_interrupted_and_never_run_again(crash, alice, 
     assert "Interrupted" in replies(conversation_id)[-1]
 
 
-@pytest.mark.parametrize("kill", ["pool_child", "worker"])
+@pytest.mark.parametrize("kill", KILLS)
 def test_a_worker_killed_while_the_model_answers_loses_nothing_and_duplicates_nothing(
     crash, alice, fake_model, kill
 ):
+    if kill == "prefork_child":
+        crash.restart_as_prefork()
     Agent.objects.create(open_to_everyone=True, slug="remote", name="Remote", model="openai/gpt-4o-mini", api_base=fake_model.base_url)
     fake_model.respond_with_hang(120)  # the first model call never answers...
     fake_model.respond_with_text("Back after the crash.")  # ...the one after the recovery does
     conversation_id = start_conversation(crash, alice, "hello", agent="remote")
     wait_until(lambda: len(fake_model.requests) == 1, timeout=20, message="the model call in flight")
 
-    if kill == "pool_child":
-        crash.kill_pool_child()
-    else:
-        crash.kill_worker()
-        crash.start_worker()
+    crash.kill(kill)
 
     wait_until(lambda: status_of(conversation_id) == "idle", timeout=RECOVERY_SECONDS, message="the loop to recover")
     assert replies(conversation_id) == ["Back after the crash."]
     assert len(fake_model.requests) == 2
+
+
+def test_a_worker_killed_with_many_model_calls_in_flight_recovers_every_conversation_once(crash, alice, fake_model):
+    """The threads pool's case: one process holds many conversations' model calls at once, and its
+    death interrupts them all. Each is recovered, and answered exactly once."""
+    Agent.objects.create(open_to_everyone=True, slug="remote", name="Remote", model="openai/gpt-4o-mini", api_base=fake_model.base_url)
+    fake_model.respond_with_hang(120, times=5)
+    for _ in range(5):
+        fake_model.respond_with_text("Back after the crash.")
+    conversation_ids = [start_conversation(crash, alice, f"hello {n}", agent="remote") for n in range(5)]
+    wait_until(lambda: len(fake_model.requests) == 5, timeout=20, message="five model calls in flight at once")
+
+    crash.kill("worker")
+
+    for conversation_id in conversation_ids:
+        wait_until(lambda: status_of(conversation_id) == "idle", timeout=RECOVERY_SECONDS, message="every loop to recover")
+        assert replies(conversation_id) == ["Back after the crash."]
+    assert len(fake_model.requests) == 10
 
 
 def test_a_worker_killed_right_after_storing_a_gated_call_loses_no_approval(crash, alice, agent):
