@@ -126,6 +126,8 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Django's backend, with writers queued on a file lock rather than polling (hitl/sqlite_backend).
+    DATABASES["default"]["ENGINE"] = "hitl.sqlite_backend"
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
