@@ -1,8 +1,11 @@
 """The real stack for the benchmarks, started as tests/e2e/conftest.py starts it: its own redis-server
-on a free port, a Celery worker (prefork), Celery beat and daphne on a free port, all on loopback,
+on a free port, a Celery worker (prefork processes, or as the Procfile starts it), Celery beat and
+daphne on a free port, all on loopback,
 sharing one fresh SQLite file in a temporary directory (or a fresh PostgreSQL database when
 DATABASE_URL is given), with the app's own settings (hitl.settings) and the scripted model."""
 import os
+import re
+import shlex
 import shutil
 import signal
 import socket
@@ -47,6 +50,10 @@ class Process:
     name: str
     popen: subprocess.Popen
     log: Path
+    pool: str = ""  # a worker's pool, as its banner says ("prefork", "thread", ...)
+    concurrency: int = 0
+    from_procfile: bool = False  # a worker started by the Procfile's line, flags and all
+    ready_s: float = 0.0  # from its start until it was ready and warm
 
     def tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
@@ -84,6 +91,35 @@ def settled(pids: list[int], quiet: float = 1.0) -> bool:
     before = [cpu_ticks(pid) for pid in pids]
     time.sleep(quiet)
     return all(cpu_ticks(pid) - b <= 1 for pid, b in zip(pids, before))
+
+
+def reset_peak_memory(pid: int) -> None:
+    """Start VmHWM afresh at the current RSS (Linux: 5 to /proc/<pid>/clear_refs), so a peak read
+    later is the peak of what ran in between. Best effort: without the right, the peak stays the
+    process's lifetime peak."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def procfile_worker_args(procfile: Path = ROOT / "Procfile") -> list[str]:
+    """The arguments after `celery` on the Procfile's worker line, with the app swapped for the
+    bench's (the same Celery app plus bench.ping): what `make run` and a deployment start."""
+    args = ["-A", "hitl", "worker", "--loglevel", "INFO"]
+    if procfile.exists():
+        for line in procfile.read_text().splitlines():
+            name, _, command = line.partition(":")
+            if name.strip() == "worker" and "celery" in command:
+                words = shlex.split(os.path.expandvars(command))
+                args = words[next(i for i, w in enumerate(words) if Path(w).name == "celery") + 1:]
+                break
+    for i, word in enumerate(args):
+        if word in ("-A", "--app") and i + 1 < len(args):
+            args[i + 1] = "bench.worker_app"
+        elif word.startswith("--app="):
+            args[i] = "--app=bench.worker_app"
+    return args
 
 
 def memory_kib(pid: int) -> dict:
@@ -144,6 +180,8 @@ class Stack:
             "HITL_QUOTA_MODEL_CALLS_PER_HOUR": "0",
             "HITL_LOG_LEVEL": "WARNING",  # a log line per conversation would be most of a worker's output
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            # litellm's OpenAI provider insists on a key even for the local model server (bench/model_server.py).
+            "OPENAI_API_KEY": "test",
         }
 
     def _start(self, name: str, args: list[str], extra_env: dict | None = None) -> Process:
@@ -161,25 +199,41 @@ class Stack:
                               "--appendonly", "no", "--dir", str(self.work)])
         wait_until(lambda: port_open(self.redis_port), 10, "redis-server")
 
-    def start_worker(self, concurrency: int) -> Process:
-        """The app's worker (`celery -A hitl worker`, prefork) with one bench-only task added
-        (bench/worker_app.py: the app's Celery app plus `bench.ping`)."""
+    def start_worker(self, concurrency: int | None = None) -> Process:
+        """The app's worker with one bench-only task added (bench/worker_app.py: the app's Celery app
+        plus `bench.ping`). With `concurrency`, a prefork pool of that many processes, as the scale
+        test has always measured; without, exactly the Procfile's worker line (so Django settings
+        choose the pool and its size: the default a deployment gets)."""
         self.worker_generation += 1
+        t0 = time.monotonic()
         log = self.work / "worker.log"
         skip = log.stat().st_size if log.exists() else 0  # the log is appended to across restarts
-        process = self._start("worker", [
-            str(BIN / "celery"), "-A", "bench.worker_app", "worker", "--loglevel", "INFO",
-            "--concurrency", str(concurrency), "--without-mingle", "--without-gossip",
-            "--hostname", f"bench{self.worker_generation}@%h",
-        ], {"HITL_WORKER_POOL": "prefork"})  # what these figures were measured on; the threads pool is measured apart
-        ready = lambda: "ready." in process.log.read_text(errors="replace")[skip:] or not process.alive()  # noqa: E731
-        wait_until(ready, 90, "celery worker")
+        if concurrency is None:
+            args = procfile_worker_args()
+        else:
+            args = ["-A", "bench.worker_app", "worker", "--loglevel", "INFO", "--pool", "prefork",
+                    "--concurrency", str(concurrency), "--without-mingle", "--without-gossip",
+                    "--hostname", f"bench{self.worker_generation}@%h"]
+        process = self._start("worker", [str(BIN / "celery"), *args])
+        output = lambda: process.log.read_text(errors="replace")[skip:]  # noqa: E731
+        wait_until(lambda: "ready." in output() or not process.alive(), 90, "celery worker")
         if not process.alive():
             raise RuntimeError(f"the worker died:\n{process.tail()}")
-        wait_until(lambda: len(children(process.popen.pid)) >= concurrency, 30, "pool children")
-        # Each pool child imports litellm and makes one scripted call when it starts
-        # (chat.tasks.warm_up_litellm), which takes seconds; it is warm once its CPU time stops moving.
-        wait_until(lambda: settled(children(process.popen.pid)), 120, "pool children to warm up", interval=0.01)
+        # The banner says which pool the settings (or flags) chose: ".> concurrency: 100 (thread)".
+        banner = re.search(r"concurrency:\s*(\d+)\s*\((\w+)\)", output())
+        process.pool = banner[2] if banner else "?"
+        process.concurrency = int(banner[1]) if banner else concurrency or 0
+        process.from_procfile = concurrency is None
+        if process.pool == "prefork":
+            wait_until(lambda: len(children(process.popen.pid)) >= process.concurrency, 30, "pool children")
+            # Each pool child imports litellm and makes one scripted call when it starts
+            # (chat.tasks.warm_up_litellm), which takes seconds; it is warm once its CPU time stops moving.
+            wait_until(lambda: settled(children(process.popen.pid)), 120, "pool children to warm up", interval=0.01)
+        else:
+            # A threads (or solo, eventlet...) pool has no children and worker_process_init may not
+            # fire: whatever warm-up the worker does, it is done once its CPU time stops moving.
+            wait_until(lambda: settled([process.popen.pid]), 120, "the worker to warm up", interval=0.01)
+        process.ready_s = time.monotonic() - t0
         return process
 
     def stop_worker(self) -> None:
@@ -204,15 +258,31 @@ class Stack:
                 raise RuntimeError(f"{name} died:\n{process.tail()}")
 
     def worker_memory(self) -> dict:
-        """Peak RSS of the worker's parent and of its biggest pool child, in MiB."""
+        """Peak RSS (VmHWM) of the worker's parent and of its biggest pool child, in MiB. A threads
+        pool has no children: its one process does the work, and `peak_mib` is that process's peak
+        either way (the biggest of the processes that run tasks)."""
         worker = self.processes["worker"]
         kids = [memory_kib(pid) for pid in children(worker.popen.pid)]
         parent = memory_kib(worker.popen.pid)
+        child_peak = max((k.get("VmHWM", 0) for k in kids), default=0) / 1024
+        parent_peak = parent.get("VmHWM", 0) / 1024
         return {
-            "parent_peak_mib": parent.get("VmHWM", 0) / 1024,
-            "child_peak_mib": max((k.get("VmHWM", 0) for k in kids), default=0) / 1024,
+            "parent_peak_mib": parent_peak,
+            "child_peak_mib": child_peak,
             "children": len(kids),
+            "peak_mib": child_peak if kids else parent_peak,
+            "total_peak_mib": parent_peak + sum(k.get("VmHWM", 0) for k in kids) / 1024,
+            "pool": worker.pool,
+            "concurrency": worker.concurrency,
         }
+
+    def reset_peak_memory(self) -> None:
+        """Peaks from now on (worker, its children, daphne): see reset_peak_memory()."""
+        for name in ("worker", "web"):
+            if name in self.processes:
+                pid = self.processes[name].popen.pid
+                for each in (pid, *children(pid)):
+                    reset_peak_memory(each)
 
     def daphne_memory(self) -> dict:
         values = memory_kib(self.processes["web"].popen.pid)
