@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.stack import ROOT, Stack, free_port, port_open, procfile_worker_args, settled, wait_until
+from bench.stack import ROOT, Stack, free_port, load, log, port_open, procfile_worker_args, settled, wait_until
 
 CLIENT_IN_FLIGHT = 100  # API requests in flight at once from the benchmark's client
 BULK_DECISIONS = 1000  # ids in one POST /api/approvals/decisions, the route's limit
@@ -33,14 +33,6 @@ LOG_PATTERNS = {
     "errors": re.compile(r"\bERROR\b|\bCRITICAL\b"),
     "warnings": re.compile(r"\bWARNING\b"),
 }
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def load() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 class ModelProcess:

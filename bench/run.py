@@ -57,7 +57,7 @@ from websockets.sync.client import connect  # noqa: E402
 
 from bench.concurrency import failed_anything  # noqa: E402
 from bench.concurrency_report import concurrency_report, concurrency_targets  # noqa: E402
-from bench.stack import Stack, children, create_postgres_database, is_postgres, wait_until  # noqa: E402
+from bench.stack import Stack, children, create_postgres_database, is_postgres, load, log, wait_until  # noqa: E402
 
 
 def children_of_worker(stack: Stack) -> list[int]:
@@ -162,14 +162,6 @@ def p95(values) -> float:
 
 def summary(values_ms: list[float]) -> dict:
     return {"n": len(values_ms), "p50": p50(values_ms), "p95": p95(values_ms), "samples": values_ms}
-
-
-def load() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 class Socket:

@@ -20,6 +20,16 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
+def log(message: str) -> None:
+    """A timestamped progress line on stderr (the table goes to stdout)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def load() -> str:
+    """The load average (1, 5, 15 min), to print beside what was measured."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
