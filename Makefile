@@ -9,6 +9,8 @@ export HITL_PORT HITL_BIND
 # Settings fail closed (DEBUG off, SECRET_KEY required); on a developer's machine make turns debug on.
 DEBUG ?= 1
 export DEBUG
+# Worker processes: one per core (each runs HITL_WORKER_CONCURRENCY conversations at once in threads).
+HITL_WORKERS ?= 2
 # Without REDIS_URL, `make run` starts its own redis-server too.
 PROCESSES := $(if $(REDIS_URL),web worker beat,redis web worker beat)
 
@@ -32,7 +34,7 @@ setup: $(VENV)/.run-deps
 
 run: setup
 	@echo "hitl starts at http://$(HITL_BIND):$(PORT)/ ; log in as demo (password: demo, or HITL_DEMO_PASSWORD). Ctrl-C stops everything."
-	$(VENV)/bin/honcho start $(PROCESSES)
+	$(VENV)/bin/honcho start -c worker=$(HITL_WORKERS) $(PROCESSES)
 
 # Every test twice: on SQLite, then on a throwaway PostgreSQL server (bin/with-postgres). Each time in
 # two pytest processes, the unit tests, then the end-to-end tests (real processes, Chromium through

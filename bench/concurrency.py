@@ -92,7 +92,7 @@ class Concurrency:
         log(f"many at once: model servers (latency {self.latency:g} s), the worker as the Procfile starts it (load {load()})")
         self.model = ModelProcess(stack.work, "model-server", self.latency)
         self.streaming = ModelProcess(stack.work, "model-server-streaming", self.latency, self.tokens_per_second)
-        for name in ("worker", "web"):  # the logs are appended to across restarts: this section's part
+        for name in ("worker", "worker2", "web"):  # the logs are appended to across restarts: this section's part
             path = stack.work / f"{name}.log"
             self.log_offsets["start-" + name] = path.stat().st_size if path.exists() else 0
         try:
@@ -114,7 +114,8 @@ class Concurrency:
                 "alone": alone,
                 "client_in_flight": CLIENT_IN_FLIGHT,
                 "worker": {"command": "celery " + " ".join(procfile_worker_args()).replace("bench.worker_app", "hitl"),
-                           "pool": worker.pool, "concurrency": worker.concurrency, "ready_s": started_s},
+                           "pool": worker.pool, "concurrency": worker.concurrency, "ready_s": started_s,
+                           "processes": len(stack.workers)},
                 "starts": [self.start(n, "bench-model") for n in self.starts],
             }
             results["stream"] = self.start(self.stream_n, "bench-streaming", probes=STREAM_PROBES)
@@ -352,24 +353,28 @@ class Concurrency:
 
         return asyncio.run(main()), failed
 
+    def logged(self) -> list:
+        """The processes whose logs and CPU this section watches: the workers and daphne."""
+        return [*self.stack.workers, self.stack.processes["web"]]
+
     def settle(self) -> None:
         """Let the worker and daphne finish what the last workload left (pushes, the sweep) first."""
-        pids = [self.stack.processes[name].popen.pid for name in ("worker", "web")]
+        pids = [process.popen.pid for process in self.logged()]
         try:
             wait_until(lambda: settled(pids, quiet=0.5), 30, "the stack to settle", interval=0)
         except AssertionError:
             log("    (the stack did not settle within 30 s; measuring anyway)")
 
     def mark_logs(self) -> None:
-        for name in ("worker", "web"):
-            self.log_offsets[name] = self.stack.processes[name].log.stat().st_size
+        for process in self.logged():
+            self.log_offsets[process.name] = process.log.stat().st_size
 
     def log_findings(self, since_start: bool = False) -> dict:
         """What the worker and daphne logged since the last look (or since the section's start):
         counts of locked databases, tracebacks, errors and warnings, and a few of those lines."""
         findings = {}
-        for name in ("worker", "web"):
-            path = self.stack.processes[name].log
+        for process in self.logged():
+            name, path = process.name, process.log
             start = self.log_offsets.get("start-" + name, 0) if since_start else self.log_offsets.get(name, 0)
             text = path.read_text(errors="replace")[start:]
             if not since_start:

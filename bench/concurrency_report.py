@@ -20,8 +20,9 @@ def concurrency_report(results: dict) -> list[str]:
     lg_starts = _langgraph_by_size(results)
     add("7. Many people at once: conversations started together through POST /api/conversations (asyncio + httpx,")
     add(f"   {results['client_in_flight']} requests in flight), on a model answering after {latency:g} s (bench/model_server.py, its own process);")
-    add(f"   the worker as the Procfile starts it, `{worker['command']}`: {worker['pool']} pool, concurrency {worker['concurrency']}"
-        f" (ready and warm {_fmt(worker['ready_s'])} s after its start)")
+    processes = worker.get("processes", 1)
+    add(f"   the worker as `make run` starts the Procfile's line, {processes} × `{worker['command']}`: {worker['pool']} pool,"
+        f" concurrency {worker['concurrency']} each (ready and warm {_fmt(worker['ready_s'])} s after its start)")
     row = "  {:>5} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8} {:>10} {:>9}"
     head = ("N", "POSTs, s", "p50, s", "p95, s", "all, s", "failed", "model", "worker", "daphne", "LangGraph", "ours ÷")
     sub = ("", "", "", "", "", "", "peak", "MiB", "MiB", "all, s", "LangGraph")
@@ -56,8 +57,8 @@ def concurrency_report(results: dict) -> list[str]:
                    f"{r['all_finished_s'] / lg_r['all_finished_s']:.2f}" if lg_r else "—"))
     add("  (POSTs: until the last POST was answered; p50, p95, all: until half, 95 % and all of them were idle with their")
     add("   answer, from the first POST; failed: POSTs not answered 201, conversations failed or never finished; model peak:")
-    add("   most model calls in flight at once; MiB: peak RSS (VmHWM, reset before each run) of the process that runs the")
-    add("   tasks (the biggest pool child, if prefork) and of daphne)")
+    add("   most model calls in flight at once; MiB: peak RSS (VmHWM, reset before each run) of the biggest process that runs")
+    add("   tasks (a worker, or the biggest pool child, if prefork) and of daphne)")
     s = results["stream"]
     frames = s.get("frames") or []
     if s.get("socket_errors"):

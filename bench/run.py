@@ -74,7 +74,7 @@ class Config:
     series: list[int]  # numbers of waiting conversations for the latency plot
     series_iterations: int
     scale: int  # conversations waiting at once in the scale test
-    scale_workers: list[int]
+    scale_workers: list[int | None]
     rows: int  # approval records for the page timings
     page_requests: int
     peers: bool
@@ -125,7 +125,8 @@ def parse_args() -> Config:
         series=[int(n) for n in (args.series or ("0,20" if smoke else "0,100,1000,10000")).split(",")],
         series_iterations=2 if smoke else 12,
         scale=args.scale or (20 if smoke else 1000),
-        scale_workers=[2] if smoke else [1, 2],
+        # None: the workers as `make run` starts them (the Procfile's line, HITL_WORKERS times).
+        scale_workers=[2] if smoke else [1, 2, None],
         rows=args.rows or (1000 if smoke else 100_000),
         page_requests=3 if smoke else 25,
         peers=not (smoke or args.no_peers),
@@ -297,6 +298,13 @@ class Bench:
             raise RuntimeError("bench.ping did not come back")
         return (time.perf_counter() - t0) * 1000
 
+    def commit_and_enqueue(self, conversation_id) -> float:
+        """What a decision request must do at the least: commit, then hand one task to the broker."""
+        t0 = time.perf_counter()
+        self.db_commit(conversation_id)
+        self.celery.send_task("bench.ping", args=[f"bench:enqueued:{uuid.uuid4().hex}"])
+        return (time.perf_counter() - t0) * 1000
+
     def push(self, socket: Socket, group: str, via_app: bool = False) -> float:
         marker = f"bench-{uuid.uuid4().hex}"
         html = f'<i data-bench="{marker}"></i>'
@@ -328,6 +336,7 @@ class Bench:
             floors["redis"].append(rtt)
             floors["commit_redis"].append(commit + rtt)
             floors["celery"].append(self.celery_ping())
+            floors["commit_enqueue"].append(self.commit_and_enqueue(probe.pk))
             floors["push"].append(self.push(socket, group))
             floors["push_app"].append(self.push(socket, group, via_app=True))
             floors["one_hop"].append(self.one_hop(socket, probe.pk, group))
@@ -377,7 +386,7 @@ class Bench:
         probe = self.bare_conversation("probe")
         socket = self.open_socket(probe.pk)
         group = f"conversation.{probe.pk}"
-        floors = {k: [] for k in ("commit", "redis", "commit_redis", "celery", "push", "push_app", "one_hop")}
+        floors = {k: [] for k in ("commit", "redis", "commit_redis", "celery", "commit_enqueue", "push", "push_app", "one_hop")}
         cycles = {k: [] for k in ("gate", "message_to_card", "decision_to_tool_done", "decision", "decision_http", "cycle")}
         self.floor_samples(floors, probe, socket, group, 3)  # warm-up, thrown away
         self.cycle(-1)
@@ -428,16 +437,18 @@ class Bench:
 
     # -- 5. scale --
 
-    def scale(self, workers: int, profile: bool = False) -> dict:
+    def scale(self, workers: int | None, profile: bool = False) -> dict:
+        """`workers`: a prefork pool of that many processes, or None for the workers as `make run` starts them."""
         from chat.models import Conversation
         from approvals.models import Approval
 
         n = self.config.scale
-        log(f"scale: {n} conversations, {workers} worker process(es) (load {load()})")
+        log(f"scale: {n} conversations, {workers or 'make run'} worker process(es) (load {load()})")
         self.stack.stop_worker()
         self.stack.start_worker(workers)
+        worker = self.stack.workers[0]
         self.celery_ping()
-        title = f"scale-{workers}-{uuid.uuid4().hex[:6]}"
+        title = f"scale-{workers or 'procfile'}-{uuid.uuid4().hex[:6]}"
         conversations = Conversation.objects.bulk_create(
             [Conversation(owner=self.owner, agent=self.agent, title=title) for _ in range(n)]
         )
@@ -470,6 +481,7 @@ class Bench:
         self.stack.check()
         result = {
             "workers": workers,
+            "procfile": None if workers else {"processes": len(self.stack.workers), "pool": worker.pool, "concurrency": worker.concurrency},
             "conversations": n,
             "posted_s": t_posted - t0,
             "all_waiting_s": t_waiting - t0,
@@ -519,7 +531,7 @@ class Bench:
             log(f"series: {waiting} conversations waiting, {self.config.series_iterations} cycles (load {load()})")
             probe = self.bare_conversation("probe")
             socket = self.open_socket(probe.pk)
-            floors = {k: [] for k in ("commit", "redis", "commit_redis", "celery", "push", "push_app", "one_hop")}
+            floors = {k: [] for k in ("commit", "redis", "commit_redis", "celery", "commit_enqueue", "push", "push_app", "one_hop")}
             samples = {"gate": [], "decision": [], "cycle": []}
             self.cycle(-1)
             for i in range(self.config.series_iterations):
@@ -911,6 +923,7 @@ def report(results: dict) -> str:
             ("redis", "Redis round trip (PING)"),
             ("commit_redis", "commit + Redis round trip"),
             ("celery", "Celery round trip (send_task → app worker → RPUSH → BLPOP)"),
+            ("commit_enqueue", "commit + Celery enqueue (send_task, not waited for)"),
             ("push", "Channels group_send → websocket frame (daphne)"),
             ("push_app", "  same, sent as the app does (hitl.live.push_now)"),
             ("one_hop", "one hop: commit + Redis + Celery + push, back to back"),
@@ -932,7 +945,8 @@ def report(results: dict) -> str:
         add(row.format("decision POST sent → final answer frame", loop["decision"]["n"], fmt(loop["decision"]["p50"]),
                        fmt(loop["decision"]["p95"]), f"{decision_ratio:.1f}× one hop"))
         add(row.format("  (decision POST sent → its HTTP response)", loop["decision_http"]["n"], fmt(loop["decision_http"]["p50"]),
-                       fmt(loop["decision_http"]["p95"]), ""))
+                       fmt(loop["decision_http"]["p95"]),
+                       f"{loop['decision_http']['p50'] / f['commit_enqueue']['p50']:.1f}× commit + enqueue" if "commit_enqueue" in f else ""))
         add("")
         add("4. Whole cycle (ms): message → card → approve → final answer")
         ours = loop["cycle"]["p50"]
@@ -952,12 +966,17 @@ def report(results: dict) -> str:
         srow = "  {:>7} {:>6} {:>13} {:>13} {:>13} {:>13} {:>12} {:>12}"
         add(srow.format("workers", "N", "N waiting, s", "approved, s", "finished, s", "decisions/s", "worker MiB", "daphne MiB"))
         for s in results.get("scale", []):
-            add(srow.format(f"{s['workers']}{' *' if s.get('profile') else ''}", s["conversations"], fmt(s["all_waiting_s"], 2), fmt(s["decisions_submitted_s"], 2),
+            add(srow.format(f"{s['workers'] or 'run†'}{' *' if s.get('profile') else ''}", s["conversations"], fmt(s["all_waiting_s"], 2), fmt(s["decisions_submitted_s"], 2),
                             fmt(s["all_finished_s"], 2), fmt(s["conversations"] / s["all_finished_s"], 0),
-                            fmt(s["worker_memory"]["child_peak_mib"], 0), fmt(s["daphne_memory"]["peak_mib"], 0)))
-        add("  (N waiting: from the first message POST until all N wait; approved: the approve-all request answered;")
-        add("   finished: from the approve-all request until all N are idle again; MiB: peak RSS (VmHWM) of the biggest")
-        add("   pool child, and of daphne since it started; *: a run of its own with py-spy attached, slower for it)")
+                            fmt(s["worker_memory"]["peak_mib"], 0), fmt(s["daphne_memory"]["peak_mib"], 0)))
+        add("  (workers: prefork pool processes; N waiting: from the first message POST until all N wait; approved: the")
+        add("   approve-all request answered; finished: from the approve-all request until all N are idle again; MiB: peak")
+        add("   RSS (VmHWM) of the biggest process that runs tasks, and of daphne since it started; *: a run of its own with")
+        add("   py-spy attached, slower for it)")
+        for s in results.get("scale", []):
+            if s.get("procfile"):
+                p = s["procfile"]
+                add(f"  †: the workers as `make run` starts them: {p['processes']} × the Procfile's line, {p['pool']} pool, concurrency {p['concurrency']} each")
         for s in results.get("scale", []):
             if s.get("profile"):
                 add(f"  where the CPU goes in the {s['workers']}-worker approve-all (the * run; py-spy --gil, share of samples):")
@@ -1006,6 +1025,9 @@ def evaluate(results: dict) -> None:
         decision_ratio = loop["decision"]["p50"] / f["one_hop"]["p50"]
         targets.append({"what": "decision latency ≤ 1.5× the one-hop floor (p50)", "ok": decision_ratio <= 1.5,
                         "figure": f"{decision_ratio:.1f}× ({fmt(loop['decision']['p50'])} ms vs {fmt(f['one_hop']['p50'], 2)} ms)"})
+        http_ratio = loop["decision_http"]["p50"] / f["commit_enqueue"]["p50"]
+        targets.append({"what": "decision POST → its HTTP response ≤ 2× commit + enqueue (p50)", "ok": http_ratio <= 2,
+                        "figure": f"{http_ratio:.1f}× ({fmt(loop['decision_http']['p50'])} ms vs {fmt(f['commit_enqueue']['p50'], 2)} ms)"})
     peers = results.get("peers") or {}
     if peers and "loop" in results:
         ours = results["loop"]["cycle"]["p50"]
@@ -1019,6 +1041,11 @@ def evaluate(results: dict) -> None:
             targets.append({"what": "whole cycle within 2× of the fastest in-process peer (p50)", "ok": ours <= 2 * fastest,
                             "figure": f"{fmt(ours)} ms vs {name} {fmt(fastest, 2)} ms ({ours / fastest:.1f}×)"})
     for s in results.get("scale", []):
+        if s["workers"] is None:
+            ok = s["all_finished_s"] < 5 if s["conversations"] >= 1000 else None
+            note = "" if s["conversations"] >= 1000 else f" (only {s['conversations']} conversations in this run)"
+            targets.append({"what": f"scripted approve-all of {s['conversations']} with the workers as `make run` starts them: < 5 s",
+                            "ok": ok, "figure": f"{fmt(s['all_finished_s'], 2)} s{note}"})
         if s["workers"] == 2 and not s.get("profile"):
             ok = s["all_finished_s"] < 10 if s["conversations"] >= 1000 else None
             note = "" if s["conversations"] >= 1000 else f" (only {s['conversations']} conversations in this run)"

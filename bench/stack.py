@@ -132,6 +132,15 @@ def procfile_worker_args(procfile: Path = ROOT / "Procfile") -> list[str]:
     return args
 
 
+def procfile_worker_count(makefile: Path = ROOT / "Makefile") -> int:
+    """How many worker processes `make run` starts from the Procfile's line (`HITL_WORKERS`, which
+    the environment overrides as it does for make)."""
+    if os.environ.get("HITL_WORKERS"):
+        return int(os.environ["HITL_WORKERS"])
+    found = re.search(r"^HITL_WORKERS\s*\?=\s*(\d+)", makefile.read_text(), re.M) if makefile.exists() else None
+    return int(found[1]) if found else 1
+
+
 def memory_kib(pid: int) -> dict:
     """VmRSS (now) and VmHWM (the peak resident set since the process started), in KiB."""
     values = {}
@@ -209,22 +218,36 @@ class Stack:
                               "--appendonly", "no", "--dir", str(self.work)])
         wait_until(lambda: port_open(self.redis_port), 10, "redis-server")
 
+    @property
+    def workers(self) -> list[Process]:
+        """The worker processes: one, or as many as `make run` starts from the Procfile."""
+        return [p for name, p in self.processes.items() if name.startswith("worker")]
+
     def start_worker(self, concurrency: int | None = None) -> Process:
         """The app's worker with one bench-only task added (bench/worker_app.py: the app's Celery app
         plus `bench.ping`). With `concurrency`, a prefork pool of that many processes, as the scale
-        test has always measured; without, exactly the Procfile's worker line (so Django settings
-        choose the pool and its size: the default a deployment gets)."""
+        test has always measured; without, exactly as `make run` starts the Procfile's worker line,
+        `HITL_WORKERS` processes of it (so Django settings choose the pool and its size: the default
+        a deployment gets). Returns the first."""
         self.worker_generation += 1
-        t0 = time.monotonic()
-        log = self.work / "worker.log"
-        skip = log.stat().st_size if log.exists() else 0  # the log is appended to across restarts
-        if concurrency is None:
-            args = procfile_worker_args()
-        else:
+        if concurrency is not None:
             args = ["-A", "bench.worker_app", "worker", "--loglevel", "INFO", "--pool", "prefork",
                     "--concurrency", str(concurrency), "--without-mingle", "--without-gossip",
                     "--hostname", f"bench{self.worker_generation}@%h"]
-        process = self._start("worker", [str(BIN / "celery"), *args])
+            return self._start_worker("worker", args, concurrency)
+        started = []
+        for n in range(1, procfile_worker_count() + 1):
+            # honcho hands each copy its own $PORT, which the Procfile puts in the node's name.
+            os.environ["PORT"] = str(5000 + n)
+            started.append(self._start_worker("worker" if n == 1 else f"worker{n}", procfile_worker_args(), None))
+        os.environ.pop("PORT", None)
+        return started[0]
+
+    def _start_worker(self, name: str, args: list[str], concurrency: int | None) -> Process:
+        t0 = time.monotonic()
+        log = self.work / f"{name}.log"
+        skip = log.stat().st_size if log.exists() else 0  # the log is appended to across restarts
+        process = self._start(name, [str(BIN / "celery"), *args])
         output = lambda: process.log.read_text(errors="replace")[skip:]  # noqa: E731
         wait_until(lambda: "ready." in output() or not process.alive(), 90, "celery worker")
         if not process.alive():
@@ -247,9 +270,8 @@ class Stack:
         return process
 
     def stop_worker(self) -> None:
-        worker = self.processes.pop("worker", None)
-        if worker:
-            worker.stop(timeout=60)
+        for worker in self.workers:
+            self.processes.pop(worker.name).stop(timeout=60)
 
     def start_beat(self) -> None:
         self._start("beat", [str(BIN / "celery"), "-A", "hitl", "beat", "--loglevel", "WARNING",
@@ -268,31 +290,31 @@ class Stack:
                 raise RuntimeError(f"{name} died:\n{process.tail()}")
 
     def worker_memory(self) -> dict:
-        """Peak RSS (VmHWM) of the worker's parent and of its biggest pool child, in MiB. A threads
-        pool has no children: its one process does the work, and `peak_mib` is that process's peak
-        either way (the biggest of the processes that run tasks)."""
-        worker = self.processes["worker"]
-        kids = [memory_kib(pid) for pid in children(worker.popen.pid)]
-        parent = memory_kib(worker.popen.pid)
+        """Peak RSS (VmHWM) of the workers' parents and of their biggest pool child, in MiB. A threads
+        pool has no children: its one process does the work, and `peak_mib` is the biggest such
+        process's peak either way (the biggest of the processes that run tasks)."""
+        workers = self.workers
+        kids = [memory_kib(pid) for worker in workers for pid in children(worker.popen.pid)]
+        parents = [memory_kib(worker.popen.pid) for worker in workers]
         child_peak = max((k.get("VmHWM", 0) for k in kids), default=0) / 1024
-        parent_peak = parent.get("VmHWM", 0) / 1024
+        parent_peak = max(p.get("VmHWM", 0) for p in parents) / 1024
         return {
             "parent_peak_mib": parent_peak,
             "child_peak_mib": child_peak,
             "children": len(kids),
+            "processes": len(workers),
             "peak_mib": child_peak if kids else parent_peak,
-            "total_peak_mib": parent_peak + sum(k.get("VmHWM", 0) for k in kids) / 1024,
-            "pool": worker.pool,
-            "concurrency": worker.concurrency,
+            "total_peak_mib": sum(p.get("VmHWM", 0) for p in parents + kids) / 1024,
+            "pool": workers[0].pool,
+            "concurrency": workers[0].concurrency,
         }
 
     def reset_peak_memory(self) -> None:
         """Peaks from now on (worker, its children, daphne): see reset_peak_memory()."""
-        for name in ("worker", "web"):
-            if name in self.processes:
-                pid = self.processes[name].popen.pid
-                for each in (pid, *children(pid)):
-                    reset_peak_memory(each)
+        for process in [*self.workers, *([self.processes["web"]] if "web" in self.processes else [])]:
+            pid = process.popen.pid
+            for each in (pid, *children(pid)):
+                reset_peak_memory(each)
 
     def daphne_memory(self) -> dict:
         values = memory_kib(self.processes["web"].popen.pid)

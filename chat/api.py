@@ -133,7 +133,7 @@ def create_conversation(request, payload: ConversationIn):
     if agent is None:  # or not one this user may use: the same answer
         raise HttpError(400, f"Unknown agent {payload.agent!r}.")
     conversation = services.start_conversation(user=request.auth, agent=agent, content=payload.message)
-    return Status(201, conversation_out(conversation_for(request.auth, conversation.pk)))
+    return Status(201, conversation_out(conversation))  # as stored: the owner may read it, and the agent is in hand
 
 
 @router.get("/{conversation_id}", response=ConversationOut)

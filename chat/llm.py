@@ -120,20 +120,23 @@ def _stream_turn(litellm, model, messages, tools, api_base, on_delta) -> ModelTu
     )
     text_parts: list[str] = []
     calls: dict[int, dict] = {}
-    for chunk in response:
-        if not chunk.choices:
-            continue
-        delta = chunk.choices[0].delta
-        if delta.content:
-            text_parts.append(delta.content)
-            on_delta(delta.content)
-        for fragment in delta.tool_calls or []:
-            # Providers send a call's id and name once and its arguments in pieces, keyed by index.
-            call = calls.setdefault(fragment.index or 0, {"id": "", "name": "", "arguments": ""})
-            call["id"] = fragment.id or call["id"]
-            if fragment.function:
-                call["name"] = fragment.function.name or call["name"]
-                call["arguments"] += fragment.function.arguments or ""
+    try:
+        for chunk in response:
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            if delta.content:
+                text_parts.append(delta.content)
+                on_delta(delta.content)
+            for fragment in delta.tool_calls or []:
+                # Providers send a call's id and name once and its arguments in pieces, keyed by index.
+                call = calls.setdefault(fragment.index or 0, {"id": "", "name": "", "arguments": ""})
+                call["id"] = fragment.id or call["id"]
+                if fragment.function:
+                    call["name"] = fragment.function.name or call["name"]
+                    call["arguments"] += fragment.function.arguments or ""
+    finally:
+        _disarm_finalizer(response)
     # NULs and lone surrogates go: no database column (PostgreSQL's least of all) stores them.
     return ModelTurn(
         text=storable("".join(text_parts)),
@@ -146,6 +149,17 @@ def _stream_turn(litellm, model, messages, tools, api_base, on_delta) -> ModelTu
             for i, c in sorted(calls.items())
         ],
     )
+
+
+def _disarm_finalizer(stream) -> None:
+    """litellm's stream wrapper sets two ContextVars in its __del__, and it sits in reference cycles,
+    so the cyclic GC finalizes it at any moment: possibly in the middle of another ContextVar.set in
+    the same thread (asgiref and asyncio set them on every push). Before Python 3.12 that re-entrant
+    set is a use-after-free in CPython's HAMT (python/cpython#148891), which crashed a test run
+    with a segfault in asgiref. Without its logging object the finalizer does nothing; the stream is
+    done with it by now (its end-of-stream logging, if any, holds its own reference)."""
+    if hasattr(stream, "logging_obj"):
+        stream.logging_obj = None
 
 
 def _describe(litellm, exc: Exception, attempts: int) -> str:

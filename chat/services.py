@@ -32,9 +32,15 @@ def start_conversation(*, user, agent: Agent, content: str) -> Conversation:
     content = _clean(content)
     _check_agent(user, agent)
     quotas.check_conversation(user)
+    quotas.check_message(user)
+    # What post_message does, less what a conversation made in this same transaction cannot need:
+    # no lock, no pending approvals to read, and no pushes (no tab can be open on it yet).
     with transaction.atomic():
-        conversation = Conversation.objects.create(owner=user, agent=agent, title=content[:80])
-        post_message(conversation=conversation, user=user, content=content)
+        conversation = Conversation.objects.create(
+            owner=user, agent=agent, title=content[:80], status=Conversation.Status.RUNNING
+        )
+        Message.objects.create(conversation=conversation, position=1, role=Message.Role.USER, content=content, author=user)
+        enqueue_on_commit(advance_conversation, str(conversation.pk))
     return conversation
 
 

@@ -108,6 +108,36 @@ def test_the_request_carries_the_messages_and_the_tools(fake_openai):
     assert request["tools"] == tools
 
 
+class Interrupted(Exception):
+    pass
+
+
+@pytest.mark.parametrize("interrupt", [False, True], ids=["read to the end", "left mid-stream"])
+def test_a_stream_read_or_left_has_no_finalizer_left_to_set_context_variables(fake_openai, monkeypatch, interrupt):
+    """litellm's stream wrapper sets ContextVars in __del__; finalized by the cyclic GC in the middle
+    of another ContextVar.set, that is a use-after-free before Python 3.12 (a segfault in a test
+    run). complete() disarms it whether the stream was read to the end or left by an exception."""
+    import litellm
+
+    streams = []
+    real_completion = litellm.completion
+    monkeypatch.setattr(litellm, "completion", lambda **kwargs: streams.append(real_completion(**kwargs)) or streams[-1])
+    fake_openai.respond_with_text("Hello there, world.")
+
+    def on_delta(text):
+        if interrupt:
+            raise Interrupted
+
+    if interrupt:
+        with pytest.raises(LLMError):
+            ask_fake(fake_openai, on_delta=on_delta)
+    else:
+        ask_fake(fake_openai, on_delta=on_delta)
+
+    assert len(streams) == 1
+    assert streams[0].logging_obj is None
+
+
 def test_complete_retries_a_failing_provider_until_it_answers(fake_openai, settings):
     settings.HITL_LLM_RETRIES = 3
     # Enough 500s to make one whole complete() attempt fail, so complete()'s own retry must act.

@@ -41,10 +41,26 @@
     }
   });
 
-  // The socket may have missed pushes while it was (re)connecting: the database is the truth.
-  document.addEventListener("htmx:wsOpen", function () {
+  // The socket may have missed pushes while it was (re)connecting: the database is the truth. A push
+  // that lands while that read is in flight may be newer than what the read brings back, and the
+  // read's swap would undo it: then read again. aria-busy marks the page as catching up meanwhile.
+  let reading = false;
+  let pushedWhileReading = false;
+  function rereadConversation() {
     const live = document.getElementById("conversation-live");
-    if (live) htmx.ajax("GET", live.dataset.refreshUrl, { target: "#conversation-live", swap: "innerHTML" });
+    if (!live) return;
+    reading = true;
+    pushedWhileReading = false;
+    live.setAttribute("aria-busy", "true");
+    htmx.ajax("GET", live.dataset.refreshUrl, { target: "#conversation-live", swap: "innerHTML" }).finally(function () {
+      reading = false;
+      if (pushedWhileReading) return rereadConversation();
+      live.removeAttribute("aria-busy");
+    });
+  }
+  document.addEventListener("htmx:wsOpen", rereadConversation);
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    if (reading) pushedWhileReading = true;
   });
 
   // A pushed message that the page already shows (it came with a refresh) replaces it, not doubles it.

@@ -98,10 +98,11 @@ def open_conversation(page: Page, conversation_id: str) -> None:
 
 
 def wait_for_live(page: Page, *, opens: int = 1) -> None:
-    """The socket has opened `opens` times and the refresh each open triggers has landed: from here
-    on pushes reach the page, and no refresh replaces (and so resets) what the test clicks next."""
+    """The socket has opened `opens` times and the re-read each open triggers has landed (twice, if
+    a push came in meanwhile): from here on pushes reach the page, and no re-read replaces (and so
+    resets) what the test clicks next."""
     expect(page.locator("html")).to_have_attribute("data-ws-opens", str(opens))
-    expect(page.locator("html")).to_have_attribute("data-live-refreshes", str(opens))
+    expect(page.locator("#conversation-live[aria-busy]")).to_have_count(0)
 
 
 def conversation_id_of(page: Page) -> str:

@@ -10,6 +10,7 @@ from playwright.sync_api import Page, WebSocketRoute, expect
 from approvals.models import Approval
 from chat.llm import SUGGESTIONS
 from chat.models import Conversation, Message, ToolCall
+from tests.conftest import wait_until
 from tests.e2e.browser import (  # noqa: F401  (browser, new_page and page are fixtures)
     browser,
     button,
@@ -296,6 +297,44 @@ def test_a_reconnected_socket_catches_up_on_decisions_it_missed(page, alice, age
     expect(status_bar(page)).to_have_attribute("data-status", "idle")
     expect(page.locator("html")).to_have_attribute("data-live-refreshes", "2")  # pushed, not re-fetched
     assert ToolCall.objects.get(pk=delete_y.tool_call_id).status == "failed"
+
+
+def test_a_push_that_lands_while_the_page_rereads_is_not_undone_by_the_read(page, alice, agent, api_for):
+    """On reconnect the page re-reads the conversation. A decision pushed while that read is in
+    flight is newer than what the read brings back: the page reads again rather than show the
+    older state. The read is held by the test: answered with what the database said when it was
+    sent (x.txt pending), only after the pushed card (x.txt rejected) is on the page."""
+    api = api_for(alice)
+    conversation_id = start(api, "delete x.txt and y.txt")
+    delete_x, _ = wait_for_pending(conversation_id, 2)
+    proxy = SocketProxy(page)
+    page.route_web_socket(re.compile(r"/ws/conversations/"), proxy)
+    log_in(page, alice)
+    open_conversation(page, conversation_id)
+
+    held = []
+
+    def hold_the_first_read(route):
+        if held:
+            route.continue_()
+        else:
+            held.append((route, route.fetch()))  # what the database says now, answered later
+
+    page.route(re.compile(rf"/conversations/{conversation_id}/$"), hold_the_first_read)
+    proxy.drop()
+    expect(page.locator("html")).to_have_attribute("data-ws-opens", "2")
+    wait_until(lambda: page.evaluate("true") and held, timeout=15, message="the page's re-read to be sent")
+
+    decide(api, delete_x, "reject", "pushed while the page was reading")
+    expect(card(page, "delete_file", "x.txt")).to_have_attribute("data-status", "rejected")
+    route, stale = held[0]
+    assert 'data-status="pending_approval"' in stale.text()
+    route.fulfill(response=stale)
+
+    expect(page.locator("html")).to_have_attribute("data-live-refreshes", "3")  # the held read, then one more
+    expect(page.locator("#conversation-live[aria-busy]")).to_have_count(0)
+    expect(card(page, "delete_file", "x.txt")).to_have_attribute("data-status", "rejected")
+    expect(card(page, "delete_file", "x.txt")).to_contain_text("pushed while the page was reading")
 
 
 def test_typing_approve_all_with_the_count_approves_every_pending_call(e2e, page, alice, agent, api_for):
