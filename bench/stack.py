@@ -231,10 +231,11 @@ class Stack:
         a deployment gets). Returns the first."""
         self.worker_generation += 1
         if concurrency is not None:
-            args = ["-A", "bench.worker_app", "worker", "--loglevel", "INFO", "--pool", "prefork",
-                    "--concurrency", str(concurrency), "--without-mingle", "--without-gossip",
+            # The pool is a setting (hitl/settings.py), which wins over a `--pool` flag: set it.
+            args = ["-A", "bench.worker_app", "worker", "--loglevel", "INFO", "--without-mingle", "--without-gossip",
                     "--hostname", f"bench{self.worker_generation}@%h"]
-            return self._start_worker("worker", args, concurrency)
+            pool = {"HITL_WORKER_POOL": "prefork", "HITL_WORKER_CONCURRENCY": str(concurrency)}
+            return self._start_worker("worker", args, concurrency, pool)
         started = []
         for n in range(1, procfile_worker_count() + 1):
             # honcho hands each copy its own $PORT, which the Procfile puts in the node's name.
@@ -243,11 +244,11 @@ class Stack:
         os.environ.pop("PORT", None)
         return started[0]
 
-    def _start_worker(self, name: str, args: list[str], concurrency: int | None) -> Process:
+    def _start_worker(self, name: str, args: list[str], concurrency: int | None, env: dict | None = None) -> Process:
         t0 = time.monotonic()
         log = self.work / f"{name}.log"
         skip = log.stat().st_size if log.exists() else 0  # the log is appended to across restarts
-        process = self._start(name, [str(BIN / "celery"), *args])
+        process = self._start(name, [str(BIN / "celery"), *args], env)
         output = lambda: process.log.read_text(errors="replace")[skip:]  # noqa: E731
         wait_until(lambda: "ready." in output() or not process.alive(), 90, "celery worker")
         if not process.alive():
@@ -255,6 +256,8 @@ class Stack:
         # The banner says which pool the settings (or flags) chose: ".> concurrency: 100 (thread)".
         banner = re.search(r"concurrency:\s*(\d+)\s*\((\w+)\)", output())
         process.pool = banner[2] if banner else "?"
+        if env and env.get("HITL_WORKER_POOL") == "prefork" and process.pool != "prefork":
+            raise RuntimeError(f"asked for a prefork worker, got a {process.pool} pool:\n{process.tail()}")
         process.concurrency = int(banner[1]) if banner else concurrency or 0
         process.from_procfile = concurrency is None
         if process.pool == "prefork":
