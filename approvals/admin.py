@@ -1,5 +1,6 @@
 """The audit admin for approvals and webhooks: searchable, filterable, read-only, exportable."""
 import csv
+import json
 
 from django.contrib import admin
 from django.http import HttpResponse
@@ -14,6 +15,7 @@ EXPORT_COLUMNS = [
     "id", "status", "tool", "arguments", "risk", "reason", "approver_required", "agent", "conversation",
     "requested_by", "requested_at", "expires_at", "decided_by", "decided_via", "decided_at", "rejection_reason",
     "edited_by", "edited_arguments", "preview", "chain_position", "previous_hash", "decision_hash",
+    "kind", "question", "plan", "answer",
 ]
 # A cell starting with one of these is a formula to a spreadsheet (OWASP, "CSV Injection").
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -28,9 +30,9 @@ def neutralised(value) -> str:
 
 @admin.register(Approval)
 class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["id", "tool_name", "status", "risk", "requested_by", "requested_at", "decided_by", "decided_via", "decided_at"]
+    list_display = ["id", "tool_name", "kind", "status", "risk", "requested_by", "requested_at", "decided_by", "decided_via", "decided_at"]
     list_filter = [
-        "status", "risk", "decided_via", "approver_required", ("conversation__agent", admin.RelatedOnlyFieldListFilter),
+        "kind", "status", "risk", "decided_via", "approver_required", ("conversation__agent", admin.RelatedOnlyFieldListFilter),
         "tool_call__name", ("decided_by", admin.RelatedOnlyFieldListFilter), "requested_at", "decided_at",
     ]
     search_fields = ["tool_call__name", "reason", "rejection_reason", "requested_by__username", "decided_by__username", "=conversation__id"]
@@ -63,6 +65,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 a.decided_via, a.decided_at.isoformat() if a.decided_at else "", a.rejection_reason,
                 a.edited_by.get_username() if a.edited_by else "", a.edited_arguments if a.is_edited else "",
                 a.preview["text"] if a.preview else "", a.chain_position, a.previous_hash, a.decision_hash,
+                a.kind, *("" if value is None else json.dumps(value, ensure_ascii=False) for value in (a.question, a.plan, a.answer)),
             ])
         return response
 

@@ -1,7 +1,7 @@
 """Approvals in the JSON API: list what the caller may see, decide one, decide many."""
 from datetime import datetime
 from datetime import timezone as dt_timezone
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from django.http import Http404
 from ninja import Field, Router, Schema
@@ -11,7 +11,7 @@ from hitl.inputs import is_storable
 
 from .models import Approval
 from .permissions import is_approver
-from .services import approve_edited, decide, decide_many
+from .services import answer, approve_edited, decide, decide_many
 
 router = Router(tags=["approvals"])
 MAX_OFFSET = 10**9  # far past any real list, and far inside what every database's integers hold
@@ -25,8 +25,33 @@ class PreviewOut(Schema):
     text: str
 
 
+class QuestionOut(Schema):
+    text: str
+    type: Literal["text", "choice", "multi_choice", "number", "date", "confirm"]
+    options: list[str]
+    min: float | None
+    max: float | None
+    default: Any = None
+    required: bool
+
+
+class PlanStepOut(Schema):
+    index: int
+    action: str
+    description: str
+    optional: bool
+
+
+class PlanOut(Schema):
+    title: str
+    steps: list[PlanStepOut]
+
+
 class ApprovalOut(Schema):
     id: int
+    kind: Literal["action", "question", "plan"] = Field(
+        description="What the agent waits for: leave for a tool call, an answer to `question`, or a go-ahead for `plan`."
+    )
     status: str
     reason: str
     risk: str
@@ -44,6 +69,11 @@ class ApprovalOut(Schema):
     confirmation_required: bool = Field(description="Critical: approving needs `confirmation` equal to the hint.")
     confirmation_hint: str
     expires_at: datetime | None
+    question: QuestionOut | None = Field(description="A question's text, type and bounds; null for other kinds.")
+    plan: PlanOut | None = Field(description="A plan's title and steps; null for other kinds.")
+    answer: Any = Field(
+        description='A question\'s answer once answered; an approved plan\'s {"approved_steps", "dropped_steps"}; else null.'
+    )
 
 
 class ToolCallSummary(Schema):
@@ -66,6 +96,7 @@ class ApprovalList(Schema):
 class DecisionIn(Schema):
     decision: Literal["approve", "reject"]
     reason: str = ""
+    steps: list[int] | None = Field(None, description="For a plan: the steps approved (every required one); all if left out.")
     arguments: dict | None = Field(None, description="Approve these arguments instead (checked by the tool's schema and the policy again).")
     confirmation: str = Field("", description="For a critical call: its `confirmation_hint`, typed.")
 
@@ -83,6 +114,12 @@ class DecisionsOut(Schema):
     not_found: list[int]
     needs_confirmation: list[int] = Field(description="Critical calls: approved one at a time, with their confirmation.")
     changed: list[int] = Field(description="Edited by someone else while this decision was on its way.")
+
+
+class AnswerIn(Schema):
+    answer: Any = Field(None, description="Text, a number, a YYYY-MM-DD date, an option, a list of options, or true/false, as the question's type says.")
+    decline: bool = Field(False, description="Decline to answer (the agent is told, with `reason`).")
+    reason: str = ""
 
 
 def approval_out(approval: Approval) -> dict:
@@ -104,6 +141,10 @@ def approval_out(approval: Approval) -> dict:
         "confirmation_required": approval.confirmation_required,
         "confirmation_hint": approval.confirmation_hint,
         "expires_at": approval.expires_at,
+        "kind": approval.kind,
+        "question": approval.question,
+        "plan": approval.plan,
+        "answer": approval.answer,
     }
 
 
@@ -124,6 +165,7 @@ def visible_approvals(user):
 def list_approvals(
     request,
     status: Approval.Status | None = None,
+    kind: Approval.Kind | None = None,
     agent: str = "",
     tool: str = "",
     since: datetime | None = None,
@@ -137,6 +179,8 @@ def list_approvals(
     approvals = visible_approvals(request.auth)
     if status:
         approvals = approvals.filter(status=status)
+    if kind:
+        approvals = approvals.filter(kind=kind)
     if agent:
         approvals = approvals.filter(conversation__agent__slug=agent)
     if tool:
@@ -156,7 +200,9 @@ def list_approvals(
 def decide_approvals(request, payload: DecisionsIn):
     """Decide 1 to 1000 approvals in one request. Each id lands in one list: `decided` (with the
     stored decision), `already_decided` (someone decided first), `not_allowed` (four eyes: an
-    approver other than the requester must decide it) or `not_found` (unknown, or not yours)."""
+    approver other than the requester must decide it; or a question or plan, which is answered on
+    its own: POST /{id}/answer, or a plan's decision with its steps) or `not_found` (unknown, or
+    not yours). Rejecting declines a question and rejects a whole plan."""
     if not 1 <= len(payload.ids) <= MAX_IDS:
         raise HttpError(400, f"Send between 1 and {MAX_IDS} approval ids.")
     if len(payload.reason) > MAX_REASON:
@@ -172,7 +218,9 @@ def decide_approvals(request, payload: DecisionsIn):
     return {
         "decided": [approval_item(a) for a in decided],
         "already_decided": outcome.already_decided,
-        "not_allowed": outcome.not_allowed,
+        # Questions and plans are answered one at a time (POST /{id}/answer, a plan's decision with
+        # its steps): approving one in bulk is not allowed.
+        "not_allowed": sorted(outcome.not_allowed + outcome.needs_answer),
         "not_found": outcome.not_found,
         "needs_confirmation": outcome.needs_confirmation,
         "changed": outcome.changed,
@@ -198,8 +246,27 @@ def decide_approval(request, approval_id: ApprovalId, payload: DecisionIn):
         else:
             decide(
                 approval_id, user=request.auth, approve=approve, via=Approval.Via.API, reason=payload.reason,
-                confirmation=payload.confirmation,
+                confirmation=payload.confirmation, steps=payload.steps if approve else None,
             )
+    except Approval.DoesNotExist:
+        raise Http404("No such approval.") from None
+    return approval_item(visible_approvals(request.auth).get(pk=approval_id))
+
+
+@router.post("/{approval_id}/answer", response=ApprovalItem)
+def answer_question(request, approval_id: ApprovalId, payload: AnswerIn):
+    """Answer a question (`answer`, checked against its type: 400 saying why, and it stays pending),
+    or decline to answer it (`decline: true`, with a `reason`). 409 when it was answered, declined,
+    cancelled or expired first; 404 for a question you may not see."""
+    if len(payload.reason) > MAX_REASON:
+        raise HttpError(400, f"The reason is longer than {MAX_REASON} characters.")
+    if not payload.decline and payload.answer is None:
+        raise HttpError(400, "Send `answer`, or `decline: true` with a `reason`.")
+    try:
+        answer(
+            approval_id, user=request.auth, via=Approval.Via.API, value=payload.answer,
+            decline=payload.decline, reason=payload.reason,
+        )
     except Approval.DoesNotExist:
         raise Http404("No such approval.") from None
     return approval_item(visible_approvals(request.auth).get(pk=approval_id))

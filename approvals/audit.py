@@ -43,7 +43,7 @@ OUTSIDE = "it is decided but not in the chain: decided around the services"
 HASHED_FIELDS = (
     "conversation", "tool_call", "tool_call__name", "requested_by", "reason", "risk", "approver_required",
     "arguments_hash", "edited_arguments_hash", "edited_by", "preview", "status", "requested_at", "expires_at",
-    "decided_at", "decided_by", "decided_via", "rejection_reason", *CHAIN_FIELDS,
+    "decided_at", "decided_by", "decided_via", "rejection_reason", "kind", "question", "plan", "answer", *CHAIN_FIELDS,
 )
 
 
@@ -58,7 +58,7 @@ def content(approval: Approval, changes: dict | None = None) -> dict:
     def ident(name: str):
         return getattr(changes[name], "pk", changes[name]) if name in changes else getattr(approval, f"{name}_id")
 
-    return {
+    hashed = {
         "format": FORMAT,
         "position": approval.chain_position,
         "previous": approval.previous_hash,
@@ -82,6 +82,11 @@ def content(approval: Approval, changes: dict | None = None) -> dict:
         "decided_at": _instant(value("decided_at")),
         "rejection_reason": value("rejection_reason"),
     }
+    if approval.kind != Approval.Kind.ACTION:
+        # A question or a plan also hashes what was asked and answered. An action's content is as it
+        # always was, so the links stored before pauses had kinds still verify.
+        hashed.update(kind=approval.kind, question=approval.question, plan=approval.plan, answer=value("answer"))
+    return hashed
 
 
 def decision_hash(approval: Approval, changes: dict | None = None) -> str:

@@ -14,10 +14,20 @@ class Risk(models.TextChoices):
 
 class ApprovalStatus(models.TextChoices):
     PENDING = "pending"
-    APPROVED = "approved"
-    REJECTED = "rejected"
+    APPROVED = "approved"  # an action, or a plan with the steps in `answer`
+    REJECTED = "rejected"  # an action, or a whole plan
+    ANSWERED = "answered"  # a question, with its `answer`
+    DECLINED = "declined"  # a question the human chose not to answer (why: `rejection_reason`)
     EXPIRED = "expired"
     CANCELLED = "cancelled"
+
+
+class PauseKind(models.TextChoices):
+    """What the agent waits for: leave to act (a gated tool call), an answer, or a plan's go-ahead."""
+
+    ACTION = "action"
+    QUESTION = "question"
+    PLAN = "plan"
 
 
 class DecidedVia(models.TextChoices):
@@ -29,13 +39,28 @@ class DecidedVia(models.TextChoices):
 
 
 class Approval(models.Model):
+    """One pause of the agent for a human: a gated tool call (`action`), a question or a plan."""
+
     Status = ApprovalStatus
     Via = DecidedVia
+    Kind = PauseKind
 
     tool_call = models.OneToOneField("chat.ToolCall", on_delete=models.PROTECT, related_name="approval")
     conversation = models.ForeignKey("chat.Conversation", on_delete=models.PROTECT, related_name="approvals")
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", help_text="The conversation's owner."
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.ACTION)
+    question = models.JSONField(
+        null=True, blank=True,
+        help_text='A question\'s {"text", "type", "options", "min", "max", "default", "required"} (approvals.questions).',
+    )
+    plan = models.JSONField(
+        null=True, blank=True, help_text='A plan\'s {"title", "steps": [{"index", "action", "description", "optional"}]}.'
+    )
+    answer = models.JSONField(
+        null=True, blank=True,
+        help_text='A question\'s answer, or an approved plan\'s {"approved_steps", "dropped_steps"}; empty otherwise.',
     )
     reason = models.TextField(help_text="Why the policy asked for approval.")
     risk = models.CharField(max_length=16, choices=Risk.choices, default=Risk.MEDIUM)
@@ -86,6 +111,7 @@ class Approval(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(status__in=ApprovalStatus.values), name="approvals_approval_status_valid"),
             models.CheckConstraint(condition=Q(risk__in=Risk.values), name="approvals_approval_risk_valid"),
+            models.CheckConstraint(condition=Q(kind__in=PauseKind.values), name="approvals_approval_kind_valid"),
             models.CheckConstraint(
                 condition=Q(status="pending", decided_at__isnull=True)
                 | (~Q(status="pending") & Q(decided_at__isnull=False)),
@@ -112,6 +138,7 @@ class Approval(models.Model):
             # an approver, the caller's own for anyone else.
             models.Index(fields=["requested_at", "id"], name="approvals_requested_order"),
             models.Index(fields=["requested_by", "requested_at", "id"], name="approvals_requester_order"),
+            models.Index(fields=["kind", "status", "requested_at", "id"], name="approvals_kind_status_order"),
         ]
 
     def __str__(self) -> str:

@@ -21,6 +21,7 @@ class Filters:
     requester: str = ""
     older_than_minutes: int | None = None
     q: str = ""
+    kind: str = ""  # action, question or plan
 
     @classmethod
     def from_query(cls, query) -> "Filters":
@@ -32,6 +33,7 @@ class Filters:
             requester=query.get("requester", "")[:150],
             older_than_minutes=int(older) if OLDER_THAN.fullmatch(older) else None,
             q=query.get("q", "").strip()[:200],
+            kind=query.get("kind", "") if query.get("kind", "") in Approval.Kind.values else "",
         )
 
 
@@ -53,6 +55,8 @@ def _filter(approvals: QuerySet[Approval], filters: Filters) -> QuerySet[Approva
         approvals = approvals.filter(tool_call__name=filters.tool)
     if filters.risk:
         approvals = approvals.filter(risk=filters.risk)
+    if filters.kind:
+        approvals = approvals.filter(kind=filters.kind)
     if filters.requester:
         approvals = approvals.filter(requested_by__username=filters.requester)
     if filters.older_than_minutes is not None:

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from . import audit, calls
+from . import audit, calls, plans, questions
 from .models import Approval, Risk
 from .permissions import can_decide, can_see
 from .policy import RISKS
@@ -40,6 +40,14 @@ class ArgumentsChanged(DecisionError):
     """The call was edited after the decider saw it: they would approve what they were not shown."""
 
 
+class WrongKind(DecisionError):
+    """A question is answered (or declined), not approved; an action or a plan is decided, not answered."""
+
+
+class InvalidAnswer(DecisionError):
+    """An answer the question does not take, or plan steps the plan does not allow; nothing is decided."""
+
+
 def request_approval(
     *,
     tool_call_id: int,
@@ -53,7 +61,11 @@ def request_approval(
     preview: dict | None = None,
     preview_state: str = "",
     confirmation_hint: str = "",
+    kind: str = Approval.Kind.ACTION,
+    request: dict | None = None,
 ) -> Approval:
+    """A pause for a human: a gated call (`action`), or with `kind` and `request` a question or a
+    plan (approvals.pauses)."""
     now = timezone.now()
     approval = Approval.objects.create(
         requested_at=now,
@@ -68,6 +80,9 @@ def request_approval(
         preview=preview,
         preview_state=preview_state,
         confirmation_hint=confirmation_hint,
+        kind=kind,
+        question=request if kind == Approval.Kind.QUESTION else None,
+        plan=request if kind == Approval.Kind.PLAN else None,
     )
     transaction.on_commit(lambda: approval_requested.send(sender=Approval, approval=approval), robust=True)
     return approval
@@ -82,30 +97,68 @@ def decide(
     reason: str = "",
     confirmation: str = "",
     shown_hash: str = "",
+    steps: list[int] | None = None,
 ) -> Approval:
-    """Record one decision. Raises Approval.DoesNotExist for an approval the user may not see.
+    """Record one decision on a tool call or a plan (`steps`: the plan's approved steps, all if None). Raises Approval.DoesNotExist for an approval the user may not see.
 
     `shown_hash` is the hash of the arguments the decider was shown (the pages send it): if the call
     was edited since, nothing is decided. A critical call is approved only with `confirmation`
     equal to its hint. Past `expires_at` the approval expires now, whether or not the sweep ran.
     """
     approval = _decidable(approval_id, user, approve=approve, shown_hash=shown_hash)
+    if approval.kind == Approval.Kind.QUESTION:
+        raise WrongKind("This is a question: answer it, or decline to answer.")
+    if steps is not None and approval.kind != Approval.Kind.PLAN:
+        raise WrongKind("Only a plan has steps to choose.")
     if approve and approval.confirmation_required and not _confirms(approval, confirmation):
         raise ConfirmationRequired(f"Type {approval.confirmation_hint!r} to approve this critical call.")
     status = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
+    decision = _decision(status, user, via, reason)
+    if approve and approval.kind == Approval.Kind.PLAN:
+        decision["answer"] = _plan_answer(approval, steps)
+    return _store_decision(approval, decision, user=user, via=via)
+
+
+def answer(approval_id: int, *, user, via: str, value=None, decline: bool = False, reason: str = "") -> Approval:
+    """Answer a question with `value` (checked against its type), or decline to answer it, with a
+    reason. Raises InvalidAnswer (nothing decided, the question stays open) and whatever decide()
+    raises: first answer wins."""
+    approval = _decidable(approval_id, user, approve=not decline, shown_hash="")
+    if approval.kind != Approval.Kind.QUESTION:
+        raise WrongKind(f"This is {'a plan' if approval.kind == Approval.Kind.PLAN else 'a tool call'}: approve or reject it.")
+    if decline:
+        return _store_decision(approval, _decision(Approval.Status.DECLINED, user, via, reason), user=user, via=via)
+    try:
+        stored = questions.validate_answer(approval.question, value)
+    except questions.InvalidAnswer as exc:
+        raise InvalidAnswer(str(exc)) from None
+    decision = _decision(Approval.Status.ANSWERED, user, via) | {"answer": stored}
+    return _store_decision(approval, decision, user=user, via=via)
+
+
+def _plan_answer(approval: Approval, steps: list[int] | None) -> dict:
+    """The approved and dropped steps of a plan; without `steps`, all of them."""
+    chosen = [step["index"] for step in approval.plan["steps"]] if steps is None else steps
+    try:
+        approved = plans.approved_steps(approval.plan, chosen)
+    except plans.InvalidSteps as exc:
+        raise InvalidAnswer(str(exc)) from None
+    return {"approved_steps": approved, "dropped_steps": plans.dropped_steps(approval.plan, approved)}
+
+
+def _store_decision(approval: Approval, decision: dict, *, user, via: str) -> Approval:
     with transaction.atomic():
         head = audit.lock_head()  # the chain's lock before the row's, as every decider takes them
         # The conditional update is the whole race: of two deciders (or a decider, a Stop and the
         # expiry) exactly one matches `pending`; the others update 0 rows and are told who won.
         # The same statement writes the decision's link of the audit chain.
-        decision = _decision(status, user, via, reason)
         updated = _undecided(approval).update(**decision, **head.extend([approval], decision))
         if updated:
             approval.refresh_from_db()
             _announce_on_commit([approval])
         else:
-            _expire_if_overdue(approval_id)
-    return _stored(approval, updated, user=user, status=status, via=via)
+            _expire_if_overdue(approval.pk)
+    return _stored(approval, updated, user=user, status=decision["status"], via=via)
 
 
 def approve_edited(
@@ -215,7 +268,7 @@ def _decision(status: str, user, via: str, reason: str = "") -> dict:
         "decided_at": timezone.now(),
         "decided_by": user,
         "decided_via": via,
-        "rejection_reason": "" if status == Approval.Status.APPROVED else reason.strip(),
+        "rejection_reason": "" if status in (Approval.Status.APPROVED, Approval.Status.ANSWERED) else reason.strip(),
     }
 
 
@@ -308,6 +361,9 @@ class Outcome:
     # Critical calls, which are approved one at a time with their typed confirmation, never in bulk.
     needs_confirmation: list[int] = field(default_factory=list)
     changed: list[int] = field(default_factory=list)  # edited while the bulk decision was on its way
+    # Questions and plans, which are answered (a plan's steps chosen) one at a time, never approved in
+    # bulk. Rejecting in bulk declines a question and rejects a whole plan.
+    needs_answer: list[int] = field(default_factory=list)
 
 
 def decide_many(approval_ids: list[int], *, user, approve: bool, via: str, reason: str = "") -> Outcome:
@@ -325,6 +381,8 @@ def decide_many(approval_ids: list[int], *, user, approve: bool, via: str, reaso
             outcome.not_allowed.append(approval_id)
         elif approval.status != Approval.Status.PENDING:
             outcome.already_decided.append(approval_id)
+        elif approve and approval.kind != Approval.Kind.ACTION:
+            outcome.needs_answer.append(approval_id)
         elif approve and approval.confirmation_required:
             outcome.needs_confirmation.append(approval_id)
         else:
@@ -350,10 +408,15 @@ def decide_many(approval_ids: list[int], *, user, approve: bool, via: str, reaso
             else:
                 pending.append(approval)
         decision, expiry = _decision(status, user, via, reason), _expiry(now)
-        # One UPDATE for all the decided rows, each with its own link of the audit chain.
-        Approval.objects.filter(pk__in=[a.pk for a in pending]).update(**decision, **head.extend(pending, decision))
-        Approval.objects.filter(pk__in=[a.pk for a in overdue]).update(**expiry, **head.extend(overdue, expiry))
-        for approvals_, fields in ((pending, decision), (overdue, expiry)):
+        # A question rejected in bulk is declined, with the same reason.
+        questions_ = [a for a in pending if a.kind == Approval.Kind.QUESTION]
+        others = [a for a in pending if a.kind != Approval.Kind.QUESTION]
+        declined = _decision(Approval.Status.DECLINED, user, via, reason)
+        # One UPDATE for all the rows decided alike, each with its own link of the audit chain.
+        for rows, fields in ((others, decision), (questions_, declined), (overdue, expiry)):
+            if rows:
+                Approval.objects.filter(pk__in=[a.pk for a in rows]).update(**fields, **head.extend(rows, fields))
+        for approvals_, fields in ((others, decision), (questions_, declined), (overdue, expiry)):
             for approval in approvals_:
                 for name, value in fields.items():
                     setattr(approval, name, value)
@@ -363,7 +426,7 @@ def decide_many(approval_ids: list[int], *, user, approve: bool, via: str, reaso
     outcome.decided = pending
     outcome.already_decided = sorted(outcome.already_decided + [i for i in allowed if i not in decided_ids])
     for approval in pending:
-        logger.info("approval %s %s by %s via %s", approval.pk, status, user, via)
+        logger.info("approval %s %s by %s via %s", approval.pk, approval.status, user, via)
     return outcome
 
 

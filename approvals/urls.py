@@ -14,7 +14,9 @@ urlpatterns = [
     path("<int:approval_id>/", views.controls_view, name="controls"),
     path("<int:approval_id>/decide/", views.decide_view, name="decide"),
     path("<int:approval_id>/edit/", views.edit_view, name="edit"),
+    path("<int:approval_id>/answer/", views.answer_view, name="answer"),
     path("dashboard/<int:approval_id>/", views.controls_view, {"via": DASHBOARD}, name="dashboard_controls"),
     path("dashboard/<int:approval_id>/decide/", views.decide_view, {"via": DASHBOARD}, name="dashboard_decide"),
     path("dashboard/<int:approval_id>/edit/", views.edit_view, {"via": DASHBOARD}, name="dashboard_edit"),
+    path("dashboard/<int:approval_id>/answer/", views.answer_view, {"via": DASHBOARD}, name="dashboard_answer"),
 ]

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from hitl.inputs import BadInput, parse_ids
 
-from . import calls
+from . import calls, questions
 from .calls import InvalidArguments
 from .forms import arguments_from_form, edit_fields
 from .fragments import approval_controls_html
@@ -22,13 +22,16 @@ from .services import (
     ArgumentsChanged,
     ConfirmationRequired,
     DecisionError,
+    InvalidAnswer,
     NotAllowed,
+    answer,
     approve_edited,
     decide,
     decide_many,
 )
 
 DASHBOARD_ROWS = 50  # the oldest first; the count says how many more wait
+KINDS = [("action", "tool calls"), ("question", "questions"), ("plan", "plans")]
 
 
 @login_required
@@ -41,7 +44,9 @@ def dashboard(request):
     rows = list(approvals[:DASHBOARD_ROWS])
     for approval in rows:
         approval.viewer_may_decide = can_decide(request.user, approval)
-    context = {"rows": rows, "count": approvals.count(), "filters": filters, "risks": Risk.values, "shown": len(rows)}
+    context = {
+        "rows": rows, "count": approvals.count(), "filters": filters, "risks": Risk.values, "kinds": KINDS, "shown": len(rows),
+    }
     template = "partials/dashboard_rows.html" if request.htmx else "approvals/dashboard.html"
     return render(request, template, context)
 
@@ -53,7 +58,7 @@ def history(request):
         raise PermissionDenied("The history is for approvers.")
     filters = Filters.from_query(request.GET)
     page = Paginator(decided_approvals(filters), 50).get_page(request.GET.get("page"))
-    return render(request, "approvals/history.html", {"page": page, "filters": filters, "risks": Risk.values})
+    return render(request, "approvals/history.html", {"page": page, "filters": filters, "risks": Risk.values, "kinds": KINDS})
 
 
 @login_required
@@ -93,12 +98,42 @@ def decide_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> Http
             reason=request.POST.get("reason", "")[:2000],
             confirmation=request.POST.get("confirmation", ""),
             shown_hash=request.POST.get("shown_hash", ""),
+            steps=_steps(request) if decision == "approve" else None,
         )
+    except BadInput as exc:
+        return _refused(request, approval_id, InvalidAnswer(str(exc)), via)
     except Approval.DoesNotExist:
         raise Http404("No such approval.") from None
     except DecisionError as exc:
         return _refused(request, approval_id, exc, via)
     return _decided(request, approval, via)
+
+
+@login_required
+@require_POST
+def answer_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> HttpResponse:
+    """A question's card: answer it (the form's `answer` field or fields, read by the question's
+    type and checked on the server), or decline to answer (`decline`, with a `reason`)."""
+    _check_channel(request, via)
+    approval = _approval_for(request.user, approval_id)
+    try:
+        if request.POST.get("decline"):
+            approval = answer(
+                approval_id, user=request.user, via=via, decline=True, reason=request.POST.get("reason", "")[:2000]
+            )
+        else:
+            value = questions.from_form(approval.question or {}, request.POST) if approval.question else None
+            approval = answer(approval_id, user=request.user, via=via, value=value)
+    except DecisionError as exc:
+        return _refused(request, approval_id, exc, via)
+    return _decided(request, approval, via)
+
+
+def _steps(request) -> list[int] | None:
+    """A plan's ticked steps (the form always says it is a plan's), else None."""
+    if not request.POST.get("plan"):
+        return None
+    return parse_ids(request.POST.getlist("steps"), most=50)
 
 
 @login_required

@@ -10,7 +10,7 @@ class ChatConfig(AppConfig):
         from approvals import calls
         from approvals.signals import approval_edited, approvals_decided
 
-        from . import demo_tools, llm, receivers, triggers  # noqa: F401  (register tools and the provider)
+        from . import demo_tools, human_tools, llm, receivers, triggers  # noqa: F401  (register tools and the provider)
         from .gating import EditChecker
 
         calls.register_checker(EditChecker())

@@ -7,6 +7,7 @@ from .models import Agent
 
 DEMO_TOOLS = [
     "list_directory", "read_file", "write_file", "delete_file", "delete_all_files", "send_email", "calculator", "web_fetch",
+    "ask_human", "propose_plan",
 ]
 
 

@@ -25,6 +25,8 @@ class GatedCall:
     gate: policy.Gate
     preview: Preview | None = None
     confirmation_hint: str = ""
+    kind: str = "action"  # or "question", "plan": the agent asks a human (approvals.pauses)
+    request: dict | None = None  # the question or the plan, as stored
 
     @property
     def stored_preview(self) -> dict | None:
@@ -61,6 +63,8 @@ def gate_call(spec: ToolSpec, arguments: dict, conversation: Conversation) -> Ga
     """Gate validated arguments; a gated call also gets its preview and, when critical, its hint."""
     context = tool_context(conversation)
     digest = arguments_hash(arguments)
+    if spec.pause:
+        return GatedCall(arguments, digest, pause_gate(spec, conversation), kind=spec.pause, request=spec.pause_request(arguments))
     try:
         gate = policy.check(spec, arguments, conversation.agent, context)
     except Exception as exc:  # a broken rule must fail closed: ask a human
@@ -70,6 +74,15 @@ def gate_call(spec: ToolSpec, arguments: dict, conversation: Conversation) -> Ga
         return GatedCall(arguments, digest, gate)
     hint = confirmation_hint(spec, arguments, digest) if gate.risk == "critical" else ""
     return GatedCall(arguments, digest, gate, preview_of(spec, arguments, context), hint)
+
+
+def pause_gate(spec: ToolSpec, conversation: Conversation) -> policy.Gate:
+    """A question or a plan always waits, for its owner (or an approver who may see it), whatever the
+    risk rules say of actions; it expires as the agent's approvals do."""
+    asks = "a question" if spec.pause == "question" else "a plan to approve"
+    return policy.Gate(
+        True, f"{conversation.agent.name} asks you {asks}.", "low", timeout_seconds=conversation.agent.approval_timeout_seconds
+    )
 
 
 def preview_of(spec: ToolSpec, arguments: dict, context: ToolContext) -> Preview | None:
@@ -95,6 +108,8 @@ class EditChecker:
         spec = self._spec(approval, conversation)
         if spec is None:
             raise calls.InvalidArguments("This tool is no longer available to the agent.")
+        if spec.pause:
+            raise calls.InvalidArguments(f"A {spec.pause} is answered, not edited.")
         try:
             validated = spec.validate(arguments)
         except ToolArgumentsError as exc:

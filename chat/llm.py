@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from approvals import questions
+
 from hitl.inputs import storable
 
 logger = logging.getLogger(__name__)
@@ -193,12 +195,16 @@ SUGGESTIONS = [
     "what is (2 + 3) * 4",
     "list files",
     "fetch https://example.com",
+    "ask me to choose between tea, coffee and water",
+    "plan a tidy-up of the notes",
 ]
 
 HELP = (
     "I'm the offline scripted model. Try: \"write hello to notes.txt\", \"read notes.txt\", "
     "\"list files\", \"delete a.txt and b.txt\", \"delete all files\", \"email bob@example.com about lunch\", "
-    "\"what is 2 + 2\" or \"fetch https://example.com\"."
+    "\"what is 2 + 2\", \"fetch https://example.com\", \"ask me what to call the file\", "
+    "\"ask me to choose between tea, coffee and water\", \"ask me for a number between 1 and 10\", "
+    "\"ask me for a date\" or \"plan a tidy-up\"."
 )
 
 
@@ -226,6 +232,15 @@ def _plan(text: str) -> list[tuple[str, str]] | None:
     args = lambda **kw: json.dumps(kw)  # noqa: E731
     if m := re.fullmatch(r"call (\w+) with (.*)", text, re.I | re.S):  # raw calls, to show bad model output
         return [(m[1], m[2])]
+    if asked := _question(text):
+        return [("ask_human", json.dumps(asked))]
+    if m := re.fullmatch(r"plan (.+)", text, re.I | re.S):
+        steps = [
+            {"action": f"Gather what {m[1]} needs", "description": "Read the files and notes involved.", "optional": False},
+            {"action": "Tell bob@example.com", "description": "Send a short email about it.", "optional": True},
+            {"action": f"Do it: {m[1]}", "description": "Make the change.", "optional": False},
+        ]
+        return [("propose_plan", args(title=m[1], steps=steps))]
     if m := re.fullmatch(r"write (.+) to (\S+)", text, re.I | re.S):
         return [("write_file", args(path=m[2], content=m[1]))]
     if m := re.fullmatch(r"read (\S+)", text, re.I):
@@ -243,6 +258,21 @@ def _plan(text: str) -> list[tuple[str, str]] | None:
         return [("calculator", args(expression=m[1]))]
     if m := re.fullmatch(r"fetch (\S+)", text, re.I):
         return [("web_fetch", args(url=m[1]))]
+    return None
+
+
+def _question(text: str) -> dict | None:
+    """The ask_human arguments a phrase asks for: `ask me to choose between a, b and c`, `ask me
+    for a number between m and n`, `ask me for a date`, `ask me <question>`."""
+    if m := re.fullmatch(r"ask me to choose between (.+)", text, re.I | re.S):
+        options = [o.strip() for o in re.split(r",|\bor\b|\band\b", m[1]) if o.strip()]
+        return {"question": "Which one?", "type": "choice", "options": options}
+    if m := re.fullmatch(r"ask me for a number between (-?[\d.]+) and (-?[\d.]+)", text, re.I):
+        return {"question": f"Which number, from {m[1]} to {m[2]}?", "type": "number", "min": float(m[1]), "max": float(m[2])}
+    if re.fullmatch(r"ask me for a date", text, re.I):
+        return {"question": "Which date?", "type": "date"}
+    if m := re.fullmatch(r"ask me (.+)", text, re.I | re.S):
+        return {"question": m[1].strip(), "type": "text"}
     return None
 
 
@@ -270,6 +300,8 @@ def _describe_call(call: dict | None) -> str:
 
 
 def _result_sentence(call: dict | None, content: str) -> str:
+    if call and call["function"]["name"] in ("ask_human", "request_human_input", "propose_plan"):
+        return _answer_sentence(content)
     action = _describe_call(call)
     if content.startswith(("Rejected by", "Not run:", "Interrupted:", "Cancelled by")):
         end = "" if content.endswith((".", "!", "?")) else "."  # the reason is quoted as it was typed
@@ -277,6 +309,23 @@ def _result_sentence(call: dict | None, content: str) -> str:
     if content.startswith("Error:"):
         return f"I could not {action}: {content.removeprefix('Error:').strip()}"
     return f"I did {action}: {content.strip()}"
+
+
+def _answer_sentence(content: str) -> str:
+    """What the scripted model says of a question's answer or a plan's decision (their first line is JSON)."""
+    try:
+        outcome = json.loads(content.split("\n", 1)[0])
+    except ValueError:
+        return f"I got: {content.strip()}"
+    if "answer" in outcome:
+        return f"You answered: {questions.shown(outcome['answer'])}."
+    if outcome.get("declined"):
+        return f"You declined to answer ({outcome.get('reason') or 'no reason given'})."
+    if outcome.get("approved_steps"):
+        return f"Approved steps: {', '.join(str(i) for i in outcome['approved_steps'])}."
+    if outcome.get("rejected"):
+        return f"You rejected the plan ({outcome.get('reason') or 'no reason given'}): I will not follow it."
+    return "No answer came, so I will not go on with that."
 
 
 def _chunk(text: str = "", tool_use: dict | None = None, finish_reason: str = "", index: int = 0) -> dict:

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from approvals import pauses
 from approvals.models import Approval
 from approvals.services import request_approval
 from hitl import live
@@ -147,7 +148,13 @@ def _apply_decision(call: ToolCall, *, push_approved: bool = True) -> None:
     approval = call.approval
     if call.status != Status.PENDING_APPROVAL or approval.status == Approval.Status.PENDING:
         return
-    if approval.status == Approval.Status.APPROVED:
+    if approval.kind != Approval.Kind.ACTION and approval.status != Approval.Status.CANCELLED:
+        # A question or a plan: nothing runs, what the human decided is the result.
+        finished = Status.SUCCEEDED if pauses.succeeded(approval) else (
+            Status.EXPIRED if approval.status == Approval.Status.EXPIRED else Status.REJECTED
+        )
+        _transition(call, Status.PENDING_APPROVAL, finished, result=pauses.result(approval))
+    elif approval.status == Approval.Status.APPROVED:
         _transition(call, Status.PENDING_APPROVAL, Status.APPROVED, push=push_approved)
     elif approval.status == Approval.Status.REJECTED:
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
@@ -451,6 +458,8 @@ def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
                     preview=gated.stored_preview,
                     preview_state=gated.preview.state if gated.preview else "",
                     confirmation_hint=gated.confirmation_hint,
+                    kind=gated.kind,
+                    request=gated.request,
                 )
         set_loaded_calls(message, calls)
     return message

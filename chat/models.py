@@ -149,12 +149,14 @@ class Message(models.Model):
     @property
     def approve_all_ids(self) -> list[int]:
         """Pending approvals of this turn that the owner may decide: what "Approve all" covers.
-        (Uses prefetched tool calls and approvals; four-eyes calls are left to an approver, and
-        critical ones are approved one at a time, with their typed confirmation.)"""
+        (Uses prefetched tool calls and approvals; four-eyes calls are left to an approver, critical
+        ones are approved one at a time, with their typed confirmation, and questions and plans are
+        answered on their cards.)"""
         return [
             c.approval.pk
             for c in self.tool_calls.all()
             if c.status == ToolCallStatus.PENDING_APPROVAL
+            and c.approval.kind == "action"  # a question or a plan is answered on its own card
             and not c.approval.approver_required
             and not c.approval.confirmation_required
         ]

@@ -5,7 +5,8 @@ from django.utils import timezone
 
 from approvals.models import Approval
 from approvals.permissions import is_approver
-from approvals.services import cancel_pending, decide_all
+from approvals import questions
+from approvals.services import AlreadyDecided, InvalidAnswer, NotAllowed, answer, cancel_pending, decide_all
 from approvals.text import Intent, TextDecision, parse_decision
 from hitl.celery import enqueue_on_commit
 from hitl.inputs import is_storable
@@ -64,6 +65,11 @@ def post_message(*, conversation: Conversation, user, content: str) -> Message:
 
 
 def _post_while_waiting(conversation: Conversation, user, content: str) -> Message:
+    pending = list(
+        Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).select_related("tool_call__message")
+    )
+    if any(approval.kind != Approval.Kind.ACTION for approval in pending):
+        return _post_to_a_pause(conversation, user, content, pending)
     decision = parse_decision(content)
     if decision.intent == Intent.NONE:
         message = messages.append_message(conversation, role=Message.Role.USER, content=content, author=user)
@@ -72,9 +78,6 @@ def _post_while_waiting(conversation: Conversation, user, content: str) -> Messa
     # A reply that reads as a decision is the user's, not the model's, whether or not it decides.
     message = messages.append_message(
         conversation, role=Message.Role.USER, content=content, author=user, in_model_context=False
-    )
-    pending = list(
-        Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).select_related("tool_call__message")
     )
     refusal = _why_not_decisive(decision, pending)
     if refusal:
@@ -95,6 +98,29 @@ def _post_while_waiting(conversation: Conversation, user, content: str) -> Messa
         )
     if waiting := len(outcome.not_allowed):
         messages.add_notice(conversation, f"Not approved: {_calls(waiting)} for an approver other than you to decide.")
+    return message
+
+
+def _post_to_a_pause(conversation: Conversation, user, content: str, pending: list[Approval]) -> Message:
+    """While the agent waits for an answer: a typed reply is the answer when one question is all that
+    is pending (checked by its type: if it does not fit, nothing is decided and the notice says why).
+    Beside other pending calls, or for a plan, typed text decides nothing: the cards do."""
+    [approval] = pending if len(pending) == 1 else [None]
+    if approval is None or approval.kind != Approval.Kind.QUESTION:
+        message = messages.append_message(conversation, role=Message.Role.USER, content=content, author=user)
+        what = "A plan is approved on its card, step by step" if approval else "While other calls are pending too, each is decided on its card"
+        messages.add_notice(conversation, f"{what}: nothing was decided. Your message will be answered once they are.")
+        return message
+    # The answer reaches the model as the question's result, not as a message of its own.
+    message = messages.append_message(
+        conversation, role=Message.Role.USER, content=content, author=user, in_model_context=False
+    )
+    try:
+        answer(approval.pk, user=user, via=Approval.Via.TEXT, value=questions.from_text(approval.question, content))
+    except InvalidAnswer as exc:
+        messages.add_notice(conversation, f"That does not answer the question: {exc} Nothing was decided; reply again, or answer on its card.")
+    except (AlreadyDecided, NotAllowed) as exc:
+        messages.add_notice(conversation, f"Not answered: {exc}")
     return message
 
 

@@ -60,6 +60,7 @@ class ToolSpec:
     takes_context: bool = False
     preview: PreviewFunction | None = None  # what the call will do, shown when it is gated
     confirmation: Callable[[dict], str] | None = None  # what to type to approve it when critical
+    pause: str = ""  # "question" or "plan": the call is the agent asking a human, never run (approvals.pauses)
 
     def openai_schema(self) -> dict:
         return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
@@ -78,12 +79,24 @@ class ToolSpec:
         if not isinstance(arguments, dict):
             raise ToolArgumentsError(f"Arguments for {self.name} must be a JSON object.")
         try:
-            return self.arguments_model.model_validate(arguments).model_dump()
+            validated = self.arguments_model.model_validate(arguments).model_dump()
         except pydantic.ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
             )
             raise ToolArgumentsError(f"Invalid arguments for {self.name}: {problems}") from None
+        if self.pause:
+            self.pause_request(validated)  # a question or plan that does not hold together goes back to the model
+        return validated
+
+    def pause_request(self, arguments: dict) -> dict:
+        """The question or plan these (validated) arguments ask a human, as approvals stores it."""
+        from approvals.pauses import InvalidRequest, request  # approvals' models are loaded by the time a call comes
+
+        try:
+            return request(self.pause, arguments)
+        except InvalidRequest as exc:
+            raise ToolArgumentsError(f"Invalid arguments for {self.name}: {exc}") from None
 
     def preview_of(self, arguments: dict, context: ToolContext) -> Preview | None:
         return self.preview(context, **arguments) if self.preview else None
@@ -117,11 +130,14 @@ def tool(
     approval_timeout: int | None = None,
     preview: PreviewFunction | None = None,
     confirmation: Callable[[dict], str] | None = None,
+    pause: str = "",
 ) -> Any:
     """Register a typed function as a tool. A first parameter named `context` receives a ToolContext.
 
     `preview(context, **arguments)` returns a Preview of what the call will do, shown to whoever
     decides it; `confirmation(arguments)` is what a human types to approve it when it is critical.
+    With `pause` ("question" or "plan") the function is never run: a call always waits for a human,
+    and what they answer is the call's result.
     """
 
     def register(fn: Callable) -> Callable:
@@ -146,6 +162,7 @@ def tool(
             takes_context=takes_context,
             preview=preview,
             confirmation=confirmation,
+            pause=pause,
         )
         registry.tools[spec.name] = spec
         return fn

@@ -10,7 +10,7 @@ from ninja.security import HttpBearer, SessionAuth
 
 from approvals.api import router as approvals_router
 from approvals.calls import InvalidArguments
-from approvals.services import AlreadyDecided, ArgumentsChanged, ConfirmationRequired, NotAllowed
+from approvals.services import AlreadyDecided, ArgumentsChanged, ConfirmationRequired, InvalidAnswer, NotAllowed, WrongKind
 from chat.api import router as chat_router
 from chat.models import ApiToken
 from chat.quotas import QuotaExceeded
@@ -80,6 +80,8 @@ def arguments_changed(request, exc: ArgumentsChanged):
 
 
 @api.exception_handler(InvalidArguments)
+@api.exception_handler(InvalidAnswer)
+@api.exception_handler(WrongKind)
 @api.exception_handler(ConfirmationRequired)
 def refused_decision(request, exc: Exception):
     # Nothing was decided or stored: the approval is still pending.

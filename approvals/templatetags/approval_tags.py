@@ -7,6 +7,8 @@ from django.urls import reverse
 
 from hitl.visible import reveal
 
+from approvals import questions
+
 register = template.Library()
 
 
@@ -35,6 +37,12 @@ def edit_diff(approval) -> list[str]:
         pretty(approval.tool_call.arguments), pretty(approval.edited_arguments), "requested", "edited", lineterm="", n=1
     )
     return list(diff)[2:]  # the file header says nothing the caption does not
+
+
+@register.filter
+def shown_answer(answer) -> str:
+    """A question's answer as a person reads it (a list joined, yes or no)."""
+    return questions.shown(answer)
 
 
 @register.simple_tag

@@ -252,6 +252,24 @@ def test_a_worker_killed_right_after_storing_a_gated_call_loses_no_approval(cras
     assert len(replies(conversation_id)) == 2  # the tool-call turn and one answer: nothing doubled
 
 
+def test_a_question_waits_through_a_killed_worker_and_its_answer_resumes_the_loop(crash, alice, agent):
+    conversation_id = start_conversation(crash, alice, "ask me to choose between tea, coffee and water")
+    question = wait_until(lambda: Approval.objects.filter(conversation_id=conversation_id).first(), message="the question")
+    wait_until(lambda: status_of(conversation_id) == "waiting_for_approval", message="waiting")
+    crash.kill_worker()  # kill -9 while the question waits: nothing of it lives in the worker
+    crash.start_worker()
+
+    api = Api(crash.base_url, alice)
+    refused = api.post(f"approvals/{question.pk}/answer", {"answer": "beer"})
+    assert (refused.status_code, refused.json()["detail"]) == (400, "Choose one of: tea, coffee, water.")
+    assert api.post(f"approvals/{question.pk}/answer", {"answer": "coffee"}).status_code == 200
+    wait_until(lambda: status_of(conversation_id) == "idle", timeout=RECOVERY_SECONDS, message="the loop to finish")
+    assert replies(conversation_id)[-1] == "You answered: coffee."
+    assert len(replies(conversation_id)) == 2  # the question's turn and one answer: nothing doubled
+    call = ToolCall.objects.get(pk=question.tool_call_id)
+    assert (call.status, call.result.split("\n")[0]) == ("succeeded", '{"answer": "coffee"}')
+
+
 def test_a_decision_whose_enqueue_fails_is_kept_and_resumed_once_redis_is_back(crash, alice, agent):
     conversation_id = start_conversation(crash, alice, "write kept to a.txt")
     approval = wait_until(lambda: Approval.objects.filter(conversation_id=conversation_id).first(), message="the approval")

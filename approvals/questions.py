@@ -1,0 +1,222 @@
+"""A question the agent asks a human: what it may be, what counts as its answer, and what the model
+reads back. Pure: no database. The stored question is
+`{"text", "type", "options", "min", "max", "default", "required"}`."""
+import json
+import math
+import re
+from datetime import date
+
+from hitl.inputs import is_storable
+
+TYPES = ("text", "choice", "multi_choice", "number", "date", "confirm")
+MIN_OPTIONS, MAX_OPTIONS = 2, 20
+MAX_QUESTION_CHARS = 2000
+MAX_OPTION_CHARS = 200
+MAX_TEXT_ANSWER_CHARS = 5000
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+YES = {"yes", "y", "true", "ok", "confirm", "confirmed"}
+NO = {"no", "n", "false", "deny", "denied"}
+
+
+class InvalidQuestion(ValueError):
+    """Arguments the question's type does not allow; the message names the field, for the model."""
+
+
+class InvalidAnswer(ValueError):
+    """An answer the question does not take; the message says why, for the human."""
+
+
+def normalize(arguments: dict) -> dict:
+    """The model's (schema-validated) arguments as the stored question, or InvalidQuestion."""
+    text = str(arguments.get("question") or "").strip()
+    if not text:
+        raise InvalidQuestion("question: the question is empty.")
+    if len(text) > MAX_QUESTION_CHARS:
+        raise InvalidQuestion(f"question: longer than {MAX_QUESTION_CHARS} characters.")
+    kind = arguments.get("type") or "text"
+    if kind not in TYPES:
+        raise InvalidQuestion(f"type: one of {', '.join(TYPES)}.")
+    question = {
+        "text": text,
+        "type": kind,
+        "options": _options(kind, arguments.get("options")),
+        "min": None,
+        "max": None,
+        "default": None,
+        "required": bool(arguments.get("required", True)),
+    }
+    low, high = arguments.get("min"), arguments.get("max")
+    if kind == "number":
+        question["min"], question["max"] = _bound("min", low), _bound("max", high)
+        if question["min"] is not None and question["max"] is not None and question["min"] > question["max"]:
+            raise InvalidQuestion(f"min: {question['min']} is greater than max {question['max']}.")
+    elif low is not None or high is not None:
+        raise InvalidQuestion(f"min, max: only a number question has bounds, not a {kind} question.")
+    if arguments.get("default") is not None:
+        try:
+            question["default"] = validate_answer(question, arguments["default"])
+        except InvalidAnswer as exc:
+            raise InvalidQuestion(f"default: {exc}") from None
+    return question
+
+
+def _options(kind: str, options) -> list[str]:
+    if kind not in ("choice", "multi_choice"):
+        if options:
+            raise InvalidQuestion(f"options: only a choice question has options, not a {kind} question.")
+        return []
+    cleaned = [str(option).strip() for option in options or []]
+    if not MIN_OPTIONS <= len(cleaned) <= MAX_OPTIONS:
+        raise InvalidQuestion(f"options: a {kind} question needs {MIN_OPTIONS} to {MAX_OPTIONS} options, not {len(cleaned)}.")
+    if any(not option for option in cleaned):
+        raise InvalidQuestion("options: an option is empty.")
+    if any(len(option) > MAX_OPTION_CHARS for option in cleaned):
+        raise InvalidQuestion(f"options: an option is longer than {MAX_OPTION_CHARS} characters.")
+    if len({option.casefold() for option in cleaned}) != len(cleaned):
+        raise InvalidQuestion("options: two options are the same.")
+    return cleaned
+
+
+def _bound(name: str, value) -> int | float | None:
+    if value is None:
+        return None
+    number = _number(value)
+    if number is None:
+        raise InvalidQuestion(f"{name}: not a number.")
+    return number
+
+
+def _number(value) -> int | float | None:
+    """A finite number from a JSON number or its text; None if it is not one (booleans are not)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip().replace(",", "")) if value.strip() else None
+        except ValueError:
+            return None
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return int(value) if float(value).is_integer() and abs(value) < 2**53 else float(value)
+
+
+def validate_answer(question: dict, value):
+    """The answer as stored, or InvalidAnswer saying why (the question stays open)."""
+    kind = question["type"]
+    if any(isinstance(v, str) and not is_storable(v) for v in (value if isinstance(value, list) else [value])):
+        raise InvalidAnswer("The answer contains a NUL character or a lone UTF-16 surrogate, which is not text.")
+    if kind == "text":
+        if not isinstance(value, str):
+            raise InvalidAnswer("Answer with text.")
+        value = value.strip()
+        if not value and question["required"]:
+            raise InvalidAnswer("An answer is required.")
+        if len(value) > MAX_TEXT_ANSWER_CHARS:
+            raise InvalidAnswer(f"The answer is longer than {MAX_TEXT_ANSWER_CHARS} characters.")
+        return value
+    if kind == "choice":
+        if not isinstance(value, str) or value not in question["options"]:
+            raise InvalidAnswer(f"Choose one of: {', '.join(question['options'])}.")
+        return value
+    if kind == "multi_choice":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise InvalidAnswer("Answer with a list of options.")
+        unknown = [v for v in value if v not in question["options"]]
+        if unknown:
+            raise InvalidAnswer(f"{unknown[0]!r} is not an option; choose from: {', '.join(question['options'])}.")
+        if len(set(value)) != len(value):
+            raise InvalidAnswer("An option is chosen twice.")
+        if not value and question["required"]:
+            raise InvalidAnswer("Choose at least one option.")
+        return [option for option in question["options"] if option in value]  # in the question's order
+    if kind == "number":
+        number = _number(value)
+        if number is None:
+            raise InvalidAnswer("Answer with a number.")
+        low, high = question["min"], question["max"]
+        if (low is not None and number < low) or (high is not None and number > high):
+            raise InvalidAnswer(f"Answer with a number {_range(low, high)}.")
+        return number
+    if kind == "date":
+        if not isinstance(value, str) or not DATE.fullmatch(value.strip()):
+            raise InvalidAnswer("Answer with a date as YYYY-MM-DD.")
+        try:
+            return date.fromisoformat(value.strip()).isoformat()
+        except ValueError:
+            raise InvalidAnswer(f"{value.strip()} is not a date.") from None
+    if kind == "confirm":
+        if not isinstance(value, bool):
+            raise InvalidAnswer("Answer with yes (true) or no (false).")
+        return value
+    raise InvalidAnswer(f"Unknown question type {kind!r}.")
+
+
+def _range(low, high) -> str:
+    if low is not None and high is not None:
+        return f"between {low} and {high}"
+    return f"of at least {low}" if low is not None else f"of at most {high}"
+
+
+def from_text(question: dict, text: str):
+    """What a typed reply (the chat's message box) means as an answer to the question: a number,
+    options separated by commas or "and", yes or no. Validate the result with validate_answer."""
+    text = text.strip()
+    kind = question["type"]
+    if kind == "choice":
+        return _option_named(question, text) or text
+    if kind == "multi_choice":
+        parts = [p for p in re.split(r"\s*(?:,|;|\band\b)\s*", text, flags=re.I) if p]
+        return [_option_named(question, part) or part for part in parts]
+    if kind == "confirm":
+        word = text.lower().strip(" .!")
+        return True if word in YES else False if word in NO else text
+    if kind == "number":
+        return _number(text) if _number(text) is not None else text
+    return text
+
+
+def from_form(question: dict, form) -> object:
+    """What a card's form posted as an answer of the question's type (a QueryDict): several ticked
+    options, a number's text, true or false. Validate the result with validate_answer."""
+    kind = question["type"]
+    if kind == "multi_choice":
+        return form.getlist("answer")
+    value = form.get("answer", "")
+    if kind == "confirm":
+        return {"true": True, "false": False}.get(value, value)
+    if kind == "number":
+        return _number(value) if _number(value) is not None else value
+    return value
+
+
+def _option_named(question: dict, text: str) -> str | None:
+    """The option the text names: itself (in any case), or its number in the list."""
+    for option in question["options"]:
+        if option.casefold() == text.casefold():
+            return option
+    if text.isdigit() and 1 <= int(text) <= len(question["options"]):
+        return question["options"][int(text) - 1]
+    return None
+
+
+def shown(answer) -> str:
+    """An answer as a person reads it: a list joined, yes or no for a confirmation."""
+    if isinstance(answer, bool):
+        return "yes" if answer else "no"
+    if isinstance(answer, list):
+        return ", ".join(answer) if answer else "(none)"
+    return str(answer)
+
+
+def answered_result(answer) -> str:
+    """The tool result the model reads: the answer as JSON, then a sentence."""
+    return f"{json.dumps({'answer': answer}, ensure_ascii=False)}\nThe human answered: {shown(answer)}."
+
+
+def declined_result(who: str, reason: str) -> str:
+    because = f": {reason.rstrip('.')}" if reason else ""
+    return f"{json.dumps({'declined': True, 'reason': reason}, ensure_ascii=False)}\n{who} declined to answer{because}."
+
+
+def expired_result() -> str:
+    return f"{json.dumps({'answered': False})}\nNo answer came: the question expired unanswered."

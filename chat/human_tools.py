@@ -1,0 +1,52 @@
+"""Tools through which the agent asks the human: a typed question, or a plan to approve step by step.
+An agent has them when its tools list them. A call is never run: it waits as a pause (an Approval of
+kind question or plan), and what the human answers is the call's result (approvals.pauses)."""
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .tools import ToolError, tool
+
+QuestionType = Literal["text", "choice", "multi_choice", "number", "date", "confirm"]
+
+
+def _never_run(**arguments) -> str:
+    raise ToolError("A human answers this call; it is never run.")
+
+
+def ask_human(
+    question: Annotated[str, Field(description="The question, as the human will read it.")],
+    type: Annotated[  # noqa: A002  (the contract's name)
+        QuestionType, Field(description="What kind of answer: free text, one option, several options, a number, a date (YYYY-MM-DD) or yes/no.")
+    ] = "text",
+    options: Annotated[list[str] | None, Field(description="For choice and multi_choice: 2 to 20 options.")] = None,
+    min: Annotated[float | None, Field(description="For number: the smallest answer allowed.")] = None,  # noqa: A002
+    max: Annotated[float | None, Field(description="For number: the largest answer allowed.")] = None,  # noqa: A002
+    default: Annotated[Any, Field(description="The answer suggested to the human.")] = None,
+    required: Annotated[bool, Field(description="Whether an empty answer is refused.")] = True,
+) -> str:
+    """Ask the human a question and wait for the answer, which comes back as this call's result (JSON
+    with "answer", or "declined" with a reason). Use it for a missing fact or a choice only they can make."""
+    return _never_run()
+
+
+class PlanStep(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    action: Annotated[str, Field(description="What this step does, in a few words.")]
+    description: Annotated[str, Field(description="Details the human needs to decide.")] = ""
+    optional: Annotated[bool, Field(description="Whether the human may drop this step and keep the others.")] = False
+
+
+def propose_plan(
+    title: Annotated[str, Field(description="What the plan achieves.")],
+    steps: Annotated[list[PlanStep], Field(description="The steps, in order (1 to 20).")],
+) -> str:
+    """Propose a plan of several steps and wait until the human approves it (some optional steps may be
+    dropped) or rejects it. The result lists the approved steps: take only those."""
+    return _never_run()
+
+
+tool(ask_human, pause="question")
+tool(ask_human, name="request_human_input", pause="question")
+tool(propose_plan, pause="plan")
