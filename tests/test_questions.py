@@ -12,7 +12,7 @@ from approvals.models import Approval
 from approvals.services import InvalidAnswer, WrongKind, answer, decide, decide_many, expire_overdue
 from chat import services
 from chat.models import Conversation, Message, ToolCall
-from tests.conftest import pending_approvals, start_conversation
+from tests.conftest import client_for, pending_approvals, start_conversation
 from tests.security.test_audit import triggers_dropped
 
 pytestmark = pytest.mark.django_db(transaction=True)  # real commits: the loop runs on them (eager Celery)
@@ -412,3 +412,78 @@ def test_the_api_approves_a_plan_with_its_steps(alice, agent, api_as):
     assert approved.json()["answer"] == {"approved_steps": [1, 3], "dropped_steps": [2]}
     bulk = api.post("approvals/decisions", {"decision": "approve", "ids": [approval.pk]})
     assert bulk.json()["already_decided"] == [approval.pk]
+
+
+# --- The pages: the card's forms, in the chat and on the dashboard -------------------------------
+
+HTMX = {"HX-Request": "true"}
+
+
+def test_a_card_answers_a_question_and_shows_why_a_wrong_answer_is_refused(alice, agent):
+    _, approval = asked(alice, agent, "ask me for a number between 1 and 10")
+    client = client_for(alice, csrf=False)
+    page = client.get(f"/conversations/{approval.conversation_id}/").content.decode()
+    assert f'action="/approvals/{approval.pk}/answer/"' in page and 'type="number"' in page and 'min="1"' in page and 'max="10"' in page
+
+    refused = client.post(f"/approvals/{approval.pk}/answer/", {"answer": "11"}, headers=HTMX)
+    assert refused.status_code == 400
+    assert "Answer with a number between 1 and 10." in refused.content.decode()
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+
+    answered = client.post(f"/approvals/{approval.pk}/answer/", {"answer": "7"}, headers=HTMX)
+    assert answered.status_code == 200 and "Answered by alice via chat" in answered.content.decode()
+    approval.refresh_from_db()
+    assert (approval.answer, approval.decided_via) == (7, "chat")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "form", "stored"),
+    [
+        ({"question": "Which?", "type": "multi_choice", "options": ["a", "b", "c"]}, {"answer": ["c", "a"]}, ["a", "c"]),
+        ({"question": "Sure?", "type": "confirm"}, {"answer": "false"}, False),
+        ({"question": "Name?", "type": "text"}, {"answer": "  notes  "}, "notes"),
+    ],
+)
+def test_the_dashboard_answers_each_type_from_its_form(alice, bob, agent, arguments, form, stored):
+    conversation = start_conversation(alice, agent, f"call ask_human with {json.dumps(arguments)}")
+    [approval] = pending_approvals(conversation)
+    client = client_for(bob)
+    dashboard = client.get("/approvals/?kind=question").content.decode()
+    assert f'action="/approvals/dashboard/{approval.pk}/answer/"' in dashboard
+    response = client.post(f"/approvals/dashboard/{approval.pk}/answer/", form, headers=HTMX)
+    assert response.status_code == 200
+    approval.refresh_from_db()
+    assert (approval.status, approval.answer, approval.decided_by, approval.decided_via) == ("answered", stored, bob, "dashboard")
+
+
+def test_the_dashboard_filters_by_kind_and_its_answer_route_is_for_approvers(alice, bob, mallory, agent):
+    _, question_ = asked(alice, agent, "ask me what to call the file")
+    _, action = asked(alice, agent, "write hi to a.txt")
+    client = client_for(bob)
+    questions_only = client.get("/approvals/?kind=question").content.decode()
+    assert f"approval-row-{question_.pk}" in questions_only and f"approval-row-{action.pk}" not in questions_only
+    actions_only = client.get("/approvals/?kind=action").content.decode()
+    assert f"approval-row-{action.pk}" in actions_only and f"approval-row-{question_.pk}" not in actions_only
+    # The owner answers on the chat's card; the dashboard's route is for approvers; others see nothing.
+    assert client_for(alice).post(f"/approvals/dashboard/{question_.pk}/answer/", {"answer": "x"}).status_code == 403
+    assert client_for(mallory).post(f"/approvals/{question_.pk}/answer/", {"answer": "x"}).status_code == 404
+    question_.refresh_from_db()
+    assert question_.status == "pending"
+
+
+def test_the_answer_form_needs_its_csrf_token(alice, agent):
+    _, approval = asked(alice, agent, "ask me what to call the file")
+    response = client_for(alice, csrf=True).post(f"/approvals/{approval.pk}/answer/", {"answer": "x"})
+    assert response.status_code == 403
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+
+
+def test_a_plans_card_approves_the_ticked_steps_and_refuses_to_drop_a_required_one(alice, agent):
+    _, approval = asked(alice, agent, "plan a tidy-up")
+    client = client_for(alice)
+    refused = client.post(f"/approvals/{approval.pk}/decide/", {"decision": "approve", "plan": "1", "steps": ["1"]}, headers=HTMX)
+    assert refused.status_code == 400 and "Step 3 (Do it: a tidy-up) is required" in refused.content.decode()
+    approved = client.post(f"/approvals/{approval.pk}/decide/", {"decision": "approve", "plan": "1", "steps": ["1", "3"]}, headers=HTMX)
+    assert approved.status_code == 200 and "Approved (steps 1, 3)" in approved.content.decode()
