@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from hitl.admin import ReadOnlyAdminMixin
 
-from .models import Approval, Webhook, WebhookDelivery
+from .models import Approval, Rule, Webhook, WebhookDelivery
 from .templatetags.approval_tags import edit_diff
 
 EXPORT_COLUMNS = [
@@ -68,6 +68,21 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 a.kind, *("" if value is None else json.dumps(value, ensure_ascii=False) for value in (a.question, a.plan, a.answer)),
             ])
         return response
+
+
+@admin.register(Rule)
+class RuleAdmin(admin.ModelAdmin):
+    """Saved allow and deny rules. Changing or disabling one never changes a past decision (decided
+    approvals are final); the decisions it made name it (Approval.rule)."""
+
+    list_display = ["id", "effect", "tool", "scope", "agent", "conversation", "created_by", "uses", "max_uses", "last_used_at", "expires_at", "enabled"]
+    list_filter = ["effect", "scope", "enabled", ("agent", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["tool", "note", "created_by__username", "=conversation__id"]
+    readonly_fields = ["uses", "last_used_at", "created_at", "deleted_at"]
+    raw_id_fields = ["conversation", "created_by"]
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # disable it instead: the decisions it made keep naming it
 
 
 @admin.register(Webhook)

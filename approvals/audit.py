@@ -43,7 +43,7 @@ OUTSIDE = "it is decided but not in the chain: decided around the services"
 HASHED_FIELDS = (
     "conversation", "tool_call", "tool_call__name", "requested_by", "reason", "risk", "approver_required",
     "arguments_hash", "edited_arguments_hash", "edited_by", "preview", "status", "requested_at", "expires_at",
-    "decided_at", "decided_by", "decided_via", "rejection_reason", "kind", "question", "plan", "answer", *CHAIN_FIELDS,
+    "decided_at", "decided_by", "decided_via", "rejection_reason", "kind", "question", "plan", "answer", "rule", *CHAIN_FIELDS,
 )
 
 
@@ -82,6 +82,8 @@ def content(approval: Approval, changes: dict | None = None) -> dict:
         "decided_at": _instant(value("decided_at")),
         "rejection_reason": value("rejection_reason"),
     }
+    if (rule := ident("rule")) is not None:  # decided by a rule: which one (earlier links have none)
+        hashed["rule"] = rule
     if approval.kind != Approval.Kind.ACTION:
         # A question or a plan also hashes what was asked and answered. An action's content is as it
         # always was, so the links stored before pauses had kinds still verify.

@@ -36,6 +36,7 @@ class DecidedVia(models.TextChoices):
     API = "api"
     TEXT = "text"
     TIMEOUT = "timeout"
+    RULE = "rule"  # decided at once by an allow or deny rule (`Approval.rule`), by nobody
 
 
 class Approval(models.Model):
@@ -47,6 +48,10 @@ class Approval(models.Model):
 
     tool_call = models.OneToOneField("chat.ToolCall", on_delete=models.PROTECT, related_name="approval")
     conversation = models.ForeignKey("chat.Conversation", on_delete=models.PROTECT, related_name="approvals")
+    rule = models.ForeignKey(
+        "approvals.Rule", null=True, blank=True, on_delete=models.PROTECT, related_name="decisions",
+        help_text="The rule that decided it at once (decided via rule, by nobody); empty for a human's decision.",
+    )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", help_text="The conversation's owner."
     )
@@ -164,6 +169,60 @@ class Approval(models.Model):
     @property
     def confirmation_required(self) -> bool:
         return self.risk == Risk.CRITICAL
+
+
+class Rule(models.Model):
+    """A saved decision: calls of a tool (a name or a glob) whose arguments match are allowed or
+    denied at once, without asking, within a scope. Applied only after the tool's own gate asks for
+    a human, and never to what must always be asked (approvals.rules.may_auto_approve). Removing a
+    rule keeps it (disabled, `deleted_at`), so the decisions it made still name it."""
+
+    class Effect(models.TextChoices):
+        ALLOW = "allow"
+        DENY = "deny"
+
+    class Scope(models.TextChoices):
+        CONVERSATION = "conversation"  # one conversation
+        AGENT_USER = "agent_user"  # one agent, its creator's own conversations
+        AGENT = "agent"  # one agent, everyone's conversations (approvers only)
+        GLOBAL = "global"  # every agent, everyone (approvers only)
+
+    effect = models.CharField(max_length=8, choices=Effect.choices)
+    tool = models.CharField(max_length=200, help_text="A tool name, or a glob such as notes__*.")
+    arguments = models.JSONField(
+        default=dict, blank=True,
+        help_text='Conditions, all of which must match: {name: glob} or {name: {"regex": "..."}}.',
+    )
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    conversation = models.ForeignKey(
+        "chat.Conversation", null=True, blank=True, on_delete=models.CASCADE, related_name="rules"
+    )
+    agent = models.ForeignKey("chat.Agent", null=True, blank=True, on_delete=models.CASCADE, related_name="rules")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    max_uses = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: no limit.")
+    uses = models.PositiveIntegerField(default=0)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    note = models.CharField(max_length=500, blank=True)
+    enabled = models.BooleanField(default=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(effect__in=["allow", "deny"]), name="approvals_rule_effect_valid"),
+            models.CheckConstraint(
+                condition=Q(scope="conversation", conversation__isnull=False)
+                | Q(scope__in=["agent_user", "agent"], agent__isnull=False, conversation__isnull=True)
+                | Q(scope="global", agent__isnull=True, conversation__isnull=True),
+                name="approvals_rule_scope_target",
+            ),
+        ]
+        indexes = [models.Index(fields=["enabled", "tool"], name="approvals_rule_enabled_tool")]
+
+    def __str__(self) -> str:
+        return f"rule #{self.pk}: {self.effect} {self.tool} ({self.scope})"
 
 
 class Webhook(models.Model):

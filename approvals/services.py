@@ -7,7 +7,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from . import audit, calls, plans, questions
+from . import audit, calls, plans, questions, rules
 from .models import Approval, Risk
 from .permissions import can_decide, can_see
 from .policy import RISKS
@@ -117,6 +117,15 @@ def decide(
     if approve and approval.kind == Approval.Kind.PLAN:
         decision["answer"] = _plan_answer(approval, steps)
     return _store_decision(approval, decision, user=user, via=via)
+
+
+def decide_by_rule(approval: Approval, rule) -> Approval:
+    """Decide a just-requested approval at once by an allow or deny rule (approvals.rules.verdict):
+    decided via `rule`, by nobody, naming the rule; in the audit chain like any decision."""
+    approve = rule.effect == rule.Effect.ALLOW
+    status = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
+    decision = _decision(status, None, Approval.Via.RULE, "" if approve else rules.denial_reason(rule)) | {"rule": rule}
+    return _store_decision(approval, decision, user=None, via=Approval.Via.RULE)
 
 
 def answer(approval_id: int, *, user, via: str, value=None, decline: bool = False, reason: str = "") -> Approval:

@@ -15,9 +15,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from approvals import pauses
+from approvals import pauses, rules
 from approvals.models import Approval
-from approvals.services import request_approval
+from approvals.services import decide_by_rule, request_approval
 from hitl import live
 from hitl.db import release_connection
 
@@ -156,6 +156,8 @@ def _apply_decision(call: ToolCall, *, push_approved: bool = True) -> None:
         _transition(call, Status.PENDING_APPROVAL, finished, result=pauses.result(approval))
     elif approval.status == Approval.Status.APPROVED:
         _transition(call, Status.PENDING_APPROVAL, Status.APPROVED, push=push_approved)
+    elif approval.status == Approval.Status.REJECTED and approval.rule_id:
+        _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, result=approval.rejection_reason)  # "Denied by rule #N: …"
     elif approval.status == Approval.Status.REJECTED:
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
         text = f"Rejected by {who}: {approval.rejection_reason}" if approval.rejection_reason else f"Rejected by {who}."
@@ -461,8 +463,20 @@ def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
                     kind=gated.kind,
                     request=gated.request,
                 )
+                if gated.kind == Approval.Kind.ACTION:
+                    _apply_rules(call, gated, conversation)
         set_loaded_calls(message, calls)
     return message
+
+
+def _apply_rules(call: ToolCall, gated: GatedCall, conversation: Conversation) -> None:
+    """A saved allow or deny rule decides the call at once (approvals.rules): no card waits for a human."""
+    candidate = rules.Call(
+        tool=call.name, arguments=call.arguments, risk=gated.gate.risk, approver_required=gated.gate.approver_required,
+        max_auto_approve_risk=conversation.agent.max_auto_approve_risk,
+    )
+    if rule := rules.verdict(conversation, candidate):
+        decide_by_rule(call.approval, rule)
 
 
 def _unique_call_id(call_id: str, position: int, seen: set[str]) -> str:

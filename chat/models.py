@@ -66,6 +66,12 @@ class Agent(models.Model):
         help_text="The riskiest call a conversation's owner may approve; riskier ones need an approver "
         "who is not the owner (four eyes).",
     )
+    max_auto_approve_risk = models.CharField(
+        max_length=16,
+        choices=[(r, r) for r in ("low", "medium", "high")],
+        default="medium",
+        help_text="The riskiest call an allow rule may approve without a human (critical never).",
+    )
     approval_timeout_seconds = models.PositiveIntegerField(
         null=True, blank=True, help_text="Pending approvals expire after this long (empty: never)."
     )

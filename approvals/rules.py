@@ -1,0 +1,110 @@
+"""Allow and deny rules: which match a call, which one decides it, and what is never decided without
+a human. Applied after the tool's own gate has asked for a human (chat.loop): a matching deny rule
+rejects the call at once, else a matching allow rule approves it at once; deny always wins. Never
+approved by a rule, whatever the rules say: critical calls, four-eyes calls, calls riskier than the
+agent's `max_auto_approve_risk`, and calls with invisible or direction-changing characters.
+
+The matching (`choose`) is pure. `verdict()` reads the rules that apply to a conversation and takes
+a use of the one that decides, by a conditional update, so two workers cannot both take a rule's
+last use."""
+import fnmatch
+import json
+import re
+from dataclasses import dataclass
+
+from django.db.models import F, Q
+from django.utils import timezone
+
+from hitl.visible import has_invisible
+
+from .models import Rule
+from .policy import RISKS
+
+MAX_PATTERN_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a rule is matched against, and what decides whether a rule may approve it."""
+
+    tool: str
+    arguments: dict
+    risk: str
+    approver_required: bool
+    max_auto_approve_risk: str = "medium"
+
+
+def may_auto_approve(call: Call) -> bool:
+    """Whether any allow rule may approve the call without a human."""
+    return (
+        call.risk in RISKS
+        and call.risk != "critical"
+        and not call.approver_required
+        and call.max_auto_approve_risk in RISKS
+        and RISKS.index(call.risk) <= RISKS.index(call.max_auto_approve_risk)
+        and not has_invisible(call.arguments)
+        and not has_invisible(call.tool)
+    )
+
+
+def matches(rule, call: Call) -> bool:
+    """The tool's name fits the rule's name or glob, and every argument condition holds."""
+    if not fnmatch.fnmatchcase(call.tool, rule.tool):
+        return False
+    return all(name in call.arguments and _holds(condition, call.arguments[name]) for name, condition in (rule.arguments or {}).items())
+
+
+def _holds(condition, value) -> bool:
+    """A glob on the argument's text (a non-string argument as its JSON), or {"regex": ...}, whole."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    if isinstance(condition, dict) and isinstance(condition.get("regex"), str):
+        try:
+            return re.fullmatch(condition["regex"], text) is not None
+        except re.error:
+            return False  # a broken pattern matches nothing (rules are checked when made, too)
+    return isinstance(condition, str) and fnmatch.fnmatchcase(text, condition)
+
+
+def choose(rules, call: Call) -> list:
+    """The rules that may decide the call, in the order to try them: every matching deny rule, then,
+    if the call may be approved without a human, every matching allow rule. Deny always comes first."""
+    matching = [rule for rule in rules if matches(rule, call)]
+    denies = [rule for rule in matching if rule.effect == Rule.Effect.DENY]
+    allows = [rule for rule in matching if rule.effect == Rule.Effect.ALLOW] if may_auto_approve(call) else []
+    return denies + allows
+
+
+def verdict(conversation, call: Call):
+    """The rule that decides the call now (a use of it taken), or None: a human decides."""
+    for rule in choose(applicable(conversation), call):
+        if take_use(rule):
+            return rule
+    return None
+
+
+def applicable(conversation) -> list[Rule]:
+    """The live rules whose scope covers the conversation."""
+    now = timezone.now()
+    scopes = (
+        Q(scope=Rule.Scope.CONVERSATION, conversation_id=conversation.pk)
+        | Q(scope=Rule.Scope.AGENT_USER, agent_id=conversation.agent_id, created_by_id=conversation.owner_id)
+        | Q(scope=Rule.Scope.AGENT, agent_id=conversation.agent_id)
+        | Q(scope=Rule.Scope.GLOBAL)
+    )
+    return list(_live(Rule.objects.filter(scopes), now).order_by("pk"))
+
+
+def take_use(rule: Rule) -> bool:
+    """Count one use, only if the rule is still live and has a use left: one conditional update."""
+    now = timezone.now()
+    taken = _live(Rule.objects.filter(pk=rule.pk), now).filter(Q(max_uses__isnull=True) | Q(uses__lt=F("max_uses")))
+    return bool(taken.update(uses=F("uses") + 1, last_used_at=now))
+
+
+def _live(rules, now):
+    return rules.filter(enabled=True, deleted_at__isnull=True).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+
+
+def denial_reason(rule: Rule) -> str:
+    """What the model reads, and the card shows, of a call a deny rule rejected."""
+    return f"Denied by rule #{rule.pk}: {rule.note}" if rule.note else f"Denied by rule #{rule.pk}."
