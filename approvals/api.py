@@ -74,6 +74,7 @@ class ApprovalOut(Schema):
     answer: Any = Field(
         description='A question\'s answer once answered; an approved plan\'s {"approved_steps", "dropped_steps"}; else null.'
     )
+    rule_id: int | None = Field(description="The rule that decided it at once (`decided_via: \"rule\"`); null for a human's decision.")
 
 
 class ToolCallSummary(Schema):
@@ -145,6 +146,7 @@ def approval_out(approval: Approval) -> dict:
         "question": approval.question,
         "plan": approval.plan,
         "answer": approval.answer,
+        "rule_id": approval.rule_id,
     }
 
 

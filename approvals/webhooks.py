@@ -84,6 +84,7 @@ def payload(approval: Approval, event: str) -> dict:
             "question": approval.question,
             "plan": approval.plan,
             "answer": approval.answer,
+            "rule_id": approval.rule_id,
         },
         "tool": {"call_id": call.pk, "name": call.name, "arguments": call.arguments},
         "conversation": {"id": str(approval.conversation_id), "url": conversation_url},

@@ -81,6 +81,14 @@ def last_reply(conversation) -> str:
     return Message.objects.filter(conversation=conversation, role="assistant").last().content
 
 
+def test_a_rules_decision_reads_as_such_in_the_api(alice, agent, api_as):
+    allow = rule(alice)
+    conversation = start_conversation(alice, agent, "write hi to a.txt")
+    [item] = api_as(alice).get("approvals").json()["items"]
+    assert (item["status"], item["decided_via"], item["decided_by"], item["rule_id"]) == ("approved", "rule", None, allow.pk)
+    assert item["conversation_id"] == str(conversation.pk)
+
+
 def test_an_allow_rule_runs_a_matching_call_with_no_one_asked(alice, agent, settings):
     allow = rule(alice, scope=Rule.Scope.AGENT_USER, agent=agent, arguments={"path": "notes/*"}, note="notes are mine")
     conversation = start_conversation(alice, agent, "write hi to notes/a.txt")
