@@ -171,7 +171,8 @@ def from_text(question: dict, text: str):
         word = text.lower().strip(" .!")
         return True if word in YES else False if word in NO else text
     if kind == "number":
-        return _number(text) if _number(text) is not None else text
+        number = _number(text)
+        return text if number is None else number
     return text
 
 
@@ -185,7 +186,8 @@ def from_form(question: dict, form) -> object:
     if kind == "confirm":
         return {"true": True, "false": False}.get(value, value)
     if kind == "number":
-        return _number(value) if _number(value) is not None else value
+        number = _number(value)
+        return value if number is None else number
     return value
 
 

@@ -4,9 +4,9 @@ rejects the call at once, else a matching allow rule approves it at once; deny a
 approved by a rule, whatever the rules say: critical calls, four-eyes calls, calls riskier than the
 agent's `max_auto_approve_risk`, and calls with invisible or direction-changing characters.
 
-The matching (`choose`) is pure. `verdict()` reads the rules that apply to a conversation and takes
-a use of the one that decides, by a conditional update, so two workers cannot both take a rule's
-last use."""
+The matching (`choose`) is pure. `applicable()` reads the rules that apply to a conversation (once
+a turn), and `verdict()` takes a use of the one that decides, by a conditional update, so two
+workers cannot both take a rule's last use."""
 import fnmatch
 import json
 import re
@@ -74,9 +74,10 @@ def choose(rules, call: Call) -> list:
     return denies + allows
 
 
-def verdict(conversation, call: Call):
-    """The rule that decides the call now (a use of it taken), or None: a human decides."""
-    for rule in choose(applicable(conversation), call):
+def verdict(live_rules: list[Rule], call: Call):
+    """The rule of `live_rules` (applicable() of the call's conversation) that decides the call now,
+    a use of it taken; or None: a human decides."""
+    for rule in choose(live_rules, call):
         if take_use(rule):
             return rule
     return None

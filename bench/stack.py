@@ -113,15 +113,16 @@ def reset_peak_memory(pid: int) -> None:
         pass
 
 
-def procfile_worker_args(procfile: Path = ROOT / "Procfile") -> list[str]:
+def procfile_worker_args(procfile: Path = ROOT / "Procfile", port: str = "") -> list[str]:
     """The arguments after `celery` on the Procfile's worker line, with the app swapped for the
-    bench's (the same Celery app plus bench.ping): what `make run` and a deployment start."""
+    bench's (the same Celery app plus bench.ping): what `make run` and a deployment start. `port`
+    stands for the `$PORT` honcho hands each copy of the line."""
     args = ["-A", "hitl", "worker", "--loglevel", "INFO"]
     if procfile.exists():
         for line in procfile.read_text().splitlines():
             name, _, command = line.partition(":")
             if name.strip() == "worker" and "celery" in command:
-                words = shlex.split(os.path.expandvars(command))
+                words = shlex.split(os.path.expandvars(command.replace("$PORT", port) if port else command))
                 args = words[next(i for i, w in enumerate(words) if Path(w).name == "celery") + 1:]
                 break
     for i, word in enumerate(args):
@@ -239,9 +240,8 @@ class Stack:
         started = []
         for n in range(1, procfile_worker_count() + 1):
             # honcho hands each copy its own $PORT, which the Procfile puts in the node's name.
-            os.environ["PORT"] = str(5000 + n)
-            started.append(self._start_worker("worker" if n == 1 else f"worker{n}", procfile_worker_args(), None))
-        os.environ.pop("PORT", None)
+            args = procfile_worker_args(port=str(5000 + n))
+            started.append(self._start_worker("worker" if n == 1 else f"worker{n}", args, None))
         return started[0]
 
     def _start_worker(self, name: str, args: list[str], concurrency: int | None, env: dict | None = None) -> Process:

@@ -434,6 +434,7 @@ def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
         message = append_message(conversation, role=Message.Role.ASSISTANT, content=turn.text, push=False)
         calls = []
         seen_ids: set[str] = set()
+        live_rules = None  # read once a turn, when its first gated action needs them
         for position, model_call in enumerate(turn.tool_calls):
             call_id = _unique_call_id(model_call.call_id, position, seen_ids)
             seen_ids.add(call_id)
@@ -464,18 +465,19 @@ def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
                     request=gated.request,
                 )
                 if gated.kind == Approval.Kind.ACTION:
-                    _apply_rules(call, gated, conversation)
+                    live_rules = rules.applicable(conversation) if live_rules is None else live_rules
+                    _apply_rules(call, gated, conversation, live_rules)
         set_loaded_calls(message, calls)
     return message
 
 
-def _apply_rules(call: ToolCall, gated: GatedCall, conversation: Conversation) -> None:
+def _apply_rules(call: ToolCall, gated: GatedCall, conversation: Conversation, live_rules: list) -> None:
     """A saved allow or deny rule decides the call at once (approvals.rules): no card waits for a human."""
     candidate = rules.Call(
         tool=call.name, arguments=call.arguments, risk=gated.gate.risk, approver_required=gated.gate.approver_required,
         max_auto_approve_risk=conversation.agent.max_auto_approve_risk,
     )
-    if rule := rules.verdict(conversation, candidate):
+    if rule := rules.verdict(live_rules, candidate):
         decide_by_rule(call.approval, rule)
 
 

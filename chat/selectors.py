@@ -94,7 +94,8 @@ def messages_for_page(conversation: Conversation, *, limit: int = MESSAGES_PER_P
     rows = list(newest[: limit + 1])
     messages = rows[:limit][::-1]
     prefetch_related_objects(
-        messages, "tool_calls__approval__decided_by", "tool_calls__approval__requested_by", "tool_calls__approval__edited_by"
+        messages, "tool_calls__approval__decided_by", "tool_calls__approval__requested_by", "tool_calls__approval__edited_by",
+        "tool_calls__approval__rule",
     )
     return MessagePage(messages, has_earlier=len(rows) > limit)
 

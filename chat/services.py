@@ -105,7 +105,7 @@ def _post_to_a_pause(conversation: Conversation, user, content: str, pending: li
     """While the agent waits for an answer: a typed reply is the answer when one question is all that
     is pending (checked by its type: if it does not fit, nothing is decided and the notice says why).
     Beside other pending calls, or for a plan, typed text decides nothing: the cards do."""
-    [approval] = pending if len(pending) == 1 else [None]
+    approval = pending[0] if len(pending) == 1 else None
     if approval is None or approval.kind != Approval.Kind.QUESTION:
         message = messages.append_message(conversation, role=Message.Role.USER, content=content, author=user)
         what = "A plan is approved on its card, step by step" if approval else "While other calls are pending too, each is decided on its card"
