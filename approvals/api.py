@@ -11,7 +11,7 @@ from hitl.inputs import is_storable
 
 from .models import Approval
 from .permissions import is_approver
-from .services import answer, approve_edited, decide, decide_many
+from .services import answer, approve_edited, decide, decide_many, decide_remembering
 
 router = Router(tags=["approvals"])
 MAX_OFFSET = 10**9  # far past any real list, and far inside what every database's integers hold
@@ -94,12 +94,27 @@ class ApprovalList(Schema):
     count: int
 
 
+class RememberIn(Schema):
+    scope: Literal["conversation", "agent_user", "agent", "global"] = Field(
+        description="Where the rule holds: this conversation, your conversations with this agent; agent and global: approvers only."
+    )
+    arguments: dict[str, Any] | None = Field(
+        None, description="The rule's argument conditions ({name: glob}); left out: prefilled from the call; {}: any arguments."
+    )
+    note: str = ""
+    expires_at: datetime | None = None
+    max_uses: int | None = Field(None, ge=1, le=10**9)
+
+
 class DecisionIn(Schema):
     decision: Literal["approve", "reject"]
     reason: str = ""
     steps: list[int] | None = Field(None, description="For a plan: the steps approved (every required one); all if left out.")
     arguments: dict | None = Field(None, description="Approve these arguments instead (checked by the tool's schema and the policy again).")
     confirmation: str = Field("", description="For a critical call: its `confirmation_hint`, typed.")
+    remember: RememberIn | None = Field(
+        None, description="Also save the decision as a rule: approving makes an allow rule, rejecting a deny rule, for this tool."
+    )
 
 
 class DecisionsIn(Schema):
@@ -240,7 +255,12 @@ def decide_approval(request, approval_id: ApprovalId, payload: DecisionIn):
         raise HttpError(400, f"The reason is longer than {MAX_REASON} characters.")
     approve = payload.decision == "approve"
     try:
-        if approve and payload.arguments is not None:
+        if payload.remember is not None:
+            decide_remembering(
+                approval_id, user=request.auth, approve=approve, via=Approval.Via.API, remember=payload.remember.dict(),
+                reason=payload.reason, confirmation=payload.confirmation, arguments=payload.arguments,
+            )
+        elif approve and payload.arguments is not None:
             approve_edited(
                 approval_id, user=request.auth, arguments=payload.arguments, via=Approval.Via.API,
                 confirmation=payload.confirmation,

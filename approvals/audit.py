@@ -84,6 +84,8 @@ def content(approval: Approval, changes: dict | None = None) -> dict:
     }
     if (rule := ident("rule")) is not None:  # decided by a rule: which one (earlier links have none)
         hashed["rule"] = rule
+    if (repeated := ident("repeat_of")) is not None:  # a repeat of a human's rejection: which one
+        hashed["repeat_of"] = repeated
     if approval.kind != Approval.Kind.ACTION:
         # A question or a plan also hashes what was asked and answered. An action's content is as it
         # always was, so the links stored before pauses had kinds still verify.

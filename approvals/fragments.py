@@ -4,10 +4,13 @@ from django.template.loader import render_to_string
 from .models import Approval
 
 
-def approval_controls_html(approval: Approval, *, can_decide: bool | None, via: str = Approval.Via.CHAT, error: str = "") -> str:
+def approval_controls_html(
+    approval: Approval, *, can_decide: bool | None, via: str = Approval.Via.CHAT, error: str = "", saved_rule=None
+) -> str:
     """`can_decide`: whether the viewer may approve (None: unknown, for a push to many viewers).
-    Everyone who sees a pending approval may reject it."""
-    context = {"approval": approval, "can_decide": can_decide, "via": via, "error": error}
+    Everyone who sees a pending approval may reject it. `saved_rule`: the rule this decision just
+    saved ("Always…"), told once, to its maker."""
+    context = {"approval": approval, "can_decide": can_decide, "via": via, "error": error, "saved_rule": saved_rule}
     return render_to_string("partials/approval_controls.html", context)
 
 

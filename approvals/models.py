@@ -37,6 +37,7 @@ class DecidedVia(models.TextChoices):
     TEXT = "text"
     TIMEOUT = "timeout"
     RULE = "rule"  # decided at once by an allow or deny rule (`Approval.rule`), by nobody
+    REPEAT = "repeat"  # rejected at once: the same call was just rejected in the conversation (`repeat_of`)
 
 
 class Approval(models.Model):
@@ -51,6 +52,15 @@ class Approval(models.Model):
     rule = models.ForeignKey(
         "approvals.Rule", null=True, blank=True, on_delete=models.PROTECT, related_name="decisions",
         help_text="The rule that decided it at once (decided via rule, by nobody); empty for a human's decision.",
+    )
+    repeat_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="repeats",
+        help_text="The earlier rejection of the same call this one repeats (decided via repeat).",
+    )
+    rule_suggestion = models.JSONField(
+        null=True, blank=True,
+        help_text='What the card offers to remember: {"arguments": conditions prefilled from the call, "may_allow": '
+        'whether an allow rule could ever approve such a call, "trusted": the approvals that make it a trust suggestion}.',
     )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", help_text="The conversation's owner."

@@ -11,13 +11,15 @@ import fnmatch
 import json
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 
+from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
 from hitl.visible import has_invisible
 
-from .models import Rule
+from .models import Approval, Rule
 from .policy import RISKS
 
 MAX_PATTERN_CHARS = 200
@@ -74,13 +76,65 @@ def choose(rules, call: Call) -> list:
     return denies + allows
 
 
-def verdict(live_rules: list[Rule], call: Call):
+def verdict(live_rules: list[Rule], call: Call, *, effect: str | None = None):
     """The rule of `live_rules` (applicable() of the call's conversation) that decides the call now,
-    a use of it taken; or None: a human decides."""
+    a use of it taken; or None: a human decides. `effect` looks at deny or allow rules only."""
     for rule in choose(live_rules, call):
-        if take_use(rule):
+        if (effect is None or rule.effect == effect) and take_use(rule):
             return rule
     return None
+
+
+def recent_rejection(conversation_id, tool: str, arguments_hash: str):
+    """The rejection contract: the newest rejection, within the window (HITL_REPEAT_WINDOW_SECONDS),
+    by a human (or a repeat of one), of the same tool with the same arguments in the conversation.
+    A deny rule's rejections do not count: removing the rule lets the call be asked again."""
+    window = settings.HITL_REPEAT_WINDOW_SECONDS
+    if window <= 0:
+        return None
+    recent = Approval.objects.filter(
+        conversation_id=conversation_id,
+        status=Approval.Status.REJECTED,
+        kind=Approval.Kind.ACTION,
+        arguments_hash=arguments_hash,
+        tool_call__name=tool,
+        decided_at__gte=timezone.now() - timedelta(seconds=window),
+    ).exclude(decided_via=Approval.Via.RULE)
+    return recent.select_related("repeat_of").order_by("-decided_at", "-pk").first()
+
+
+def suggestion(conversation, call: Call, *, trust_after: int, look_back: int = 200) -> dict:
+    """What a card waiting for a human offers to remember (Approval.rule_suggestion): the
+    conditions prefilled from the call, whether an allow rule could ever approve such a call, and
+    `trusted`: how many alike calls (same tool, arguments matching those conditions) the owner
+    approved with this agent since the last rejection of one, once that reaches `trust_after` (else 0).
+    A suggestion only: nothing is made until someone accepts it."""
+    from .rulemaking import conditions_for
+
+    conditions = conditions_for(call.arguments)
+    may_allow = may_auto_approve(call)
+    trusted = _trusted(conversation, call.tool, conditions, look_back) if may_allow and trust_after > 0 else 0
+    return {"arguments": conditions, "may_allow": may_allow, "trusted": trusted if trusted >= trust_after else 0}
+
+
+def _trusted(conversation, tool: str, conditions: dict, look_back: int) -> int:
+    """The owner's own approvals of alike calls with the agent, newest first, up to a rejection."""
+    alike = Rule(effect=Rule.Effect.ALLOW, tool=tool, arguments=conditions)
+    decided = (
+        Approval.objects.filter(requested_by_id=conversation.owner_id, conversation__agent_id=conversation.agent_id)
+        .filter(kind=Approval.Kind.ACTION, tool_call__name=tool, status__in=[Approval.Status.APPROVED, Approval.Status.REJECTED])
+        .exclude(decided_via__in=[Approval.Via.RULE, Approval.Via.REPEAT])
+        .select_related("tool_call")
+        .order_by("-requested_at", "-pk")[:look_back]
+    )
+    count = 0
+    for approval in decided:
+        if not matches(alike, Call(tool, approval.tool_call.arguments, approval.risk, approval.approver_required)):
+            continue
+        if approval.status == Approval.Status.REJECTED:
+            break
+        count += approval.decided_by_id == conversation.owner_id
+    return count
 
 
 def applicable(conversation) -> list[Rule]:

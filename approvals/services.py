@@ -7,8 +7,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from . import audit, calls, plans, questions, rules
-from .models import Approval, Risk
+from . import audit, calls, plans, questions, rulemaking, rules
+from .models import Approval, Risk, Rule
 from .permissions import can_decide, can_see
 from .policy import RISKS
 from .signals import approval_edited, approval_requested, approvals_decided
@@ -63,6 +63,7 @@ def request_approval(
     confirmation_hint: str = "",
     kind: str = Approval.Kind.ACTION,
     request: dict | None = None,
+    rule_suggestion: dict | None = None,
 ) -> Approval:
     """A pause for a human: a gated call (`action`), or with `kind` and `request` a question or a
     plan (approvals.pauses)."""
@@ -83,6 +84,7 @@ def request_approval(
         kind=kind,
         question=request if kind == Approval.Kind.QUESTION else None,
         plan=request if kind == Approval.Kind.PLAN else None,
+        rule_suggestion=rule_suggestion,
     )
     transaction.on_commit(lambda: approval_requested.send(sender=Approval, approval=approval), robust=True)
     return approval
@@ -126,6 +128,49 @@ def decide_by_rule(approval: Approval, rule) -> Approval:
     status = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
     decision = _decision(status, None, Approval.Via.RULE, "" if approve else rules.denial_reason(rule)) | {"rule": rule}
     return _store_decision(approval, decision, user=None, via=Approval.Via.RULE)
+
+
+def reject_as_repeat(approval: Approval, earlier: Approval) -> Approval:
+    """The rejection contract: a call identical to one a human just rejected in the conversation
+    (approvals.rules.recent_rejection) is rejected at once, by nobody, via `repeat`, with the earlier
+    rejection's reason, pointing at the human rejection it repeats."""
+    original = earlier.repeat_of or earlier
+    decision = _decision(Approval.Status.REJECTED, None, Approval.Via.REPEAT, original.rejection_reason) | {"repeat_of": original}
+    return _store_decision(approval, decision, user=None, via=Approval.Via.REPEAT)
+
+
+def decide_remembering(
+    approval_id: int,
+    *,
+    user,
+    approve: bool,
+    via: str,
+    remember: dict,
+    reason: str = "",
+    confirmation: str = "",
+    shown_hash: str = "",
+    arguments: dict | None = None,
+) -> tuple[Approval, Rule | None]:
+    """Decide a tool call (approve_edited() with `arguments`, else decide()) and save the rule the
+    decider asked to remember (approvals.rulemaking.draft_from_call: `remember` holds its scope and
+    optionally its conditions, note, expiry and uses). The rule is checked before anything is decided;
+    it is saved only if this decision was stored as asked (an edit left pending saves none)."""
+    approval = Approval.objects.select_related("tool_call", "conversation__agent").filter(pk=approval_id).first()
+    if approval is None or not can_see(user, approval):
+        raise Approval.DoesNotExist
+    if approval.kind != Approval.Kind.ACTION:
+        raise WrongKind("Only a tool call is remembered as a rule; a question or a plan is decided each time.")
+    rule = rulemaking.draft_from_call(user, approval, approve=approve, **remember)
+    seen = {"confirmation": confirmation, "shown_hash": shown_hash}
+    if approve and arguments is not None:
+        decided = approve_edited(approval_id, user=user, arguments=arguments, via=via, **seen)
+    else:
+        decided = decide(approval_id, user=user, approve=approve, via=via, reason=reason, **seen)
+    if decided.status != (Approval.Status.APPROVED if approve else Approval.Status.REJECTED):
+        return decided, None
+    rule.save()
+    logger.info("approval %s remembered as rule %s by %s", approval_id, rule.pk, user)
+    return decided, rule
 
 
 def answer(approval_id: int, *, user, via: str, value=None, decline: bool = False, reason: str = "") -> Approval:

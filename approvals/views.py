@@ -15,6 +15,7 @@ from .calls import InvalidArguments
 from .forms import arguments_from_form, edit_fields
 from .fragments import approval_controls_html
 from .models import Approval, Risk
+from .rulemaking import InvalidRule, ScopeNotAllowed, TargetNotFound
 from .permissions import can_decide, can_see, is_approver
 from .selectors import Filters, decided_approvals, pending_approvals
 from .services import (
@@ -28,6 +29,7 @@ from .services import (
     approve_edited,
     decide,
     decide_many,
+    decide_remembering,
 )
 
 DASHBOARD_ROWS = 50  # the oldest first; the count says how many more wait
@@ -89,24 +91,43 @@ def decide_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> Http
     decision = request.POST.get("decision")
     if decision not in ("approve", "reject"):
         return HttpResponse("Choose approve or reject.", status=400)
+    decision_fields = {
+        "user": request.user,
+        "approve": decision == "approve",
+        "via": via,
+        "reason": request.POST.get("reason", "")[:2000],
+        "confirmation": request.POST.get("confirmation", ""),
+        "shown_hash": request.POST.get("shown_hash", ""),
+    }
+    saved_rule = None
     try:
-        approval = decide(
-            approval_id,
-            user=request.user,
-            approve=decision == "approve",
-            via=via,
-            reason=request.POST.get("reason", "")[:2000],
-            confirmation=request.POST.get("confirmation", ""),
-            shown_hash=request.POST.get("shown_hash", ""),
-            steps=_steps(request) if decision == "approve" else None,
-        )
+        if remember := _remember(request):
+            approval, saved_rule = decide_remembering(approval_id, remember=remember, **decision_fields)
+        else:
+            approval = decide(approval_id, steps=_steps(request) if decision == "approve" else None, **decision_fields)
     except BadInput as exc:
         return _refused(request, approval_id, InvalidAnswer(str(exc)), via)
     except Approval.DoesNotExist:
         raise Http404("No such approval.") from None
-    except DecisionError as exc:
+    except ScopeNotAllowed as exc:
+        return HttpResponse(str(exc), status=403)
+    except (DecisionError, InvalidRule, TargetNotFound) as exc:
         return _refused(request, approval_id, exc, via)
-    return _decided(request, approval, via)
+    return _decided(request, approval, via, saved_rule=saved_rule)
+
+
+def _remember(request) -> dict | None:
+    """The card's "Always…" form: the scope to remember the decision in, and its argument
+    conditions (`cond:<argument>`; an emptied one is left out, matching any value)."""
+    scope = request.POST.get("remember_scope", "")
+    if not scope:
+        return None
+    conditions = {
+        key.removeprefix("cond:"): value.strip()
+        for key, value in request.POST.items()
+        if key.startswith("cond:") and value.strip()
+    }
+    return {"scope": scope, "arguments": conditions, "note": request.POST.get("remember_note", "")[:500]}
 
 
 @login_required
@@ -193,10 +214,11 @@ def _check_channel(request, via: str) -> None:
         raise PermissionDenied("The dashboard is for approvers.")
 
 
-def _decided(request, approval: Approval, via: str) -> HttpResponse:
+def _decided(request, approval: Approval, via: str, saved_rule=None) -> HttpResponse:
     if not request.htmx:
         return _back(request)
-    return HttpResponse(approval_controls_html(approval, can_decide=can_decide(request.user, approval), via=via))
+    html = approval_controls_html(approval, can_decide=can_decide(request.user, approval), via=via, saved_rule=saved_rule)
+    return HttpResponse(html)
 
 
 def _refused(request, approval_id: int, exc: Exception, via: str) -> HttpResponse:

@@ -303,7 +303,7 @@ def _result_sentence(call: dict | None, content: str) -> str:
     if call and call["function"]["name"] in ("ask_human", "request_human_input", "propose_plan"):
         return _answer_sentence(content)
     action = _describe_call(call)
-    if content.startswith(("Rejected by", "Denied by rule", "Not run:", "Interrupted:", "Cancelled by")):
+    if content.startswith(("Rejected by", "Denied by rule", "Already rejected by", "Not run:", "Interrupted:", "Cancelled by")):
         end = "" if content.endswith((".", "!", "?")) else "."  # the reason is quoted as it was typed
         return f"I did not {action} ({content}){end}"
     if content.startswith("Error:"):

@@ -9,6 +9,7 @@ import logging
 import time
 import uuid
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
 from django.db import transaction
@@ -16,8 +17,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from approvals import pauses, rules
-from approvals.models import Approval
-from approvals.services import decide_by_rule, request_approval
+from approvals.models import Approval, Rule
+from approvals.services import decide_by_rule, reject_as_repeat, request_approval
 from hitl import live
 from hitl.db import release_connection
 
@@ -156,6 +157,8 @@ def _apply_decision(call: ToolCall, *, push_approved: bool = True) -> None:
         _transition(call, Status.PENDING_APPROVAL, finished, result=pauses.result(approval))
     elif approval.status == Approval.Status.APPROVED:
         _transition(call, Status.PENDING_APPROVAL, Status.APPROVED, push=push_approved)
+    elif approval.status == Approval.Status.REJECTED and approval.decided_via == Approval.Via.REPEAT:
+        _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, result=_repeat_result(approval))
     elif approval.status == Approval.Status.REJECTED and approval.rule_id:
         _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, result=approval.rejection_reason)  # "Denied by rule #N: …"
     elif approval.status == Approval.Status.REJECTED:
@@ -167,6 +170,18 @@ def _apply_decision(call: ToolCall, *, push_approved: bool = True) -> None:
     else:
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
         _transition(call, Status.PENDING_APPROVAL, Status.CANCELLED, result=_cancelled_result(who))
+
+
+def _repeat_result(approval: Approval) -> str:
+    """What the model reads of a call rejected again at once (the scripted model reads "Already rejected")."""
+    original = approval.repeat_of
+    who = original.decided_by.get_username() if original.decided_by else "the system"
+    when = original.decided_at.strftime("%H:%M UTC")
+    why = f": {original.rejection_reason}" if original.rejection_reason else ""
+    return (
+        f"Already rejected by {who} at {when}{why}. This same call was rejected again without asking; "
+        "do not ask for it again."
+    )
 
 
 def _transition(call: ToolCall, old: str, new: str, *, push: bool = True, **fields) -> bool:
@@ -449,6 +464,10 @@ def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
             call.save()
             calls.append(call)
             if gated is not None and gated.gate.required:
+                automatic, suggestion = None, None
+                if gated.kind == Approval.Kind.ACTION:
+                    live_rules = rules.applicable(conversation) if live_rules is None else live_rules
+                    automatic, suggestion = _automatic_decision(call, gated, conversation, live_rules)
                 call.approval = request_approval(
                     tool_call_id=call.pk,
                     conversation_id=conversation.pk,
@@ -463,22 +482,30 @@ def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
                     confirmation_hint=gated.confirmation_hint,
                     kind=gated.kind,
                     request=gated.request,
+                    rule_suggestion=suggestion,
                 )
-                if gated.kind == Approval.Kind.ACTION:
-                    live_rules = rules.applicable(conversation) if live_rules is None else live_rules
-                    _apply_rules(call, gated, conversation, live_rules)
+                if automatic is not None:
+                    automatic(call.approval)
         set_loaded_calls(message, calls)
     return message
 
 
-def _apply_rules(call: ToolCall, gated: GatedCall, conversation: Conversation, live_rules: list) -> None:
-    """A saved allow or deny rule decides the call at once (approvals.rules): no card waits for a human."""
+def _automatic_decision(call: ToolCall, gated: GatedCall, conversation: Conversation, live_rules: list):
+    """(how the call is decided at once, if it is; what its card offers to remember otherwise).
+    In this order, a human's say winning over a saved allow: a deny rule rejects it; the same call,
+    just rejected in this conversation, is rejected again (the rejection contract); an allow rule
+    approves it (approvals.rules). Else a human decides, perhaps offered a trust suggestion."""
     candidate = rules.Call(
         tool=call.name, arguments=call.arguments, risk=gated.gate.risk, approver_required=gated.gate.approver_required,
         max_auto_approve_risk=conversation.agent.max_auto_approve_risk,
     )
-    if rule := rules.verdict(live_rules, candidate):
-        decide_by_rule(call.approval, rule)
+    if rule := rules.verdict(live_rules, candidate, effect=Rule.Effect.DENY):
+        return partial(decide_by_rule, rule=rule), None
+    if earlier := rules.recent_rejection(conversation.pk, call.name, call.arguments_hash):
+        return partial(reject_as_repeat, earlier=earlier), None
+    if rule := rules.verdict(live_rules, candidate, effect=Rule.Effect.ALLOW):
+        return partial(decide_by_rule, rule=rule), None
+    return None, rules.suggestion(conversation, candidate, trust_after=conversation.agent.trust_after)
 
 
 def _unique_call_id(call_id: str, position: int, seen: set[str]) -> str:

@@ -41,7 +41,7 @@ def load_calls(message: Message) -> None:
     """Load a turn's calls with their approvals, each call's `message` being the turn: a card (and
     its turn's "Approve all") renders from memory, and a status changed on a call is the status
     every later render of the turn sees."""
-    set_loaded_calls(message, list(message.tool_calls.select_related("approval__rule")))
+    set_loaded_calls(message, list(message.tool_calls.select_related("approval__rule", "approval__repeat_of__decided_by")))
 
 
 def set_loaded_calls(message: Message, calls: list[ToolCall]) -> None:

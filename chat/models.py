@@ -72,6 +72,11 @@ class Agent(models.Model):
         default="medium",
         help_text="The riskiest call an allow rule may approve without a human (critical never).",
     )
+    trust_after = models.PositiveSmallIntegerField(
+        default=3,
+        help_text="After this many approvals of alike calls by the same user, and no rejection since, the next "
+        "card suggests an allow rule (never made automatically). 0: never suggest.",
+    )
     approval_timeout_seconds = models.PositiveIntegerField(
         null=True, blank=True, help_text="Pending approvals expire after this long (empty: never)."
     )

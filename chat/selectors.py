@@ -95,7 +95,7 @@ def messages_for_page(conversation: Conversation, *, limit: int = MESSAGES_PER_P
     messages = rows[:limit][::-1]
     prefetch_related_objects(
         messages, "tool_calls__approval__decided_by", "tool_calls__approval__requested_by", "tool_calls__approval__edited_by",
-        "tool_calls__approval__rule",
+        "tool_calls__approval__rule", "tool_calls__approval__repeat_of__decided_by",
     )
     return MessagePage(messages, has_earlier=len(rows) > limit)
 

@@ -9,6 +9,8 @@ from ninja.parser import Parser
 from ninja.security import HttpBearer, SessionAuth
 
 from approvals.api import router as approvals_router
+from approvals.rule_api import router as rules_router
+from approvals.rulemaking import InvalidRule, ScopeNotAllowed, TargetNotFound
 from approvals.calls import InvalidArguments
 from approvals.services import AlreadyDecided, ArgumentsChanged, ConfirmationRequired, InvalidAnswer, NotAllowed, WrongKind
 from chat.api import router as chat_router
@@ -54,6 +56,7 @@ api = NinjaAPI(
 )
 api.add_router("/conversations", chat_router)
 api.add_router("/approvals", approvals_router)
+api.add_router("/rules", rules_router)
 
 
 @api.exception_handler(HttpError)
@@ -67,6 +70,21 @@ def http_error(request, exc: HttpError):
 def not_found(request, exc: Http404):
     # The same words with DEBUG on or off; it never says whether the object exists for someone else.
     return api.create_response(request, {"detail": str(exc) or "Not found."}, status=404)
+
+
+@api.exception_handler(InvalidRule)
+def invalid_rule(request, exc: InvalidRule):
+    return api.create_response(request, {"detail": str(exc)}, status=400)
+
+
+@api.exception_handler(ScopeNotAllowed)
+def scope_not_allowed(request, exc: ScopeNotAllowed):
+    return api.create_response(request, {"detail": str(exc)}, status=403)
+
+
+@api.exception_handler(TargetNotFound)
+def target_not_found(request, exc: TargetNotFound):
+    return api.create_response(request, {"detail": str(exc)}, status=404)
 
 
 @api.exception_handler(AlreadyDecided)

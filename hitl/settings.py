@@ -247,6 +247,9 @@ HITL_LLM_RETRY_BACKOFF = float(os.environ.get("HITL_LLM_RETRY_BACKOFF", "1.0"))
 HITL_LOOP_LEASE_SECONDS = float(os.environ.get("HITL_LOOP_LEASE_SECONDS", "300"))
 # A running conversation that has not moved for this long is re-enqueued by the sweeper.
 HITL_STALL_SECONDS = float(os.environ.get("HITL_STALL_SECONDS", "60"))
+# The rejection contract: a call identical to one rejected in the same conversation this many seconds
+# ago is rejected again at once, without asking (0: ask every time).
+HITL_REPEAT_WINDOW_SECONDS = float(os.environ.get("HITL_REPEAT_WINDOW_SECONDS", "1800"))
 HITL_MAX_MESSAGE_CHARS = int(os.environ.get("HITL_MAX_MESSAGE_CHARS", "20000"))
 # Links in webhook payloads point here.
 HITL_BASE_URL = os.environ.get("HITL_BASE_URL", "http://127.0.0.1:8000").rstrip("/")

@@ -6,6 +6,7 @@ from .api import api
 urlpatterns = [
     path("", include("chat.urls")),
     path("approvals/", include("approvals.urls")),
+    path("rules/", include("approvals.rule_urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/", api.urls),

@@ -69,6 +69,11 @@ def reveal(text: str) -> str:
     return _HIDDEN.sub(_shown, text)
 
 
+def hidden_as_any(text: str) -> str:
+    """`text` with each invisible character replaced by `?`: a glob that shows what it matches."""
+    return _HIDDEN.sub("?", text)
+
+
 def reveal_line(text: str) -> str:
     """Like `reveal`, for a value that should be one line (an address, a subject): its newlines and
     tabs are revealed too, so "Subject: hi\\nBcc: x" cannot pass for two headers."""

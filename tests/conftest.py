@@ -57,6 +57,12 @@ class ApiClient:
         data = json.dumps(body) if body is not None else ""
         return self.client.post(f"/api/{path}", data, content_type="application/json", headers=self.headers)
 
+    def patch(self, path: str, body):
+        return self.client.patch(f"/api/{path}", json.dumps(body), content_type="application/json", headers=self.headers)
+
+    def delete(self, path: str):
+        return self.client.delete(f"/api/{path}", headers=self.headers)
+
 
 @pytest.fixture
 def api_as():

@@ -1,0 +1,11 @@
+"""The rules page and its two POSTs, mounted at /rules/."""
+from django.urls import path
+
+from . import rule_views
+
+app_name = "rules"
+urlpatterns = [
+    path("", rule_views.rules_page, name="page"),
+    path("<int:rule_id>/enabled/", rule_views.rule_enable, name="enabled"),
+    path("<int:rule_id>/delete/", rule_views.rule_delete, name="delete"),
+]
