@@ -297,3 +297,21 @@ def test_someone_no_longer_an_approver_may_switch_their_global_rule_off_but_not_
     assert api.patch(f"rules/{made['id']}", {"enabled": False}).status_code == 200
     assert api.patch(f"rules/{made['id']}", {"enabled": True}).status_code == 403
     assert not Rule.objects.get(pk=made["id"]).enabled
+
+
+def test_an_approver_makes_an_agent_wide_rule_from_the_dashboard(alice, bob, agent):
+    conversation = start_conversation(alice, agent, "write hi to notes/a.txt")
+    [approval] = pending_approvals(conversation)
+    row = client_for(bob).get("/approvals/").content.decode()
+    assert "with this agent, in everyone&#x27;s conversations" in row or "with this agent, in everyone's conversations" in row
+    response = client_for(bob).post(
+        f"/approvals/dashboard/{approval.pk}/decide/",
+        {"decision": "approve", "remember_scope": "agent", "cond:path": "notes/*"}, headers={"HX-Request": "true"},
+    )
+    assert response.status_code == 200
+    rule = Rule.objects.get()
+    assert (rule.scope, rule.agent, rule.created_by, rule.arguments) == ("agent", agent, bob, {"path": "notes/*"})
+    approval.refresh_from_db()
+    assert (approval.decided_via, approval.decided_by) == ("dashboard", bob)
+    # Everyone's conversations with the agent now run such calls unasked.
+    assert start_conversation(alice, agent, "write hi to notes/b.txt").status == Conversation.Status.IDLE
