@@ -31,6 +31,7 @@ setup: $(VENV)/.run-deps
 	bin/ensure-system-packages
 	$(PY) manage.py migrate --no-input -v 0
 	$(PY) manage.py setup_demo
+	$(PY) manage.py setup_demo_tool_servers
 
 run: setup
 	@echo "hitl starts at http://$(HITL_BIND):$(PORT)/ ; log in as demo (password: demo, or HITL_DEMO_PASSWORD). Ctrl-C stops everything."

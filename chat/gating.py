@@ -128,10 +128,10 @@ class EditChecker:
         )
 
     def schema(self, approval) -> dict:
-        spec = registry.get(approval.tool_call.name)
+        conversation = Conversation.objects.select_related("agent").get(pk=approval.conversation_id)
+        spec = registry.get(approval.tool_call.name) or registry.find(conversation.agent, approval.tool_call.name)
         return spec.parameters if spec else {}
 
     @staticmethod
     def _spec(approval, conversation: Conversation) -> ToolSpec | None:
-        name = approval.tool_call.name
-        return registry.get(name) if name in conversation.agent.tools else None
+        return registry.find(conversation.agent, approval.tool_call.name)

@@ -241,6 +241,8 @@ def _plan(text: str) -> list[tuple[str, str]] | None:
             {"action": f"Do it: {m[1]}", "description": "Make the change.", "optional": False},
         ]
         return [("propose_plan", args(title=m[1], steps=steps))]
+    if notes := _notes_call(text):  # the demo notes tool server's tools (toolservers.demo_server)
+        return [notes]
     if m := re.fullmatch(r"write (.+) to (\S+)", text, re.I | re.S):
         return [("write_file", args(path=m[2], content=m[1]))]
     if m := re.fullmatch(r"read (\S+)", text, re.I):
@@ -258,6 +260,26 @@ def _plan(text: str) -> list[tuple[str, str]] | None:
         return [("calculator", args(expression=m[1]))]
     if m := re.fullmatch(r"fetch (\S+)", text, re.I):
         return [("web_fetch", args(url=m[1]))]
+    return None
+
+
+def _notes_call(text: str) -> tuple[str, str] | None:
+    """`list my notes`, `read note <name>`, `note <text> as <name>`, `remove note <name>`, `break the
+    notes`, `show the notes picture`, `a huge note`: calls of the `notes` tool server's tools."""
+    if re.fullmatch(r"list (my|the) notes", text, re.I):
+        return ("notes__list_notes", "{}")
+    if m := re.fullmatch(r"read note (\S+)", text, re.I):
+        return ("notes__read_note", json.dumps({"name": m[1]}))
+    if m := re.fullmatch(r"note (.+) as (\S+)", text, re.I | re.S):
+        return ("notes__write_note", json.dumps({"name": m[2], "text": m[1]}))
+    if m := re.fullmatch(r"remove note (\S+)", text, re.I):
+        return ("notes__delete_note", json.dumps({"name": m[1]}))
+    if re.fullmatch(r"break the notes", text, re.I):
+        return ("notes__fail", json.dumps({"message": "broken on purpose"}))
+    if re.fullmatch(r"show the notes picture", text, re.I):
+        return ("notes__picture", "{}")
+    if re.fullmatch(r"a huge note", text, re.I):
+        return ("notes__huge", json.dumps({"size": 100_000}))
     return None
 
 
@@ -285,6 +307,13 @@ _ACTIONS = {
     "send_email": "email {to} about {subject}",
     "calculator": "calculate {expression}",
     "web_fetch": "fetch {url}",
+    "notes__list_notes": "list the notes",
+    "notes__read_note": "read note {name}",
+    "notes__write_note": "write note {name}",
+    "notes__delete_note": "remove note {name}",
+    "notes__fail": "break the notes",
+    "notes__picture": "show the picture",
+    "notes__huge": "make a huge note",
 }
 
 

@@ -213,7 +213,10 @@ def _run(call: ToolCall, conversation: Conversation) -> None:
     if call.is_gated and not _matches_approval(call, approval, arguments):
         _transition(call, Status.RUNNING, Status.FAILED, error="Refused: the arguments differ from the ones that were approved.")
         return
-    spec = registry.get(call.name)
+    spec = registry.get(call.name) or registry.find(conversation.agent, call.name)
+    if spec is None:  # a tool server's tool that is no longer offered to the agent
+        _transition(call, Status.RUNNING, Status.FAILED, error=f"Not run: {call.name} is no longer available to this agent.")
+        return
     context = tool_context(conversation, idempotency_key=str(approval.pk) if approval else f"call-{call.pk}")
     if approval is not None and (changed := _world_changed(spec, arguments, context, approval)):
         _transition(call, Status.RUNNING, Status.FAILED, error=changed)
@@ -524,7 +527,7 @@ def _check_call(call: ToolCall, raw: str, conversation: Conversation) -> GatedCa
     """Validate and gate one call, setting its status: failed (with an error for the model, and no
     gate), approved (not gated: runs at once) or pending approval."""
     agent = conversation.agent
-    spec = registry.get(call.name) if call.name in agent.tools else None
+    spec = registry.find(agent, call.name)
     if spec is None:
         available = ", ".join(agent.tools) or "none"
         call.status, call.error = Status.FAILED, f"Unknown tool {call.name!r}. Available tools: {available}."

@@ -109,13 +109,30 @@ class ToolSpec:
 
 @dataclass
 class Registry:
+    """The built-in tools (@tool), and the sources of other tools (an app's function of an agent
+    returning its tools, such as a tool server's): the loop asks here and never learns where from."""
+
     tools: dict[str, ToolSpec] = field(default_factory=dict)
+    sources: list[Callable[[Any], list[ToolSpec]]] = field(default_factory=list)
 
     def get(self, name: str) -> ToolSpec | None:
+        """A built-in tool by name, whichever agent."""
         return self.tools.get(name)
 
+    def add_source(self, source: Callable[[Any], list[ToolSpec]]) -> None:
+        if source not in self.sources:
+            self.sources.append(source)
+
     def for_agent(self, agent) -> list[ToolSpec]:
-        return [self.tools[name] for name in agent.tools if name in self.tools]
+        """The tools the agent may call: its built-in ones, then each source's."""
+        built_in = [self.tools[name] for name in agent.tools if name in self.tools]
+        return built_in + [spec for source in self.sources for spec in source(agent) if spec.name not in self.tools]
+
+    def find(self, agent, name: str) -> ToolSpec | None:
+        """The tool `name` if the agent may call it now."""
+        if name in self.tools:
+            return self.tools[name] if name in agent.tools else None
+        return next((spec for spec in self.for_agent(agent) if spec.name == name), None)
 
 
 registry = Registry()

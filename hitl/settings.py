@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "hitl",
     "chat",
     "approvals",
+    "toolservers",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,213 @@
+"""MCP tool servers (issue 15, first part): our own notes server, run for real over stdio and
+streamable HTTP, its tools listed, namespaced, validated by their schema, gated by the agent's link
+or the server's annotations, approved, rejected and run through the loop (eager Celery), and what
+goes wrong (a server that is down, a tool error, a huge or non-text answer) told, never crashing it."""
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from approvals.models import Approval, Rule
+from chat import services
+from chat.models import Conversation, Message, ToolCall
+from chat.tools import registry
+from tests.conftest import client_for, pending_approvals, start_conversation
+from toolservers import client, discovery
+from toolservers.demo import ensure_notes_server
+from toolservers.models import AgentToolServer, ToolServer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def notes_dir(tmp_path):
+    return tmp_path / "notes"
+
+
+@pytest.fixture
+def notes(agent, notes_dir):
+    """The demo agent with the notes server over stdio, its tools listed."""
+    server = ensure_notes_server(agent, notes_dir=notes_dir)
+    discovery.refresh(server)
+    return server
+
+
+def last_reply(conversation) -> str:
+    return Message.objects.filter(conversation=conversation, role="assistant").last().content
+
+
+def calls(conversation) -> list[ToolCall]:
+    return list(ToolCall.objects.filter(message__conversation=conversation).order_by("pk"))
+
+
+def test_the_servers_tools_are_listed_namespaced_and_offered_to_the_agent(agent, notes):
+    assert [tool["name"] for tool in notes.tools] == [
+        "list_notes", "read_note", "write_note", "delete_note", "fail", "huge", "picture",
+    ]
+    write = notes.tool("write_note")
+    assert write["annotations"] == {"readOnlyHint": False, "destructiveHint": False, "openWorldHint": False}
+    assert write["input_schema"]["required"] == ["name", "text"]
+    offered = {spec.name: spec for spec in registry.for_agent(agent)}
+    assert {"notes__list_notes", "notes__write_note", "write_file"} <= set(offered)
+    schema = offered["notes__write_note"].openai_schema()["function"]
+    assert schema["name"] == "notes__write_note" and schema["parameters"]["required"] == ["name", "text"]
+    assert registry.find(agent, "notes__write_note") is not None
+    assert registry.find(agent, "other__write_note") is None
+
+
+def test_a_link_may_only_require_approval_for_tools_it_exposes(agent, notes, admin_user):
+    link = AgentToolServer(agent=agent, server=notes, tools=["read_note"], require_approval=["write_note"])
+    with pytest.raises(ValidationError, match="must also be exposed: write_note"):
+        link.full_clean(validate_constraints=False)
+    with pytest.raises(ValidationError, match="no tool named nope"):
+        AgentToolServer(agent=agent, server=notes, tools=["nope"]).full_clean(validate_constraints=False)
+    AgentToolServer.objects.all().delete()
+    response = client_for(admin_user).post("/admin/toolservers/agenttoolserver/add/", {
+        "agent": agent.pk, "server": notes.pk, "tools": '["read_note"]', "require_approval": '["write_note"]', "risks": "{}",
+    })
+    assert response.status_code == 200 and "must also be exposed: write_note is not" in response.content.decode()
+    assert not AgentToolServer.objects.exists()
+
+
+def test_a_read_runs_freely_and_a_write_waits_then_runs_once_approved(alice, agent, notes, notes_dir, api_as):
+    conversation = start_conversation(alice, agent, "list my notes")
+    assert conversation.status == Conversation.Status.IDLE
+    [listing] = calls(conversation)
+    assert (listing.name, listing.status, listing.is_gated, listing.result) == ("notes__list_notes", "succeeded", False, "No notes.")
+
+    services.post_message(conversation=conversation, user=alice, content="note buy milk as todo.txt")
+    [approval] = pending_approvals(conversation)
+    assert approval.reason == "notes does not mark write_note read-only (its own hint), so a human decides."
+    assert "The server says: changes things (not destructive)." in approval.preview["text"]
+    assert "text: buy milk" in approval.preview["text"]
+    assert not (notes_dir / "todo.txt").exists()
+    item = api_as(alice).post(f"approvals/{approval.pk}/decision", {"decision": "approve"}).json()
+    assert item["tool_call"]["name"] == "notes__write_note"
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.IDLE
+    assert (notes_dir / "todo.txt").read_text() == "buy milk"
+    assert last_reply(conversation) == "I did write note todo.txt: Wrote 8 bytes to todo.txt."
+
+
+def test_a_rejected_write_does_not_run_and_the_reason_reaches_the_model(alice, agent, notes, notes_dir, api_as):
+    conversation = start_conversation(alice, agent, "remove note a.txt")
+    [approval] = pending_approvals(conversation)
+    assert "The server says: destructive." in approval.preview["text"]
+    api_as(alice).post(f"approvals/{approval.pk}/decision", {"decision": "reject", "reason": "keep it"})
+    conversation.refresh_from_db()
+    assert last_reply(conversation) == "I did not remove note a.txt (Rejected by alice: keep it)."
+
+
+def test_the_links_own_list_decides_over_the_annotations(alice, agent, notes, notes_dir):
+    AgentToolServer.objects.filter(agent=agent).update(require_approval=["list_notes"], risks={"list_notes": "high"})
+    listed = start_conversation(alice, agent, "list my notes")
+    [approval] = pending_approvals(listed)
+    assert (approval.risk, approval.reason) == ("high", "Demo agent needs approval for list_notes on notes.")
+    written = start_conversation(alice, agent, "note hi as a.txt")  # not on the list: runs freely
+    assert written.status == Conversation.Status.IDLE and (notes_dir / "a.txt").read_text() == "hi"
+    AgentToolServer.objects.filter(agent=agent).update(tools=["read_note"], require_approval=None)
+    assert [spec.name for spec in registry.for_agent(agent) if spec.name.startswith("notes__")] == ["notes__read_note"]
+    hidden = start_conversation(alice, agent, "list my notes")
+    [call] = calls(hidden)
+    assert call.status == "failed" and call.error.startswith("Unknown tool 'notes__list_notes'")
+
+
+def test_a_rule_decides_a_tool_servers_call_like_any_other(alice, agent, notes, notes_dir):
+    rule = Rule.objects.create(effect="allow", tool="notes__*", scope=Rule.Scope.GLOBAL, created_by=alice)
+    conversation = start_conversation(alice, agent, "note hi as a.txt")
+    assert conversation.status == Conversation.Status.IDLE
+    approval = Approval.objects.get(conversation=conversation)
+    assert (approval.decided_via, approval.rule) == ("rule", rule)
+    assert (notes_dir / "a.txt").read_text() == "hi"
+
+
+def test_arguments_the_servers_schema_refuses_go_back_to_the_model(alice, agent, notes):
+    conversation = start_conversation(alice, agent, 'call notes__write_note with {"name": 3}')
+    [call] = calls(conversation)
+    assert call.status == "failed"
+    assert call.error == "Invalid arguments for notes__write_note: arguments: 'text' is a required property; name: 3 is not of type 'string'"
+    assert not Approval.objects.exists()
+
+
+def test_a_tool_error_a_huge_answer_and_an_image_each_become_a_clear_result(alice, agent, notes):
+    broken = start_conversation(alice, agent, "break the notes")
+    [call] = calls(broken)
+    assert (call.status, call.error) == ("failed", "Error executing tool fail: broken on purpose")
+    assert last_reply(broken) == "I could not break the notes: Error executing tool fail: broken on purpose"
+
+    huge = start_conversation(alice, agent, "a huge note")
+    [call] = calls(huge)
+    assert call.status == "succeeded" and len(call.result) < client.MAX_RESULT_CHARS + 100
+    assert call.result.endswith("… (80000 more characters not shown)")
+
+    picture = start_conversation(alice, agent, "show the notes picture")
+    [call] = calls(picture)
+    assert (call.status, call.result) == ("succeeded", "[an image, image/png, 70 bytes: not shown]")
+
+
+def test_a_server_that_is_down_fails_the_call_with_why_and_the_loop_goes_on(alice, agent, notes):
+    ToolServer.objects.filter(pk=notes.pk).update(command="/nonexistent/mcp-server")
+    conversation = start_conversation(alice, agent, "list my notes")
+    assert conversation.status == Conversation.Status.IDLE
+    [call] = calls(conversation)
+    assert call.status == "failed"
+    assert call.error == "The tool server notes is not reachable (FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/mcp-server')."
+    assert last_reply(conversation).startswith("I could not list the notes: The tool server notes is not reachable")
+    services.post_message(conversation=conversation, user=alice, content="what is 1 + 1")
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.IDLE and last_reply(conversation) == "I did calculate 1 + 1: 1 + 1 = 2"
+
+
+def test_a_server_that_hangs_times_out(agent, notes):
+    ToolServer.objects.filter(pk=notes.pk).update(command=sys.executable, args=["-c", "import time; time.sleep(30)"], timeout_seconds=1)
+    notes.refresh_from_db()
+    started = time.monotonic()
+    with pytest.raises(client.ServerUnavailable, match="did not answer within 1 s"):
+        client.call_tool(notes, "list_notes", {})
+    assert time.monotonic() - started < 10
+    with pytest.raises(client.ServerUnavailable):
+        discovery.refresh(notes)
+    notes.refresh_from_db()
+    assert notes.refresh_error and len(notes.tools) == 7  # the last good list is kept
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def notes_over_http(notes_dir):
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "toolservers.demo_server", "--http", str(port)],
+        env={"NOTES_DIR": str(notes_dir), "PATH": "/usr/bin:/bin"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def test_the_same_server_over_streamable_http(alice, agent, notes, notes_dir, notes_over_http, api_as):
+    ToolServer.objects.filter(pk=notes.pk).update(
+        transport=ToolServer.Transport.HTTP, url=notes_over_http, headers={"Authorization": "Bearer demo"}, command="", args=[],
+    )
+    notes.refresh_from_db()
+    assert [tool["name"] for tool in discovery.refresh(notes)][:3] == ["list_notes", "read_note", "write_note"]
+    conversation = start_conversation(alice, agent, "note over http as h.txt")
+    [approval] = pending_approvals(conversation)
+    api_as(alice).post(f"approvals/{approval.pk}/decision", {"decision": "approve"})
+    assert (notes_dir / "h.txt").read_text() == "over http"
+    conversation.refresh_from_db()
+    assert last_reply(conversation) == "I did write note h.txt: Wrote 9 bytes to h.txt."

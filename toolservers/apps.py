@@ -1,0 +1,15 @@
+from django.apps import AppConfig
+
+
+class ToolServersConfig(AppConfig):
+    """MCP tool servers as a source of tools: discovered, gated and called like the built-in ones."""
+
+    name = "toolservers"
+    verbose_name = "Tool servers (MCP)"
+
+    def ready(self) -> None:
+        from chat.tools import registry
+
+        from .specs import tools_for_agent
+
+        registry.add_source(tools_for_agent)

@@ -1,0 +1,118 @@
+"""A tool server's tools as the loop's tools (chat.tools.ToolSpec): named `<server>__<tool>`, their
+arguments checked against the server's JSON schema, gated by the agent's link to the server (its
+`require_approval` list, else the server's annotations), and run through the MCP client. The loop
+finds them through the registry's sources (chat.tools.Registry.add_source) and treats them exactly
+as the built-in tools: the same validation, gate, rules, previews, approval, claim and audit."""
+import json
+import re
+from dataclasses import dataclass, field
+
+import jsonschema
+
+from chat.tools import Preview, ToolArgumentsError, ToolError, ToolSpec
+
+from . import client
+from .models import AgentToolServer, ToolServer
+
+SEPARATOR = "__"
+MAX_NAME = 64  # what OpenAI-style providers accept for a function's name
+
+
+def model_name(server_name: str, tool_name: str) -> str:
+    """The name the model calls: `<server>__<tool>`, in the characters every provider accepts."""
+    return f"{server_name}{SEPARATOR}{re.sub(r'[^A-Za-z0-9_-]', '_', tool_name)}"[:MAX_NAME]
+
+
+def hints(annotations: dict | None) -> list[str]:
+    """What the server says of a tool, in words for the card: hints it may get wrong, never a guarantee."""
+    annotations = annotations or {}
+    said = []
+    if annotations.get("readOnlyHint"):
+        said.append("read-only")
+    else:
+        said.append("destructive" if annotations.get("destructiveHint", True) else "changes things (not destructive)")
+    if annotations.get("openWorldHint", True) and not annotations.get("readOnlyHint"):
+        said.append("reaches the outside world")
+    return said
+
+
+def _never(*_args, **_kwargs):  # a ToolSpec's function: an MCP tool runs through run(), below
+    raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class McpToolSpec(ToolSpec):
+    """One tool of one server, as one agent's link exposes it."""
+
+    server: ToolServer | None = None
+    remote_name: str = ""
+    input_schema: dict = field(default_factory=dict)
+    annotations: dict | None = None
+
+    @property
+    def parameters(self) -> dict:
+        return self.input_schema or {"type": "object", "properties": {}}
+
+    def validate(self, arguments) -> dict:
+        """Check the model's arguments against the server's schema; the error is written for the model."""
+        if not isinstance(arguments, dict):
+            raise ToolArgumentsError(f"Arguments for {self.name} must be a JSON object.")
+        try:
+            validator = jsonschema.Draft202012Validator(self.parameters)
+            problems = sorted(validator.iter_errors(arguments), key=lambda error: list(error.absolute_path))
+        except jsonschema.SchemaError as exc:
+            raise ToolArgumentsError(f"The server's schema for {self.name} is broken ({exc.message}).") from None
+        if problems:
+            listed = "; ".join(f"{'.'.join(str(p) for p in problem.absolute_path) or 'arguments'}: {problem.message}" for problem in problems[:5])
+            raise ToolArgumentsError(f"Invalid arguments for {self.name}: {listed}")
+        return arguments
+
+    def preview_of(self, arguments: dict, context) -> Preview | None:
+        """The arguments, readably, and what the server says of the tool (hints, not guarantees)."""
+        lines = [f"{self.server.name} → {self.remote_name}", f"The server says: {', '.join(hints(self.annotations))}.", ""]
+        for name, value in arguments.items():
+            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2)
+            lines.append(f"{name}: {shown}")
+        return Preview("text", "\n".join(lines))
+
+    def run(self, arguments: dict, context):
+        try:
+            outcome = client.call_tool(self.server, self.remote_name, arguments)
+        except client.ServerUnavailable as exc:
+            raise ToolError(str(exc)) from None
+        if outcome.input_required is not None:
+            raise ToolError(f"{self.name} asked for input, which this version does not relay yet.")
+        if outcome.is_error:
+            raise ToolError(outcome.text or f"{self.name} failed without saying why.")
+        return outcome.text
+
+
+def spec_for(link: AgentToolServer, tool: dict) -> McpToolSpec:
+    """The tool as this agent's link exposes it: gated by the link's list, or by the annotations."""
+    annotations = tool.get("annotations")
+    name = model_name(link.server.name, tool["name"])
+    if link.require_approval is not None:
+        needs = tool["name"] in link.require_approval
+        reason = f"{link.agent.name} needs approval for {tool['name']} on {link.server.name}."
+    else:
+        needs = not (annotations or {}).get("readOnlyHint", False)
+        reason = f"{link.server.name} does not mark {tool['name']} read-only (its own hint), so a human decides."
+    risk = link.risks.get(tool["name"]) or ("low" if not needs else "medium")
+    return McpToolSpec(
+        name=name,
+        description=(tool.get("description") or "")[:1000],
+        function=_never,
+        arguments_model=None,
+        needs_approval=(lambda _arguments, _context: (True, reason)) if needs else False,
+        risk=risk,
+        server=link.server,
+        remote_name=tool["name"],
+        input_schema=tool.get("input_schema") or {},
+        annotations=annotations,
+    )
+
+
+def tools_for_agent(agent) -> list[McpToolSpec]:
+    """Every tool the agent's enabled tool servers expose to it, as last listed."""
+    links = AgentToolServer.objects.filter(agent=agent, server__enabled=True).select_related("server", "agent")
+    return [spec_for(link, tool) for link in links for tool in link.server.tools if link.exposes(tool["name"])]
