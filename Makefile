@@ -23,11 +23,18 @@ $(VENV)/.run-deps: requirements.txt | $(VENV)/bin/activate
 	$(VENV)/bin/pip install -q -r requirements.txt
 	touch $@
 
+# The reference MCP git server, in a virtualenv of its own: its pinned packages never meet the app's.
+GIT_MCP := .tool-venvs/git
+$(GIT_MCP)/.installed: toolservers/requirements-git.txt
+	python3 -m venv $(GIT_MCP)
+	$(GIT_MCP)/bin/pip install -q -r toolservers/requirements-git.txt
+	touch $@
+
 $(VENV)/.test-deps: requirements.txt requirements-dev.txt | $(VENV)/bin/activate
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
 	touch $@ $(VENV)/.run-deps
 
-setup: $(VENV)/.run-deps
+setup: $(VENV)/.run-deps $(GIT_MCP)/.installed
 	bin/ensure-system-packages
 	$(PY) manage.py migrate --no-input -v 0
 	$(PY) manage.py setup_demo
@@ -42,7 +49,7 @@ run: setup
 # Playwright's greenlets): one process for both once died of a segfault in a unit test after the
 # browser tests, which no test on its own reproduces.
 SUITES := "tests --ignore=tests/e2e" "tests/e2e"
-test: $(VENV)/.test-deps
+test: $(VENV)/.test-deps $(GIT_MCP)/.installed
 	bin/ensure-system-packages --test
 	for suite in $(SUITES); do $(PY) -m pytest $(PYTEST_ARGS) $$suite || exit 1; done
 	bin/with-postgres sh -c 'for suite in $(SUITES); do $(PY) -m pytest $(PYTEST_ARGS) $$suite || exit 1; done'

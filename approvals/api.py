@@ -75,6 +75,9 @@ class ApprovalOut(Schema):
         description='A question\'s answer once answered; an approved plan\'s {"approved_steps", "dropped_steps"}; else null.'
     )
     rule_id: int | None = Field(description="The rule that decided it at once (`decided_via: \"rule\"`); null for a human's decision.")
+    annotations: dict | None = Field(
+        description="A tool server's hints about the tool (MCP annotations, as the server gave them), or null: hints, not guarantees."
+    )
 
 
 class ToolCallSummary(Schema):
@@ -162,6 +165,7 @@ def approval_out(approval: Approval) -> dict:
         "plan": approval.plan,
         "answer": approval.answer,
         "rule_id": approval.rule_id,
+        "annotations": approval.annotations,
     }
 
 

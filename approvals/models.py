@@ -62,6 +62,10 @@ class Approval(models.Model):
         help_text='What the card offers to remember: {"arguments": conditions prefilled from the call, "may_allow": '
         'whether an allow rule could ever approve such a call, "trusted": the approvals that make it a trust suggestion}.',
     )
+    annotations = models.JSONField(
+        null=True, blank=True,
+        help_text="What the tool's server says of it (MCP annotations, as given): hints it may get wrong, never a guarantee.",
+    )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", help_text="The conversation's owner."
     )

@@ -64,6 +64,7 @@ def request_approval(
     kind: str = Approval.Kind.ACTION,
     request: dict | None = None,
     rule_suggestion: dict | None = None,
+    annotations: dict | None = None,
 ) -> Approval:
     """A pause for a human: a gated call (`action`), or with `kind` and `request` a question or a
     plan (approvals.pauses)."""
@@ -85,6 +86,7 @@ def request_approval(
         question=request if kind == Approval.Kind.QUESTION else None,
         plan=request if kind == Approval.Kind.PLAN else None,
         rule_suggestion=rule_suggestion,
+        annotations=annotations,
     )
     transaction.on_commit(lambda: approval_requested.send(sender=Approval, approval=approval), robust=True)
     return approval

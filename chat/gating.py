@@ -27,6 +27,7 @@ class GatedCall:
     confirmation_hint: str = ""
     kind: str = "action"  # or "question", "plan": the agent asks a human (approvals.pauses)
     request: dict | None = None  # the question or the plan, as stored
+    annotations: dict | None = None  # the tool's source's hints (an MCP server's), stored with the approval
 
     @property
     def stored_preview(self) -> dict | None:
@@ -73,7 +74,7 @@ def gate_call(spec: ToolSpec, arguments: dict, conversation: Conversation) -> Ga
     if not gate.required:
         return GatedCall(arguments, digest, gate)
     hint = confirmation_hint(spec, arguments, digest) if gate.risk == "critical" else ""
-    return GatedCall(arguments, digest, gate, preview_of(spec, arguments, context), hint)
+    return GatedCall(arguments, digest, gate, preview_of(spec, arguments, context), hint, annotations=spec.annotations)
 
 
 def pause_gate(spec: ToolSpec, conversation: Conversation) -> policy.Gate:

@@ -215,21 +215,44 @@ def script_turn(messages: list[dict]) -> ModelTurn:
     tail = messages[last + 1 :]
     sentences = [_result_sentence(calls_by_id.get(m.get("tool_call_id")), m["content"]) for m in tail if m["role"] == "tool"]
     users = [m for m in tail if m["role"] == "user"]
-    tool_calls: list[ModelToolCall] = []
+    planned = None
     if users:
-        turn_number = sum(1 for m in messages if m["role"] == "assistant")
-        planned = _plan(str(users[-1]["content"]).strip())
+        planned = _plan(str(users[-1]["content"]).strip(), _repository(messages))
         if planned is None:
             sentences.append(HELP)
-        for i, (name, raw) in enumerate(planned or []):
-            tool_calls.append(ModelToolCall(call_id=f"call_{turn_number}_{i}", name=name, raw_arguments=raw))
+    elif follow_up := _follow_up(messages, calls_by_id, tail):
+        planned = [follow_up]
+    turn_number = sum(1 for m in messages if m["role"] == "assistant")
+    tool_calls = [
+        ModelToolCall(call_id=f"call_{turn_number}_{i}", name=name, raw_arguments=raw) for i, (name, raw) in enumerate(planned or [])
+    ]
     return ModelTurn(text=" ".join(sentences), tool_calls=tool_calls)
 
 
-def _plan(text: str) -> list[tuple[str, str]] | None:
+def _repository(messages: list[dict]) -> str:
+    """The git repository the system prompt names ("The git repository is at <path>."), as a real
+    model would read it; else the working directory."""
+    system = next((str(m["content"]) for m in messages if m["role"] == "system"), "")
+    found = re.search(r"git repository is at (\S+?)\.?(?:\s|$)", system)
+    return found[1] if found else "."
+
+
+def _follow_up(messages: list[dict], calls_by_id: dict, tail: list[dict]) -> tuple[str, str] | None:
+    """The second step of `commit all with message <m>`: once git_add succeeded, the commit."""
+    last_user = next((str(m["content"]).strip() for m in reversed(messages) if m["role"] == "user"), "")
+    wanted = re.fullmatch(r"commit all with message (.+)", last_user.rstrip(".!"), re.I | re.S)
+    added = [m for m in tail if m["role"] == "tool" and (calls_by_id.get(m.get("tool_call_id")) or {}).get("function", {}).get("name") == "git__git_add"]
+    if not (wanted and added) or str(added[-1]["content"]).startswith(("Error:", "Rejected by", "Denied by rule", "Already rejected by", "Not run:", "Cancelled by", "Interrupted:")):
+        return None
+    return ("git__git_commit", json.dumps({"repo_path": _repository(messages), "message": wanted[1]}))
+
+
+def _plan(text: str, repository: str = ".") -> list[tuple[str, str]] | None:
     """Turn one user phrase into tool calls (name, JSON arguments), or None for a plain reply."""
     text = text.rstrip(".!").strip()
     args = lambda **kw: json.dumps(kw)  # noqa: E731
+    if git := _git_call(text, repository):  # the demo git tool server (mcp-server-git)
+        return [git]
     if m := re.fullmatch(r"call (\w+) with (.*)", text, re.I | re.S):  # raw calls, to show bad model output
         return [(m[1], m[2])]
     if asked := _question(text):
@@ -260,6 +283,22 @@ def _plan(text: str) -> list[tuple[str, str]] | None:
         return [("calculator", args(expression=m[1]))]
     if m := re.fullmatch(r"fetch (\S+)", text, re.I):
         return [("web_fetch", args(url=m[1]))]
+    return None
+
+
+def _git_call(text: str, repository: str) -> tuple[str, str] | None:
+    """`git status`, `git log`, `git diff`, `create branch <name>`, and the first step of `commit all
+    with message <m>` (git_add; the commit follows once it succeeded)."""
+    if re.fullmatch(r"git status", text, re.I):
+        return ("git__git_status", json.dumps({"repo_path": repository}))
+    if re.fullmatch(r"git log", text, re.I):
+        return ("git__git_log", json.dumps({"repo_path": repository, "max_count": 5}))
+    if re.fullmatch(r"git diff", text, re.I):
+        return ("git__git_diff_unstaged", json.dumps({"repo_path": repository}))
+    if m := re.fullmatch(r"create branch (\S+)", text, re.I):
+        return ("git__git_create_branch", json.dumps({"repo_path": repository, "branch_name": m[1]}))
+    if re.fullmatch(r"commit all with message (.+)", text, re.I | re.S):
+        return ("git__git_add", json.dumps({"repo_path": repository, "files": ["."]}))
     return None
 
 
@@ -307,6 +346,12 @@ _ACTIONS = {
     "send_email": "email {to} about {subject}",
     "calculator": "calculate {expression}",
     "web_fetch": "fetch {url}",
+    "git__git_status": "look at the git status",
+    "git__git_log": "read the git log",
+    "git__git_diff_unstaged": "look at the changes",
+    "git__git_add": "stage the changes",
+    "git__git_commit": "commit with message {message}",
+    "git__git_create_branch": "create branch {branch_name}",
     "notes__list_notes": "list the notes",
     "notes__read_note": "read note {name}",
     "notes__write_note": "write note {name}",

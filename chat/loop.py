@@ -486,6 +486,7 @@ def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
                     kind=gated.kind,
                     request=gated.request,
                     rule_suggestion=suggestion,
+                    annotations=gated.annotations,
                 )
                 if automatic is not None:
                     automatic(call.approval)

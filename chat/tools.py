@@ -61,6 +61,7 @@ class ToolSpec:
     preview: PreviewFunction | None = None  # what the call will do, shown when it is gated
     confirmation: Callable[[dict], str] | None = None  # what to type to approve it when critical
     pause: str = ""  # "question" or "plan": the call is the agent asking a human, never run (approvals.pauses)
+    annotations: dict | None = None  # what the tool's source says of it (an MCP server's hints), shown as hints
 
     def openai_schema(self) -> dict:
         return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}

@@ -259,6 +259,8 @@ HITL_WEBHOOK_RETRIES = int(os.environ.get("HITL_WEBHOOK_RETRIES", "5"))
 HITL_WEBHOOK_BACKOFF = float(os.environ.get("HITL_WEBHOOK_BACKOFF", "2"))
 # A pending delivery untouched this long lost its task (say, with a Redis restart): beat resends it.
 HITL_WEBHOOK_STALE_SECONDS = float(os.environ.get("HITL_WEBHOOK_STALE_SECONDS", "300"))
+# The reference MCP git server, which `make` installs into a virtualenv of its own (the demo agent's `git` tool server).
+HITL_GIT_MCP_COMMAND = os.environ.get("HITL_GIT_MCP_COMMAND", str(BASE_DIR / ".tool-venvs" / "git" / "bin" / "mcp-server-git"))
 HITL_SANDBOX_ROOT = Path(os.environ.get("HITL_SANDBOX_ROOT", VAR_DIR / "sandboxes"))
 
 LOGGING = {

@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -16,7 +17,7 @@ from chat.models import Conversation, Message, ToolCall
 from chat.tools import registry
 from tests.conftest import client_for, pending_approvals, start_conversation
 from toolservers import client, discovery
-from toolservers.demo import ensure_notes_server
+from toolservers.demo import ensure_git_server, ensure_notes_server
 from toolservers.models import AgentToolServer, ToolServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -211,3 +212,65 @@ def test_the_same_server_over_streamable_http(alice, agent, notes, notes_dir, no
     assert (notes_dir / "h.txt").read_text() == "over http"
     conversation.refresh_from_db()
     assert last_reply(conversation) == "I did write note h.txt: Wrote 9 bytes to h.txt."
+
+
+# --- The reference git server (mcp-server-git, in its own virtualenv) ------------------------------
+
+
+@pytest.fixture
+def git(agent, tmp_path, settings):
+    assert Path(settings.HITL_GIT_MCP_COMMAND).exists(), "make installs mcp-server-git into .tool-venvs/git"
+    repository = tmp_path / "repo"
+    server = ensure_git_server(agent, repository=repository)
+    discovery.refresh(server)
+    return repository
+
+
+def git_log(repository: Path) -> str:
+    return subprocess.run(["git", "log", "--format=%s"], cwd=repository, capture_output=True, text=True, check=True).stdout
+
+
+def test_git_status_runs_freely_and_a_commit_waits_shows_its_diff_and_is_made_once_approved(alice, agent, git, api_as):
+    status = start_conversation(alice, agent, "git status")
+    [call] = calls(status)
+    assert (call.name, call.status, call.is_gated) == ("git__git_status", "succeeded", False)
+    assert "modified:   README.md" in call.result
+
+    conversation = start_conversation(alice, agent, "commit all with message Second commit")
+    add, commit = calls(conversation)
+    assert (add.name, add.status, add.is_gated, add.arguments) == ("git__git_add", "succeeded", False, {"repo_path": str(git), "files": ["."]})
+    assert (commit.name, commit.status, commit.arguments["message"]) == ("git__git_commit", "pending_approval", "Second commit")
+    approval = commit.approval
+    assert approval.reason == "Demo agent needs approval for git_commit on git."
+    assert approval.annotations == {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
+    assert approval.preview["kind"] == "diff" and "+An uncommitted line." in approval.preview["text"]
+    page = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
+    assert "The server says: changes things (not destructive) (a hint, not a guarantee)." in page
+    item = api_as(alice).get("approvals", status="pending").json()["items"][0]
+    assert (item["tool_call"]["name"], item["annotations"]) == ("git__git_commit", approval.annotations)
+
+    assert git_log(git) == "First commit\n"
+    api_as(alice).post(f"approvals/{approval.pk}/decision", {"decision": "approve"})
+    assert git_log(git) == "Second commit\nFirst commit\n"
+    conversation.refresh_from_db()
+    assert last_reply(conversation).startswith("I did commit with message Second commit:")
+
+
+def test_a_rejected_commit_is_not_made_and_the_model_is_told_why(alice, agent, git, api_as):
+    conversation = start_conversation(alice, agent, "commit all with message Nope")
+    [approval] = pending_approvals(conversation)
+    api_as(alice).post(f"approvals/{approval.pk}/decision", {"decision": "reject", "reason": "not yet"})
+    assert git_log(git) == "First commit\n"
+    conversation.refresh_from_db()
+    assert last_reply(conversation) == "I did not commit with message Nope (Rejected by alice: not yet)."
+
+
+def test_a_commit_whose_staged_changes_changed_since_the_approval_was_shown_does_not_run(alice, agent, git, api_as):
+    conversation = start_conversation(alice, agent, "commit all with message Shown")
+    [approval] = pending_approvals(conversation)
+    (git / "other.txt").write_text("staged behind the approver's back\n")
+    subprocess.run(["git", "add", "other.txt"], cwd=git, check=True)
+    api_as(alice).post(f"approvals/{approval.pk}/decision", {"decision": "approve"})
+    assert git_log(git) == "First commit\n"
+    call = ToolCall.objects.get(pk=approval.tool_call_id)
+    assert call.status == "failed" and call.error.startswith("Not run: the world changed since the approval.")

@@ -17,7 +17,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, EmbeddedResource, ImageContent, InputRequiredResult, ResourceLink, TextContent
+from mcp_types import CallToolResult, ElicitResult, EmbeddedResource, ImageContent, InputRequiredResult, ResourceLink, TextContent
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +27,10 @@ PASSED_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV")
 
 class ServerUnavailable(Exception):
     """The server could not be reached, timed out, or answered with something that is not MCP."""
+
+
+class Refused(ServerUnavailable):
+    """The server answered with a protocol error (say, a request state it no longer accepts)."""
 
 
 @dataclass(frozen=True)
@@ -120,15 +124,16 @@ def _run(server, work):
 
     try:
         return anyio.run(main)
-    except ServerUnavailable:
-        raise
-    except TimeoutError:
-        raise ServerUnavailable(f"The tool server {server.name} did not answer within {server.timeout_seconds} s.") from None
-    except MCPError as exc:
-        raise ServerUnavailable(f"The tool server {server.name} refused the request: {exc}") from None
     except Exception as exc:  # a refused connection, a command that is not there, a garbled answer
+        cause = _innermost(exc)
+        if isinstance(cause, ServerUnavailable):
+            raise cause from None
+        if isinstance(cause, TimeoutError):
+            raise ServerUnavailable(f"The tool server {server.name} did not answer within {server.timeout_seconds} s.") from None
+        if isinstance(cause, MCPError):
+            raise Refused(f"The tool server {server.name} refused the request: {cause}") from None
         logger.warning("tool server %s failed: %r", server.name, exc)
-        raise ServerUnavailable(f"The tool server {server.name} is not reachable ({_reason(exc)}).") from None
+        raise ServerUnavailable(f"The tool server {server.name} is not reachable ({_reason(cause)}).") from None
 
 
 @asynccontextmanager
@@ -138,17 +143,34 @@ async def _connected(server):
     if server.transport == "stdio":
         environment = {name: os.environ[name] for name in PASSED_ENVIRONMENT if name in os.environ} | server.env
         target = StdioServerParameters(command=server.command, args=server.args, env=environment)
-        async with Client(target, read_timeout_seconds=server.timeout_seconds, cache=None) as client:
+        async with Client(target, **_options(server)) as client:
             yield client
         return
     async with httpx2.AsyncClient(headers=server.headers, timeout=server.timeout_seconds) as http:
         transport = streamable_http_client(server.url, http_client=http)
-        async with Client(transport, read_timeout_seconds=server.timeout_seconds, cache=None) as client:
+        async with Client(transport, **_options(server)) as client:
             yield client
 
 
-def _reason(exc: BaseException) -> str:
-    """The innermost cause of a (possibly grouped) failure, in one line."""
+def _options(server) -> dict:
+    # The elicitation callback declares the form elicitation capability, so a server may ask for
+    # input. On 2026-07-28 connections the request comes back as an `input_required` result (see
+    # call_tool) and the callback is never called; an older server asking mid-call, while the call
+    # cannot wait for a human, is told the request was cancelled.
+    return {"read_timeout_seconds": server.timeout_seconds, "cache": None, "elicitation_callback": _cancel_mid_call}
+
+
+async def _cancel_mid_call(context, params):
+    logger.info("a tool server asked for input mid-call (an older protocol): cancelled")
+    return ElicitResult(action="cancel")
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The first failure inside (possibly nested) exception groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _reason(exc: BaseException) -> str:
     return f"{exc.__class__.__name__}: {exc}"[:300]

@@ -3,18 +3,23 @@ arguments checked against the server's JSON schema, gated by the agent's link to
 `require_approval` list, else the server's annotations), and run through the MCP client. The loop
 finds them through the registry's sources (chat.tools.Registry.add_source) and treats them exactly
 as the built-in tools: the same validation, gate, rules, previews, approval, claim and audit."""
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
 
 import jsonschema
 
+from approvals.hints import server_hints
 from chat.tools import Preview, ToolArgumentsError, ToolError, ToolSpec
 
 from . import client
 from .models import AgentToolServer, ToolServer
 
 SEPARATOR = "__"
+# A read-only tool of the same server that shows what a tool would act on: (that tool, the
+# arguments passed on to it). A commit shows the staged diff it would commit.
+PREVIEWED_BY = {"git_commit": ("git_diff_staged", ("repo_path",))}
 MAX_NAME = 64  # what OpenAI-style providers accept for a function's name
 
 
@@ -23,17 +28,8 @@ def model_name(server_name: str, tool_name: str) -> str:
     return f"{server_name}{SEPARATOR}{re.sub(r'[^A-Za-z0-9_-]', '_', tool_name)}"[:MAX_NAME]
 
 
-def hints(annotations: dict | None) -> list[str]:
-    """What the server says of a tool, in words for the card: hints it may get wrong, never a guarantee."""
-    annotations = annotations or {}
-    said = []
-    if annotations.get("readOnlyHint"):
-        said.append("read-only")
-    else:
-        said.append("destructive" if annotations.get("destructiveHint", True) else "changes things (not destructive)")
-    if annotations.get("openWorldHint", True) and not annotations.get("readOnlyHint"):
-        said.append("reaches the outside world")
-    return said
+def _read_only(tool: dict | None) -> bool:
+    return bool(tool and (tool.get("annotations") or {}).get("readOnlyHint"))
 
 
 def _never(*_args, **_kwargs):  # a ToolSpec's function: an MCP tool runs through run(), below
@@ -47,7 +43,6 @@ class McpToolSpec(ToolSpec):
     server: ToolServer | None = None
     remote_name: str = ""
     input_schema: dict = field(default_factory=dict)
-    annotations: dict | None = None
 
     @property
     def parameters(self) -> dict:
@@ -68,12 +63,21 @@ class McpToolSpec(ToolSpec):
         return arguments
 
     def preview_of(self, arguments: dict, context) -> Preview | None:
-        """The arguments, readably, and what the server says of the tool (hints, not guarantees)."""
-        lines = [f"{self.server.name} → {self.remote_name}", f"The server says: {', '.join(hints(self.annotations))}.", ""]
+        """The arguments, readably, and what the server says of the tool (hints, not guarantees);
+        for a tool with a read-only companion (PREVIEWED_BY), what that companion shows now, whose
+        fingerprint is checked again before the run."""
+        lines = [f"{self.server.name} → {self.remote_name}", f"The server says: {', '.join(server_hints(self.annotations))}.", ""]
         for name, value in arguments.items():
             shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2)
             lines.append(f"{name}: {shown}")
-        return Preview("text", "\n".join(lines))
+        companion = PREVIEWED_BY.get(self.remote_name)
+        if companion is None or not _read_only(self.server.tool(companion[0])):
+            return Preview("text", "\n".join(lines))
+        tool, passed_on = companion
+        outcome = client.call_tool(self.server, tool, {name: arguments[name] for name in passed_on if name in arguments})
+        shown = outcome.text.strip() or "(nothing)"
+        lines += ["", f"What it acts on, as {tool} shows it now:", shown]
+        return Preview("diff", "\n".join(lines), state=hashlib.sha256(outcome.text.encode()).hexdigest()[:32])
 
     def run(self, arguments: dict, context):
         try:

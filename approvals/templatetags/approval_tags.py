@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from hitl.visible import reveal
 
-from approvals import questions
+from approvals import hints, questions
 
 register = template.Library()
 
@@ -37,6 +37,12 @@ def edit_diff(approval) -> list[str]:
         pretty(approval.tool_call.arguments), pretty(approval.edited_arguments), "requested", "edited", lineterm="", n=1
     )
     return list(diff)[2:]  # the file header says nothing the caption does not
+
+
+@register.filter
+def server_hints(annotations) -> str:
+    """A tool server's annotations in words: "read-only", "destructive, reaches the outside world"."""
+    return ", ".join(hints.server_hints(annotations))
 
 
 @register.filter
