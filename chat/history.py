@@ -18,7 +18,7 @@ def model_messages(conversation: Conversation) -> list[dict]:
         if message.role == Message.Role.USER:
             history.append({"role": "user", "content": message.content})
         elif message.role == Message.Role.ASSISTANT:
-            calls = list(message.tool_calls.all())
+            calls = [call for call in message.tool_calls.all() if call.asked_by_id is None]  # not a tool's own questions
             entry = {"role": "assistant", "content": message.content or None}
             if calls:
                 entry["tool_calls"] = [_call_for_model(call) for call in calls]

@@ -313,6 +313,8 @@ def _notes_call(text: str) -> tuple[str, str] | None:
         return ("notes__write_note", json.dumps({"name": m[2], "text": m[1]}))
     if m := re.fullmatch(r"remove note (\S+)", text, re.I):
         return ("notes__delete_note", json.dumps({"name": m[1]}))
+    if m := re.fullmatch(r"title note (\S+)", text, re.I):
+        return ("notes__title_note", json.dumps({"name": m[1]}))
     if re.fullmatch(r"break the notes", text, re.I):
         return ("notes__fail", json.dumps({"message": "broken on purpose"}))
     if re.fullmatch(r"show the notes picture", text, re.I):
@@ -356,6 +358,7 @@ _ACTIONS = {
     "notes__read_note": "read note {name}",
     "notes__write_note": "write note {name}",
     "notes__delete_note": "remove note {name}",
+    "notes__title_note": "title note {name}",
     "notes__fail": "break the notes",
     "notes__picture": "show the picture",
     "notes__huge": "make a huge note",

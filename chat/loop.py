@@ -28,7 +28,7 @@ from .history import model_messages
 from .messages import add_notice, append_message, load_calls, lock_conversation, push_status, set_loaded_calls
 from .llm import LLMError, ModelTurn, Stopped, complete
 from .models import Conversation, Message, ToolCall
-from .tools import ToolArgumentsError, ToolError, arguments_hash, registry
+from .tools import InputRequired, ToolArgumentsError, ToolError, arguments_hash, registry
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def _step(conversation_id, token: str) -> bool:
     calls = list(turn.tool_calls.all()) if turn is not None else []
     for call in calls:
         _settle(call, conversation)
-    if any(call.status == Status.PENDING_APPROVAL for call in calls):
+    if any(call.status in (Status.PENDING_APPROVAL, Status.WAITING_FOR_INPUT) for call in calls):
         return _wait_for_approval(conversation, turn, token)
     unanswered_user_message, steps = _since_last_user_message(conversation)
     if not (calls or unanswered_user_message):
@@ -119,6 +119,8 @@ def _settle(call: ToolCall, conversation: Conversation) -> None:
         )
     if call.status == Status.APPROVED:
         _run(call, conversation)
+    if call.status == Status.WAITING_FOR_INPUT:
+        _resume(call, conversation)
 
 
 def apply_decision(tool_call_id: int) -> ToolCall | None:
@@ -222,9 +224,17 @@ def _run(call: ToolCall, conversation: Conversation) -> None:
         _transition(call, Status.RUNNING, Status.FAILED, error=changed)
         return
     note = _edit_note(call.arguments, arguments, approval) if approval is not None and approval.is_edited else ""
+    _invoke(call, conversation, lambda: spec.run(arguments, context), note)
+
+
+def _invoke(call: ToolCall, conversation: Conversation, work, note: str = "") -> None:
+    """Run the claimed (running) call's tool and store how it ended: its output, its error, or the
+    question it asks a human (then it waits for input)."""
     release_connection()  # a tool may take seconds (a fetch): its thread holds no connection meanwhile
     try:
-        output = spec.run(arguments, context)
+        output = work()
+    except InputRequired as asked:
+        _ask(call, conversation, asked)
     except ToolError as exc:
         _transition(call, Status.RUNNING, Status.FAILED, error=_storable(note + str(exc)))
     except Exception as exc:  # a tool's bug is the model's information, not the loop's crash
@@ -232,6 +242,65 @@ def _run(call: ToolCall, conversation: Conversation) -> None:
         _transition(call, Status.RUNNING, Status.FAILED, error=_storable(f"{note}{exc.__class__.__name__}: {exc}"))
     else:
         _transition(call, Status.RUNNING, Status.SUCCEEDED, result=_storable(note + str(output)))
+
+
+def _ask(call: ToolCall, conversation: Conversation, asked: InputRequired) -> None:
+    """The tool asked a human for input: the call waits, its question is a call of its own in the
+    turn (`asked_by`, never shown to the model) with a question pause like ask_human's, and what
+    the tool needs to go on is kept on the call. All in one transaction: a crash leaves neither half."""
+    turn = call.message
+    with transaction.atomic():
+        if not _transition(call, Status.RUNNING, Status.WAITING_FOR_INPUT, push=False, input_state=asked.state):
+            return
+        rounds = call.input_requests.count()
+        question = ToolCall.objects.create(
+            message=turn,
+            position=turn.tool_calls.count(),
+            call_id=f"{call.call_id[:150]}~input-{rounds + 1}",
+            name=call.name,
+            status=Status.PENDING_APPROVAL,
+            is_gated=True,
+            asked_by=call,
+        )
+        question.approval = request_approval(
+            tool_call_id=question.pk,
+            conversation_id=conversation.pk,
+            requested_by_id=conversation.owner_id,
+            reason=f"{call.name} asks for input before it can finish.",
+            risk="low",
+            arguments_hash=question.arguments_hash,
+            timeout_seconds=conversation.agent.approval_timeout_seconds,
+            kind=Approval.Kind.QUESTION,
+            request=asked.question,
+        )
+        load_calls(turn)
+        live.push(live.conversation_group(conversation.pk), lambda: _cards_html(turn))
+
+
+def _resume(call: ToolCall, conversation: Conversation) -> None:
+    """A call whose tool asked for input goes on once its question is settled: answered, declined,
+    expired or stopped (the tool is told which). The claim is the same: waiting → running."""
+    asked = call.input_requests.select_related("approval").order_by("-pk").first()
+    if asked is None or asked.status not in ToolCall.FINISHED:
+        return
+    answer = _input_answer(asked.approval)
+    if not _transition(call, Status.WAITING_FOR_INPUT, Status.RUNNING):
+        return
+    spec = registry.get(call.name) or registry.find(conversation.agent, call.name)
+    if spec is None:
+        _transition(call, Status.RUNNING, Status.FAILED, error=f"Not run: {call.name} is no longer available to this agent.")
+        return
+    approval = getattr(call, "approval", None) if call.is_gated else None
+    arguments = approval.edited_arguments if approval is not None and approval.is_edited else call.arguments
+    context = tool_context(conversation, idempotency_key=str(approval.pk) if approval else f"call-{call.pk}")
+    _invoke(call, conversation, lambda: spec.resume(arguments, context, call.input_state, answer))
+
+
+def _input_answer(approval: Approval) -> dict:
+    """What the human did with a tool's question, as the tool takes it."""
+    if approval.status == Approval.Status.ANSWERED:
+        return {"action": "accept", "value": approval.answer}
+    return {"action": "decline" if approval.status == Approval.Status.DECLINED else "cancel"}
 
 
 def _world_changed(spec, arguments: dict, context, approval: Approval) -> str:
@@ -321,7 +390,7 @@ def stop(conversation: Conversation, *, user) -> list[ToolCall]:
     for call in turn.tool_calls.all() if turn is not None else []:
         # Conditional, like every transition: a worker claiming the call (approved → running) or a
         # decision landing on it wins or loses as a whole.
-        if call.status in (Status.PENDING_APPROVAL, Status.APPROVED) and _transition(
+        if call.status in (Status.PENDING_APPROVAL, Status.APPROVED, Status.WAITING_FOR_INPUT) and _transition(
             call, call.status, Status.CANCELLED, push=False, result=_cancelled_result(who)
         ):
             cancelled.append(call)

@@ -37,6 +37,7 @@ class ToolCallStatus(models.TextChoices):
     FAILED = "failed"
     INTERRUPTED = "interrupted"
     CANCELLED = "cancelled"
+    WAITING_FOR_INPUT = "waiting_for_input"  # ran, and its tool asked a human for input (`input_requests`)
 
 
 class Agent(models.Model):
@@ -190,6 +191,14 @@ class ToolCall(models.Model):
     is_gated = models.BooleanField(default=False)
     result = models.TextField(blank=True)
     error = models.TextField(blank=True)
+    # A tool may ask a human for input mid-call (an MCP input request): the question is a call of its
+    # own in the same turn, `asked_by` this one (never shown to the model), and what the tool needs to
+    # go on once answered is kept here.
+    asked_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="input_requests",
+        help_text="The call whose tool asked this question (an input request); empty for the model's own calls.",
+    )
+    input_state = models.JSONField(null=True, blank=True, help_text="What the tool needs to go on once its question is answered.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -34,6 +34,16 @@ class ToolError(Exception):
     """A tool refused or failed in a way the model should read as the result."""
 
 
+class InputRequired(Exception):
+    """A tool asks a human for input before it can finish (an MCP server's input request): `question`
+    is what to ask (a question as approvals.questions stores it), `state` what the tool needs to go
+    on, kept with the call until the human answers and the loop calls `resume`."""
+
+    def __init__(self, question: dict, state: dict):
+        super().__init__(question.get("text", ""))
+        self.question, self.state = question, state
+
+
 class ToolArgumentsError(ValueError):
     """The model's arguments do not fit the tool: told to the model as the tool's result."""
 
@@ -101,6 +111,11 @@ class ToolSpec:
 
     def preview_of(self, arguments: dict, context: ToolContext) -> Preview | None:
         return self.preview(context, **arguments) if self.preview else None
+
+    def resume(self, arguments: dict, context: ToolContext, state: dict, answer: dict) -> Any:
+        """Go on after a human answered the tool's InputRequired: `answer` is {"action": "accept",
+        "value": ...}, or {"action": "decline"} or {"action": "cancel"}. May ask again."""
+        raise ToolError(f"{self.name} cannot take input.")
 
     def run(self, arguments: dict, context: ToolContext) -> Any:
         if self.takes_context:

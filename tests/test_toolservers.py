@@ -46,7 +46,7 @@ def calls(conversation) -> list[ToolCall]:
 
 def test_the_servers_tools_are_listed_namespaced_and_offered_to_the_agent(agent, notes):
     assert [tool["name"] for tool in notes.tools] == [
-        "list_notes", "read_note", "write_note", "delete_note", "fail", "huge", "picture",
+        "list_notes", "read_note", "write_note", "delete_note", "fail", "huge", "picture", "title_note",
     ]
     write = notes.tool("write_note")
     assert write["annotations"] == {"readOnlyHint": False, "destructiveHint": False, "openWorldHint": False}
@@ -172,7 +172,7 @@ def test_a_server_that_hangs_times_out(agent, notes):
     with pytest.raises(client.ServerUnavailable):
         discovery.refresh(notes)
     notes.refresh_from_db()
-    assert notes.refresh_error and len(notes.tools) == 7  # the last good list is kept
+    assert notes.refresh_error and len(notes.tools) == 8  # the last good list is kept
 
 
 def _free_port() -> int:
@@ -274,3 +274,68 @@ def test_a_commit_whose_staged_changes_changed_since_the_approval_was_shown_does
     assert git_log(git) == "First commit\n"
     call = ToolCall.objects.get(pk=approval.tool_call_id)
     assert call.status == "failed" and call.error.startswith("Not run: the world changed since the approval.")
+
+
+# --- MCP input requests: a server's question for a human ---------------------------------------------
+
+
+def test_a_servers_input_request_becomes_a_question_and_the_call_goes_on_with_the_answer(alice, agent, notes, notes_dir, api_as):
+    api = api_as(alice)
+    conversation = start_conversation(alice, agent, "title note a.txt")
+    [approval] = pending_approvals(conversation)
+    api.post(f"approvals/{approval.pk}/decision", {"decision": "approve"})  # the call itself is gated first
+
+    [question] = pending_approvals(conversation)
+    assert question.kind == "question" and question.question["type"] == "text"
+    assert question.question["text"] == "notes asks: Which title should the note a.txt get?\nTitle (The title, put on the note's first line.)"
+    call = ToolCall.objects.get(name="notes__title_note", asked_by=None)
+    assert call.status == "waiting_for_input" and call.input_state["request_state"]
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.WAITING_FOR_APPROVAL
+    assert not (notes_dir / "a.txt").exists()
+    page = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
+    assert "notes asks: Which title should the note a.txt get?" in page and f'id="answer-{question.pk}"' in page
+
+    answered = api.post(f"approvals/{question.pk}/answer", {"answer": "Shopping"})
+    assert answered.status_code == 200, answered.json()
+    conversation.refresh_from_db()
+    assert conversation.status == Conversation.Status.IDLE
+    call.refresh_from_db()
+    assert (call.status, call.result) == ("succeeded", "Titled a.txt: Shopping.")
+    assert (notes_dir / "a.txt").read_text() == "# Shopping\n"
+    assert last_reply(conversation) == "I did title note a.txt: Titled a.txt: Shopping."
+    # The model never saw the server's question as a call of its own.
+    from chat.history import model_messages
+
+    sent = model_messages(conversation)
+    assert [c["function"]["name"] for m in sent if m.get("tool_calls") for c in m["tool_calls"]] == ["notes__title_note"]
+
+
+def test_a_declined_input_request_is_told_to_the_server_and_the_model(alice, agent, notes, notes_dir, api_as):
+    api = api_as(alice)
+    conversation = start_conversation(alice, agent, "title note a.txt")
+    [approval] = pending_approvals(conversation)
+    api.post(f"approvals/{approval.pk}/decision", {"decision": "approve"})
+    [question] = pending_approvals(conversation)
+    api.post(f"approvals/{question.pk}/answer", {"decline": True, "reason": "no title"})
+    call = ToolCall.objects.get(name="notes__title_note", asked_by=None)
+    assert call.status == "failed" and "elicitation was decline" in call.error
+    assert not (notes_dir / "a.txt").exists()
+
+
+def test_an_answer_after_the_servers_request_state_expired_is_refused_clearly(alice, agent, notes, notes_dir, api_as):
+    notes.env = {**notes.env, "NOTES_STATE_TTL": "1"}
+    notes.save()
+    api = api_as(alice)
+    conversation = start_conversation(alice, agent, "title note a.txt")
+    [approval] = pending_approvals(conversation)
+    api.post(f"approvals/{approval.pk}/decision", {"decision": "approve"})
+    [question] = pending_approvals(conversation)
+    time.sleep(1.5)  # the server's request state lives 1 s
+    api.post(f"approvals/{question.pk}/answer", {"answer": "Late"})
+    call = ToolCall.objects.get(name="notes__title_note", asked_by=None)
+    assert call.status == "failed"
+    assert call.error.startswith("The answer came too late: notes no longer takes its request for input (")
+    assert not (notes_dir / "a.txt").exists()
+    conversation.refresh_from_db()
+    assert last_reply(conversation).startswith("I could not title note a.txt: The answer came too late")

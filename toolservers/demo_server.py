@@ -8,13 +8,20 @@ import argparse
 import base64
 import os
 from pathlib import Path
+from typing import Annotated
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Elicit, MCPServer, RequestStateSecurity, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 from mcp_types import ToolAnnotations
+from pydantic import BaseModel, Field
 
-server = MCPServer("notes", instructions="Notes kept as text files in one folder.")
+# The request state a tool's question travels with is sealed with this key, so another process of
+# this server (stdio starts one per call) accepts the answer; it expires after NOTES_STATE_TTL seconds.
+STATE = RequestStateSecurity(
+    keys=[os.environ.get("NOTES_STATE_KEY", "demo-only-request-state-key-set-NOTES_STATE_KEY-in-production")], ttl=float(os.environ.get("NOTES_STATE_TTL", "600"))
+)
+server = MCPServer("notes", instructions="Notes kept as text files in one folder.", request_state_security=STATE)
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 # A 1×1 PNG: enough for a client to have to say it got an image.
 PIXEL = base64.b64decode(
@@ -84,6 +91,23 @@ def huge(size: int = 100_000) -> str:
 def picture() -> Image:
     """Answer with an image."""
     return Image(data=PIXEL, format="png")
+
+
+class Title(BaseModel):
+    title: str = Field(description="The title, put on the note's first line.")
+
+
+def ask_title(name: str) -> Elicit[Title]:
+    return Elicit(f"Which title should the note {name} get?", Title)
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False))
+def title_note(name: str, title: Annotated[Title, Resolve(ask_title)]) -> str:
+    """Put a title on a note, asking the user which (an input request)."""
+    path = note(name)
+    body = path.read_text() if path.exists() else ""
+    path.write_text(f"# {title.title}\n{body}")
+    return f"Titled {name}: {title.title}."
 
 
 def main() -> None:

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 import jsonschema
 
 from approvals.hints import server_hints
-from chat.tools import Preview, ToolArgumentsError, ToolError, ToolSpec
+from chat.tools import InputRequired, Preview, ToolArgumentsError, ToolError, ToolSpec
 
-from . import client
+from . import client, inputs
 from .models import AgentToolServer, ToolServer
 
 SEPARATOR = "__"
@@ -84,8 +84,34 @@ class McpToolSpec(ToolSpec):
             outcome = client.call_tool(self.server, self.remote_name, arguments)
         except client.ServerUnavailable as exc:
             raise ToolError(str(exc)) from None
+        return self._result(outcome)
+
+    def resume(self, arguments: dict, context, state: dict, answer: dict):
+        """The human settled the tool's question: ask the next one, or call again with the answers
+        and the request state the server gave (a server that no longer takes it says so)."""
+        state = inputs.record(state, answer)
+        if inputs.pending(state):
+            raise InputRequired(inputs.question(state), state)
+        try:
+            outcome = client.call_tool(
+                self.server, self.remote_name, arguments, input_responses=inputs.responses(state), request_state=state["request_state"]
+            )
+        except client.Refused as exc:
+            raise ToolError(
+                f"The answer came too late: {self.server.name} no longer takes its request for input ({exc}). "
+                "Nothing was done; ask again if it should still be done."
+            ) from None
+        except client.ServerUnavailable as exc:
+            raise ToolError(str(exc)) from None
+        return self._result(outcome)
+
+    def _result(self, outcome: client.CallOutcome):
         if outcome.input_required is not None:
-            raise ToolError(f"{self.name} asked for input, which this version does not relay yet.")
+            try:
+                state = inputs.start(outcome.input_required, self.server.name)
+            except inputs.Unsupported as exc:
+                raise ToolError(str(exc)) from None
+            raise InputRequired(inputs.question(state), state)
         if outcome.is_error:
             raise ToolError(outcome.text or f"{self.name} failed without saying why.")
         return outcome.text

@@ -320,3 +320,29 @@ def test_restarted_redis_and_daphne_leave_the_page_working(crash, crash_page, al
     button(crash_page.locator(f"#tool-call-{second.tool_call_id}"), "Approve").click()  # buttons still work
     expect(crash_page.locator(f"#tool-call-{second.tool_call_id}")).to_have_attribute("data-status", "failed")  # no b.txt
     wait_until(lambda: status_of(conversation_id) == "idle", timeout=20, message="the loop to finish")
+
+
+def test_an_mcp_input_request_waits_through_a_killed_worker_and_its_answer_finishes_the_call(crash, alice, agent, tmp_path):
+    from toolservers import discovery
+    from toolservers.demo import ensure_notes_server
+
+    notes = tmp_path / "notes"
+    discovery.refresh(ensure_notes_server(agent, notes_dir=notes))
+    conversation_id = start_conversation(crash, alice, "title note a.txt")
+    gate = wait_until(lambda: Approval.objects.filter(conversation_id=conversation_id).first(), message="the call's approval")
+    api = Api(crash.base_url, alice)
+    assert api.post(f"approvals/{gate.pk}/decision", {"decision": "approve"}).status_code == 200
+    question = wait_until(
+        lambda: Approval.objects.filter(conversation_id=conversation_id, kind="question", status="pending").first(),
+        message="the server's question",
+    )
+    wait_until(lambda: status_of(conversation_id) == "waiting_for_approval", message="waiting")
+    crash.kill_worker()  # kill -9 while the human thinks: the request state is in the database
+    crash.start_worker()
+
+    assert api.post(f"approvals/{question.pk}/answer", {"answer": "After the restart"}).status_code == 200
+    wait_until(lambda: status_of(conversation_id) == "idle", timeout=RECOVERY_SECONDS, message="the loop to finish")
+    assert (notes / "a.txt").read_text() == "# After the restart\n"
+    assert replies(conversation_id)[-1] == "I did title note a.txt: Titled a.txt: After the restart."
+    call = ToolCall.objects.get(message__conversation_id=conversation_id, name="notes__title_note", asked_by=None)
+    assert call.status == "succeeded"

@@ -116,3 +116,18 @@ def test_the_reference_git_server_commits_once_approved(e2e, api_for, alice, age
     wait_for_status(committed, "idle", timeout=30)
     log = subprocess.run(["git", "log", "--format=%s"], cwd=repository, capture_output=True, text=True, check=True).stdout
     assert log == "From the worker\nFirst commit\n"
+
+
+def test_an_input_request_whose_state_expired_is_told_to_the_user_and_the_model(e2e, api_for, alice, agent, notes):
+    ToolServer.objects.filter(name="notes").update(env={"NOTES_DIR": str(notes), "NOTES_STATE_TTL": "1"})
+    api = api_for(alice)
+    conversation_id = start(api, "title note late.txt")
+    [gate] = wait_for_pending(api, conversation_id, 1)
+    api.post(f"approvals/{gate['id']}/decision", {"decision": "approve"})
+    [question] = wait_for_pending(api, conversation_id, 1)
+    assert question["kind"] == "question" and question["question"]["text"].startswith("notes asks: Which title")
+    time.sleep(1.5)  # the server's request state lives 1 s: this answer comes after it
+    assert api.post(f"approvals/{question['id']}/answer", {"answer": "Too late"}).status_code == 200
+    wait_for_status(conversation_id, "idle", timeout=30)
+    assert last_reply(conversation_id).startswith("I could not title note late.txt: The answer came too late: notes no longer takes")
+    assert not (notes / "late.txt").exists()
