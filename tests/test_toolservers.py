@@ -2,7 +2,6 @@
 streamable HTTP, its tools listed, namespaced, validated by their schema, gated by the agent's link
 or the server's annotations, approved, rejected and run through the loop (eager Celery), and what
 goes wrong (a server that is down, a tool error, a huge or non-text answer) told, never crashing it."""
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from chat import services
 from chat.models import Conversation, Message, ToolCall
 from chat.tools import registry
 from tests.conftest import client_for, pending_approvals, start_conversation
+from tests.notes_server import notes_over_http as notes_over_http_server
 from toolservers import client, discovery
 from toolservers.demo import ensure_git_server, ensure_notes_server
 from toolservers.models import AgentToolServer, ToolServer
@@ -175,29 +175,10 @@ def test_a_server_that_hangs_times_out(agent, notes):
     assert notes.refresh_error and len(notes.tools) == 8  # the last good list is kept
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def notes_over_http(notes_dir):
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "toolservers.demo_server", "--http", str(port)],
-        env={"NOTES_DIR": str(notes_dir), "PATH": "/usr/bin:/bin"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/mcp"
-    process.terminate()
-    process.wait(timeout=10)
+    with notes_over_http_server(notes_dir) as url:
+        yield url
 
 
 def test_the_same_server_over_streamable_http(alice, agent, notes, notes_dir, notes_over_http, api_as):
@@ -339,3 +320,14 @@ def test_an_answer_after_the_servers_request_state_expired_is_refused_clearly(al
     assert not (notes_dir / "a.txt").exists()
     conversation.refresh_from_db()
     assert last_reply(conversation).startswith("I could not title note a.txt: The answer came too late")
+
+
+def test_what_a_server_says_is_shown_escaped(alice, agent, notes, notes_dir):
+    notes_dir.mkdir(parents=True, exist_ok=True)
+    (notes_dir / "x.txt").write_text('<script>alert("from the server")</script><img src=x onerror=alert(1)>')
+    conversation = start_conversation(alice, agent, "read note x.txt")
+    [call] = calls(conversation)
+    assert call.status == "succeeded" and call.result.startswith("<script>")
+    page = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
+    assert "<script>alert(" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;alert(" in page

@@ -1,15 +1,14 @@
 """MCP tool servers end to end: the API on daphne, the loop in a real Celery worker calling real MCP
 servers: our notes server over stdio and over streamable HTTP, and the reference mcp-server-git
 over stdio."""
-import socket
 import subprocess
-import sys
 import time
 
 import pytest
 
 from chat.models import ToolCall
 from tests.e2e.test_api_e2e import last_reply, start, wait_for_pending, wait_for_status
+from tests.notes_server import notes_over_http
 from toolservers import discovery
 from toolservers.demo import ensure_git_server, ensure_notes_server
 from toolservers.models import ToolServer
@@ -67,37 +66,15 @@ def test_a_tool_error_and_a_server_that_is_down_are_told_and_the_worker_goes_on(
     assert last_reply(after) == "I did calculate 2 + 2: 2 + 2 = 4"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_notes_over_streamable_http(e2e, api_for, alice, agent, notes):
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "toolservers.demo_server", "--http", str(port)],
-        env={"NOTES_DIR": str(notes), "PATH": "/usr/bin:/bin"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the notes server did not start"
-                time.sleep(0.1)
-        ToolServer.objects.filter(name="notes").update(transport="http", url=f"http://127.0.0.1:{port}/mcp", command="", args=[])
+    with notes_over_http(notes) as url:
+        ToolServer.objects.filter(name="notes").update(transport="http", url=url, command="", args=[])
         api = api_for(alice)
         written = start(api, "note over http as h.txt")
         [approval] = wait_for_pending(api, written, 1)
         api.post(f"approvals/{approval['id']}/decision", {"decision": "approve"})
         wait_for_status(written, "idle", timeout=30)
         assert (notes / "h.txt").read_text() == "over http"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def test_the_reference_git_server_commits_once_approved(e2e, api_for, alice, agent, tmp_path):
