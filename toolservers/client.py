@@ -5,9 +5,11 @@ connection outlives a call and a worker restart loses nothing but the call in fl
 
 Whatever goes wrong on the way (the server is down, times out, speaks something else) is a
 ServerUnavailable with words a user can read; what the tool itself reports (`isError`) is a result."""
+import asyncio
 import json
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -109,6 +111,17 @@ def result_text(result: CallToolResult) -> str:
     return text
 
 
+def _in_own_loop(main):
+    """anyio.run(main), in a thread of its own when this thread already runs an event loop (a caller
+    inside async code, or a test process driving a browser): one thread cannot run two loops."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(main)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(anyio.run, main).result()
+
+
 def _decoded_size(base64_text: str) -> int:
     text = base64_text.strip()
     return len(text) * 3 // 4 - len(text) + len(text.rstrip("="))
@@ -123,7 +136,7 @@ def _run(server, work):
                 return await work(client)
 
     try:
-        return anyio.run(main)
+        return _in_own_loop(main)
     except Exception as exc:  # a refused connection, a command that is not there, a garbled answer
         cause = _innermost(exc)
         if isinstance(cause, ServerUnavailable):
