@@ -53,8 +53,10 @@ class Approval(models.Model):
         "approvals.Rule", null=True, blank=True, on_delete=models.PROTECT, related_name="decisions",
         help_text="The rule that decided it at once (decided via rule, by nobody); empty for a human's decision.",
     )
+    # CASCADE: a repeat means nothing without the rejection it repeats. Decided approvals are never
+    # deleted but when a whole database is erased (approvals.triggers.erasing), and then all go.
     repeat_of = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="repeats",
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="repeats",
         help_text="The earlier rejection of the same call this one repeats (decided via repeat).",
     )
     rule_suggestion = models.JSONField(
