@@ -379,6 +379,9 @@ def _is_advancing(conversation_id, token: str) -> bool:
     return Conversation.objects.filter(pk=conversation_id, status=Conversation.Status.RUNNING, advancing_token=token).exists()
 
 
+STOPPED_BY = "Stopped by "  # how the Stop's notice begins (agentlink reads a stopped turn by it)
+
+
 def stop(conversation: Conversation, *, user) -> list[ToolCall]:
     """Cancel the calls of the open turn that have not started, and leave the conversation idle, in
     the caller's transaction (whose approvals were cancelled first). A call already running
@@ -403,7 +406,7 @@ def stop(conversation: Conversation, *, user) -> list[ToolCall]:
         status=Conversation.Status.IDLE, error="", advancing_token="", advancing_until=None, updated_at=timezone.now()
     ) or cancelled:
         conversation.status, conversation.error = Conversation.Status.IDLE, ""
-        add_notice(conversation, f"Stopped by {who}.")
+        add_notice(conversation, f"{STOPPED_BY}{who}.")
         push_status(conversation)
     return cancelled
 

@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels (auth and origin checked)."""
+"""ASGI entry point: HTTP through Django, except `/a2a/` (the agents' A2A endpoints, a Starlette
+app: agentlink.app); websockets through Channels (auth and origin checked)."""
 import os
 
 from django.core.asgi import get_asgi_application
@@ -10,11 +11,19 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from agentlink.app import application as a2a_app  # noqa: E402
+
 from .routing import websocket_urlpatterns  # noqa: E402
+
+
+async def http(scope, receive, send):
+    app = a2a_app if scope["path"].startswith("/a2a/") else django_asgi_app
+    await app(scope, receive, send)
+
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": http,
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

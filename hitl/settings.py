@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "chat",
     "approvals",
     "toolservers",
+    "agentlink",
 ]
 
 MIDDLEWARE = [
@@ -251,6 +252,10 @@ HITL_STALL_SECONDS = float(os.environ.get("HITL_STALL_SECONDS", "60"))
 # The rejection contract: a call identical to one rejected in the same conversation this many seconds
 # ago is rejected again at once, without asking (0: ask every time).
 HITL_REPEAT_WINDOW_SECONDS = float(os.environ.get("HITL_REPEAT_WINDOW_SECONDS", "1800"))
+# A2A (agentlink): how long a blocking message/send waits for the task to pause or end (then it
+# answers with the task still working), and how long a stream follows one.
+HITL_A2A_WAIT_SECONDS = float(os.environ.get("HITL_A2A_WAIT_SECONDS", "120"))
+HITL_A2A_STREAM_SECONDS = float(os.environ.get("HITL_A2A_STREAM_SECONDS", "3600"))
 HITL_MAX_MESSAGE_CHARS = int(os.environ.get("HITL_MAX_MESSAGE_CHARS", "20000"))
 # Links in webhook payloads point here.
 HITL_BASE_URL = os.environ.get("HITL_BASE_URL", "http://127.0.0.1:8000").rstrip("/")

@@ -282,7 +282,11 @@ def test_a_decision_whose_enqueue_fails_is_kept_and_resumed_once_redis_is_back(c
     approval.refresh_from_db()
     assert approval.status == "approved"
     crash.start_redis()
-    wait_until(lambda: status_of(conversation_id) == "idle", timeout=60, message="the sweeper to resume the loop")
+    try:
+        wait_until(lambda: status_of(conversation_id) == "idle", timeout=90, message="the sweeper to resume the loop")
+    except AssertionError as exc:  # say which of beat and the worker did not come back
+        logs = {name: crash.processes[name].tail() for name in ("beat", "redis")} | {"worker": crash.worker.tail()}
+        raise AssertionError(f"{exc}\n" + "\n".join(f"--- {name} ---\n{log}" for name, log in logs.items())) from None
     assert ToolCall.objects.get(pk=approval.tool_call_id).status == ToolCall.Status.SUCCEEDED
 
 

@@ -1,0 +1,125 @@
+"""The A2A side of the site: a Starlette app that hitl.asgi routes `/a2a/` to, beside Django.
+
+- `POST /a2a/<slug>/`: JSON-RPC (protocol 1.0, and the 0.3 method names and state spelling), with
+  streaming over server-sent events; the SDK's dispatcher parses and answers, agentlink.handler acts.
+- `GET /a2a/<slug>/.well-known/agent-card.json`: the agent's card.
+
+Every request carries an API token (`Authorization: Bearer …`, the JSON API's tokens) and acts as
+its user; an agent that user may not use is a 404, like an agent that does not exist."""
+import json
+import re
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from starlette.applications import Starlette
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes import create_jsonrpc_routes
+from a2a.server.routes.common import DefaultServerCallContextBuilder
+from chat.models import ApiToken
+from chat.selectors import agent_for
+
+from .cards import agent_card
+from .handler import AgentHandler
+
+PATH = re.compile(r"/a2a/(?P<slug>[-a-zA-Z0-9_]{1,50})/(?P<rest>.*)")
+MAX_BODY_BYTES = 1_000_000
+
+
+class CallContextBuilder(DefaultServerCallContextBuilder):
+    """The SDK's context (headers, extensions) plus who is calling and which agent they call."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        context.state["hitl_user"] = request.scope["hitl_user"]
+        context.state["hitl_agent"] = request.scope["hitl_agent"]
+        return context
+
+
+async def card(request: Request) -> JSONResponse:
+    agent = request.scope["hitl_agent"]
+    url = f"{str(request.base_url).rstrip('/')}/a2a/{agent.slug}/"
+    return JSONResponse(agent_card_to_dict(await database_sync_to_async(agent_card)(agent, url)))
+
+
+class Authenticate:
+    """Pure ASGI: the bearer token's user and the agent, before any route runs; and a cap on the
+    body, read before the JSON-RPC dispatcher parses it."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        match = PATH.fullmatch(scope["path"])
+        if match is None:
+            return await _error(send, 404, "Not found: A2A agents live at /a2a/<agent slug>/.")
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length", b"0")
+        if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+            return await _error(send, 413, f"The request body is over {MAX_BODY_BYTES} bytes.")
+        authorization = headers.get(b"authorization", b"").decode("latin-1")
+        scheme, _, key = authorization.partition(" ")
+        user = await _user_for(key.strip()) if scheme.lower() == "bearer" and key.strip() else None
+        if user is None:
+            return await _error(send, 401, "An API token is required: Authorization: Bearer <token>.", bearer=True)
+        agent = await database_sync_to_async(agent_for)(user, match["slug"])
+        if agent is None:
+            return await _error(send, 404, "No such agent.")
+        scope["hitl_user"], scope["hitl_agent"] = user, agent
+        await self.app(scope, _capped(receive), send)
+
+
+@database_sync_to_async
+def _user_for(key: str):
+    token = ApiToken.objects.select_related("user").filter(key_hash=ApiToken.hash_key(key)).first()
+    if token is None or not token.user.is_active:
+        return None
+    token.note_use()
+    return token.user
+
+
+def _capped(receive):
+    """Refuse a body that is longer than it said (or than the cap, sent in chunks)."""
+    seen = 0
+
+    async def capped():
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > MAX_BODY_BYTES:
+                return {"type": "http.disconnect"}
+        return message
+
+    return capped
+
+
+async def _error(send, status: int, detail: str, *, bearer: bool = False) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if bearer:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+routes = [
+    Route("/a2a/{slug}/.well-known/agent-card.json", card, methods=["GET"]),
+    *create_jsonrpc_routes(AgentHandler(), "/a2a/{slug}/", context_builder=CallContextBuilder(), enable_v0_3_compat=True),
+]
+
+
+def _allowed_hosts() -> list[str]:
+    """Django's ALLOWED_HOSTS as Starlette spells them (".example.com" is "*.example.com" too)."""
+    hosts = []
+    for host in settings.ALLOWED_HOSTS:
+        hosts += [host.lstrip("."), "*" + host] if host.startswith(".") else [host, host.strip("[]")]
+    return hosts
+
+
+application = TrustedHostMiddleware(Authenticate(Starlette(routes=routes)), allowed_hosts=_allowed_hosts())

@@ -1,0 +1,37 @@
+"""An agent's A2A card: who it is, where to call it, how to authenticate, and its skills (the
+tools it may call, each saying whether a human may be asked first)."""
+from a2a.types import a2a_pb2 as pb
+from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
+from chat.models import Agent
+from chat.tools import registry
+
+SCHEME = "bearer"
+
+
+def agent_card(agent: Agent, url: str) -> pb.AgentCard:
+    card = pb.AgentCard(
+        name=agent.name,
+        description=(agent.system_prompt or f"The {agent.name} agent.")[:1000],
+        version="1.0",
+        supported_interfaces=[
+            pb.AgentInterface(url=url, protocol_binding=TransportProtocol.JSONRPC.value, protocol_version=PROTOCOL_VERSION_1_0)
+        ],
+        capabilities=pb.AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=["text/plain", "application/json"],
+        default_output_modes=["text/plain", "application/json"],
+        skills=[_skill(agent, spec) for spec in registry.for_agent(agent)],
+    )
+    card.security_schemes[SCHEME].http_auth_security_scheme.CopyFrom(
+        pb.HTTPAuthSecurityScheme(
+            scheme="Bearer", description="An API token of the site (its API tokens page); the calls act as its user."
+        )
+    )
+    requirement = card.security_requirements.add()
+    requirement.schemes[SCHEME].SetInParent()
+    return card
+
+
+def _skill(agent: Agent, spec) -> pb.AgentSkill:
+    gated = bool(spec.needs_approval) or agent.all_tools_need_approval or spec.name in (agent.require_approval or [])
+    tags = [f"risk:{spec.risk}"] + (["may ask a human first"] if gated or spec.pause else [])
+    return pb.AgentSkill(id=spec.name, name=spec.name, description=spec.description or spec.name, tags=tags)

@@ -1,0 +1,33 @@
+import uuid
+
+from django.db import models
+
+from chat.models import Conversation
+
+
+class Task(models.Model):
+    """A run of an agent started over A2A: one turn of a conversation, which is the A2A context.
+
+    Its state is read from the conversation (`agentlink.runs`), never stored, except once a later
+    task of the same context has begun: then this one is over and `final_state` says how it ended."""
+
+    class FinalState(models.TextChoices):
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELED = "canceled"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="a2a_tasks")
+    position = models.PositiveIntegerField(help_text="The position of the user message that started this turn.")
+    canceled = models.BooleanField(default=False, help_text="Cancelled over A2A (the Stop).")
+    final_state = models.CharField(max_length=16, choices=FinalState.choices, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "position"], name="agentlink_task_one_per_turn"),
+        ]
+
+    def __str__(self) -> str:
+        return str(self.id)

@@ -1,0 +1,269 @@
+"""A2A tasks read from the conversation: a task is a turn, a context is a conversation, and the
+task's state is what the rows say now (so it survives every restart). Sync: the handler calls it
+through `database_sync_to_async`."""
+import uuid
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import QuerySet
+from google.protobuf.struct_pb2 import Struct, Value
+from google.protobuf.json_format import ParseDict
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from a2a.types import a2a_pb2 as pb
+from approvals.models import Approval
+from chat import services as chat_services
+from chat.loop import STOPPED_BY
+from chat.models import Agent, Conversation, Message
+
+from .models import Task
+
+State = pb.TaskState
+TERMINAL = {State.TASK_STATE_COMPLETED, State.TASK_STATE_FAILED, State.TASK_STATE_CANCELED}
+FINAL_STATES = {
+    Task.FinalState.COMPLETED: State.TASK_STATE_COMPLETED,
+    Task.FinalState.FAILED: State.TASK_STATE_FAILED,
+    Task.FinalState.CANCELED: State.TASK_STATE_CANCELED,
+}
+INTERRUPT_TYPE = "tool_approval"
+
+
+class Busy(Exception):
+    """The context has a task that is not over: the message must go to it (or wait)."""
+
+
+def visible_tasks(user, agent: Agent) -> QuerySet[Task]:
+    """The caller's own tasks with this agent: an A2A client acts as the token's user."""
+    return Task.objects.select_related("conversation").filter(conversation__owner=user, conversation__agent=agent)
+
+
+def task_for(user, agent: Agent, task_id: str) -> Task | None:
+    key = _uuid(task_id)
+    return visible_tasks(user, agent).filter(pk=key).first() if key else None
+
+
+def conversation_for(user, agent: Agent, context_id: str) -> Conversation | None:
+    key = _uuid(context_id)
+    return Conversation.objects.filter(pk=key, owner=user, agent=agent).first() if key else None
+
+
+def start(*, user, agent: Agent, text: str, conversation: Conversation | None) -> Task:
+    """A new task: the first turn of a new conversation, or the next turn of `conversation` once its
+    last task is over (raises Busy otherwise). chat.services checks the agent, quotas and the text."""
+    with transaction.atomic():
+        if conversation is None:
+            conversation = chat_services.start_conversation(user=user, agent=agent, content=text)
+            return Task.objects.create(conversation=conversation, position=1)
+        latest = conversation.a2a_tasks.order_by("-position").first()
+        state = current_state(conversation, latest) if latest else None
+        if conversation.status in (Conversation.Status.RUNNING, Conversation.Status.WAITING_FOR_APPROVAL) or _pending(conversation):
+            where = f"task {latest.pk}" if latest and state not in TERMINAL else "this conversation"
+            raise Busy(f"{where.capitalize()} is not over: send the message to it, or wait until it is.")
+        if latest is not None:
+            latest.final_state = next(name for name, value in FINAL_STATES.items() if value == state)
+            latest.save(update_fields=["final_state"])
+        message = chat_services.post_message(conversation=conversation, user=user, content=text)
+        return Task.objects.create(conversation=conversation, position=message.position)
+
+
+@dataclass
+class Reading:
+    """What a task is now: its state, the words for people, and the structured parts of a pause."""
+
+    state: int
+    text: str = ""
+    data: list[dict] | None = None
+    pending: list[Approval] | None = None
+    answer: str = ""
+
+
+def read(task: Task) -> Reading:
+    conversation = Conversation.objects.get(pk=task.conversation_id)
+    task.conversation = conversation
+    later = Task.objects.filter(conversation=conversation, position__gt=task.position).order_by("position").first()
+    turn = Message.objects.filter(conversation=conversation, position__gte=task.position)
+    if later is not None:
+        turn = turn.filter(position__lt=later.position)
+    answer = _answer(turn)
+    if later is not None:
+        state = FINAL_STATES.get(task.final_state, State.TASK_STATE_COMPLETED)
+        return Reading(state, answer if state == State.TASK_STATE_COMPLETED else "", answer=answer)
+    pending = _pending(conversation)
+    if pending:
+        return Reading(State.TASK_STATE_INPUT_REQUIRED, _pause_text(pending), pause_parts(pending), pending)
+    state = current_state(conversation, task, turn)
+    if state == State.TASK_STATE_FAILED:
+        return Reading(state, conversation.error or "The run failed.")
+    if state == State.TASK_STATE_CANCELED:
+        notice = turn.filter(role=Message.Role.SYSTEM, content__startswith=STOPPED_BY).order_by("-position").first()
+        return Reading(state, notice.content if notice else "Cancelled.")
+    if state == State.TASK_STATE_COMPLETED:
+        return Reading(state, answer, answer=answer)
+    return Reading(state)
+
+
+def current_state(conversation: Conversation, task: Task | None, turn: QuerySet[Message] | None = None) -> int:
+    """The state of the conversation's latest task, from the conversation's status."""
+    if _pending(conversation):
+        return State.TASK_STATE_INPUT_REQUIRED
+    if conversation.status in (Conversation.Status.RUNNING, Conversation.Status.WAITING_FOR_APPROVAL):
+        return State.TASK_STATE_WORKING
+    if conversation.status == Conversation.Status.FAILED:
+        return State.TASK_STATE_FAILED
+    if task is not None and task.canceled:
+        return State.TASK_STATE_CANCELED
+    if turn is None and task is not None:
+        turn = Message.objects.filter(conversation=conversation, position__gte=task.position)
+    last = turn.exclude(role=Message.Role.USER).order_by("-position").first() if turn is not None else None
+    if last is not None and last.role == Message.Role.SYSTEM and last.content.startswith(STOPPED_BY):
+        return State.TASK_STATE_CANCELED
+    return State.TASK_STATE_COMPLETED
+
+
+def as_proto(task: Task, reading: Reading, *, history_length: int | None = None) -> pb.Task:
+    """The task as the A2A types say it, with its status message and, once completed, its answer."""
+    conversation = task.conversation
+    status = pb.TaskStatus(state=reading.state, timestamp=_timestamp(conversation.updated_at))
+    if reading.text or reading.data:
+        status.message.CopyFrom(status_message(task, reading))
+    proto = pb.Task(id=str(task.pk), context_id=str(conversation.pk), status=status)
+    if reading.state == State.TASK_STATE_COMPLETED and reading.answer:
+        proto.artifacts.append(answer_artifact(task, reading.answer))
+    if history_length != 0:
+        proto.history.extend(history(task, limit=history_length))
+    return proto
+
+
+def status_message(task: Task, reading: Reading) -> pb.Message:
+    message = pb.Message(
+        message_id=f"{task.pk}-status-{reading.state}",
+        context_id=str(task.conversation_id),
+        task_id=str(task.pk),
+        role=pb.Role.ROLE_AGENT,
+    )
+    if reading.text:
+        message.parts.append(pb.Part(text=reading.text))
+    for data in reading.data or []:
+        message.parts.append(pb.Part(data=_value(data), media_type="application/json", metadata=_struct({"type": data["type"]})))
+    if reading.data:
+        message.metadata.CopyFrom(_struct({"interrupt_type": INTERRUPT_TYPE}))
+    return message
+
+
+def answer_artifact(task: Task, answer: str) -> pb.Artifact:
+    return pb.Artifact(artifact_id=f"{task.pk}-answer", name="answer", parts=[pb.Part(text=answer)])
+
+
+def history(task: Task, *, limit: int | None = None) -> list[pb.Message]:
+    """The turn's user and agent messages, oldest first (the last `limit` of them)."""
+    turn = Message.objects.filter(
+        conversation_id=task.conversation_id,
+        position__gte=task.position,
+        role__in=(Message.Role.USER, Message.Role.ASSISTANT),
+    ).exclude(content="")
+    later = Task.objects.filter(conversation_id=task.conversation_id, position__gt=task.position).order_by("position").first()
+    if later is not None:
+        turn = turn.filter(position__lt=later.position)
+    messages = list(turn.order_by("-position")[:limit] if limit else turn.order_by("-position"))
+    return [
+        pb.Message(
+            message_id=f"{task.conversation_id}-{message.position}",
+            context_id=str(task.conversation_id),
+            task_id=str(task.pk),
+            role=pb.Role.ROLE_USER if message.role == Message.Role.USER else pb.Role.ROLE_AGENT,
+            parts=[pb.Part(text=message.content)],
+        )
+        for message in reversed(messages)
+    ]
+
+
+def pause_parts(pending: list[Approval]) -> list[dict]:
+    """The pending calls in the shapes A2A clients read: the seed documents' `action_requests`,
+    kagent's `tool_approval_request`, and questions as `ask_user_request`. Every `id` is the
+    approval's id, which a decision names."""
+    actions = [approval for approval in pending if approval.kind != Approval.Kind.QUESTION]
+    questions = [approval for approval in pending if approval.kind == Approval.Kind.QUESTION]
+    parts = []
+    if actions:
+        requests = [_action_request(approval) for approval in actions]
+        parts.append({"type": "tool_approval", "interrupt_type": INTERRUPT_TYPE, "action_requests": requests})
+        parts.append({
+            "type": "tool_approval_request",
+            "tools": [
+                {"id": approval.pk, "call_id": approval.tool_call.call_id, "name": approval.tool_call.name, "args": request["args"]}
+                for approval, request in zip(actions, requests)
+            ],
+        })
+    if questions:
+        parts.append({"type": "ask_user_request", "questions": [{"id": approval.pk} | approval.question for approval in questions]})
+    return parts
+
+
+def _action_request(approval: Approval) -> dict:
+    call = approval.tool_call
+    request = {
+        "name": call.name,
+        "args": approval.edited_arguments if approval.is_edited else call.arguments,
+        "id": approval.pk,
+        "kind": approval.kind,
+        "risk": approval.risk,
+        "description": approval.reason,
+        "confirmation_required": approval.confirmation_required,
+    }
+    if approval.confirmation_required:
+        request["confirmation_hint"] = approval.confirmation_hint
+    if approval.kind == Approval.Kind.PLAN:
+        request["plan"] = approval.plan
+    if approval.preview:
+        request["preview"] = approval.preview
+    return request
+
+
+def _pause_text(pending: list[Approval]) -> str:
+    lines = []
+    for approval in pending:
+        if approval.kind == Approval.Kind.QUESTION:
+            lines.append(f"- #{approval.pk} asks: {approval.question['text']}")
+        else:
+            lines.append(f"- #{approval.pk} {approval.tool_call.name} ({approval.risk} risk): {approval.reason}")
+    count = len(pending)
+    head = "1 call waits" if count == 1 else f"{count} calls wait"
+    return f"{head} for a human decision:\n" + "\n".join(lines)
+
+
+def _pending(conversation: Conversation) -> list[Approval]:
+    return list(
+        Approval.objects.select_related("tool_call")
+        .filter(conversation=conversation, status=Approval.Status.PENDING)
+        .order_by("pk")
+    )
+
+
+def _answer(turn: QuerySet[Message]) -> str:
+    last = turn.filter(role=Message.Role.ASSISTANT).exclude(content="").order_by("-position").first()
+    return last.content if last else ""
+
+
+def _uuid(value: str):
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None
+
+
+def _timestamp(moment) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromDatetime(moment)
+    return stamp
+
+
+def _value(data) -> Value:
+    value = Value()
+    ParseDict(data, value)
+    return value
+
+
+def _struct(data: dict) -> Struct:
+    struct = Struct()
+    struct.update(data)
+    return struct

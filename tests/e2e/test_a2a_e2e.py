@@ -1,0 +1,241 @@
+"""Agents over A2A end to end: the real `a2a-sdk` client against daphne, the loop in a real Celery
+worker, decisions through the same service as the chat."""
+import asyncio
+
+import httpx
+import pytest
+from google.protobuf.json_format import MessageToDict
+
+from a2a.client import ClientConfig, create_client
+from a2a.types import a2a_pb2 as pb
+from a2a.utils.errors import A2AError, TaskNotFoundError
+from approvals.models import Approval
+from chat.models import ApiToken, Conversation
+from tests.conftest import wait_until
+from tests.e2e.test_api_e2e import wait_for_status
+
+pytestmark = pytest.mark.e2e
+
+State = pb.TaskState
+
+
+class A2A:
+    """The SDK's client for one agent, as one user (its API token), driven from sync tests."""
+
+    def __init__(self, base_url: str, user, slug: str = "demo", *, streaming: bool = False):
+        self.base_url, self.slug, self.streaming = base_url, slug, streaming
+        self.key = ApiToken.issue(user)
+
+    def _run(self, work):
+        async def go():
+            async with httpx.AsyncClient(headers={"Authorization": f"Bearer {self.key}"}, timeout=30) as http:
+                config = ClientConfig(httpx_client=http, streaming=self.streaming)
+                client = await create_client(f"{self.base_url}/a2a/{self.slug}/", config)
+                return await work(client)
+
+        return asyncio.run(go())
+
+    def send(self, *parts, task_id: str = "", context_id: str = "") -> list:
+        """Send a message; every event the client yields (a blocking send yields the one task)."""
+        message = pb.Message(role=pb.Role.ROLE_USER, message_id=f"m-{id(parts)}-{len(parts)}", task_id=task_id, context_id=context_id)
+        for part in parts:
+            message.parts.append(pb.Part(text=part) if isinstance(part, str) else _data_part(part))
+
+        async def work(client):
+            return [event async for event in client.send_message(pb.SendMessageRequest(message=message))]
+
+        return self._run(work)
+
+    def task(self, *parts, **ids) -> pb.Task:
+        [event] = self.send(*parts, **ids)
+        return event.task
+
+    def get(self, task_id: str) -> pb.Task:
+        return self._run(lambda client: client.get_task(pb.GetTaskRequest(id=task_id)))
+
+    def cancel(self, task_id: str) -> pb.Task:
+        return self._run(lambda client: client.cancel_task(pb.CancelTaskRequest(id=task_id)))
+
+    def list(self, **fields) -> pb.ListTasksResponse:
+        return self._run(lambda client: client.list_tasks(pb.ListTasksRequest(**fields)))
+
+    def card(self) -> dict:
+        response = httpx.get(f"{self.base_url}/a2a/{self.slug}/.well-known/agent-card.json", headers={"Authorization": f"Bearer {self.key}"})
+        return response
+
+
+def _data_part(data: dict) -> pb.Part:
+    part = pb.Part()
+    part.data.struct_value.update(data)
+    return part
+
+
+def data_parts(task: pb.Task) -> dict:
+    return {part["data"]["type"]: part["data"] for part in MessageToDict(task.status.message).get("parts", []) if "data" in part}
+
+
+def text_of(task: pb.Task) -> str:
+    return "".join(part.text for part in task.status.message.parts)
+
+
+def answer_of(task: pb.Task) -> str:
+    return "".join(part.text for artifact in task.artifacts for part in artifact.parts)
+
+
+@pytest.fixture
+def a2a(e2e):
+    return lambda user, **kwargs: A2A(e2e.base_url, user, **kwargs)
+
+
+def test_the_card_names_the_skills_and_the_bearer_scheme_and_is_only_for_those_who_may_use_the_agent(e2e, a2a, alice, agent):
+    response = a2a(alice).card()
+    assert response.status_code == 200
+    card = response.json()
+    assert card["name"] == agent.name
+    assert card["supportedInterfaces"][0]["url"] == f"{e2e.base_url}/a2a/demo/"
+    assert card["capabilities"]["streaming"] is True
+    assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
+    skills = {skill["id"]: skill for skill in card["skills"]}
+    assert "write_file" in skills and "may ask a human first" in skills["write_file"]["tags"]
+
+    assert httpx.get(f"{e2e.base_url}/a2a/demo/.well-known/agent-card.json").status_code == 401
+    assert a2a(alice, slug="nope").card().status_code == 404
+    agent.open_to_everyone = False
+    agent.save()
+    assert a2a(alice).card().status_code == 404  # not granted: as unknown as an agent that is not there
+
+
+def test_a_gated_write_is_input_required_then_approved_with_a_data_part_then_completed(e2e, a2a, alice, agent):
+    client = a2a(alice)
+    task = client.task("write hello to a.txt")
+
+    assert task.status.state == State.TASK_STATE_INPUT_REQUIRED
+    parts = data_parts(task)
+    [request] = parts["tool_approval"]["action_requests"]
+    approval = Approval.objects.get(pk=int(request["id"]))
+    assert (request["name"], request["args"]) == ("write_file", {"path": "a.txt", "content": "hello"})
+    assert MessageToDict(task.status.message)["metadata"] == {"interrupt_type": "tool_approval"}
+    [tool] = parts["tool_approval_request"]["tools"]
+    assert (tool["id"], tool["call_id"], tool["name"]) == (approval.pk, approval.tool_call.call_id, "write_file")
+    assert "write_file" in text_of(task)
+    assert task.context_id == str(approval.conversation_id)
+
+    done = client.task({"decision_type": "approve"}, task_id=task.id)
+
+    assert done.status.state == State.TASK_STATE_COMPLETED
+    assert answer_of(done) == "I did write a.txt: Wrote 5 bytes to a.txt."
+    assert (e2e.sandbox_root / task.context_id / "a.txt").read_text() == "hello"
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_via, approval.decided_by) == ("approved", "a2a", alice)
+    assert client.get(task.id).status.state == State.TASK_STATE_COMPLETED  # read from the rows
+
+    follow_up = client.task("read a.txt", context_id=task.context_id)  # the same context: the next turn
+    assert follow_up.id != task.id and follow_up.context_id == task.context_id
+    assert follow_up.status.state == State.TASK_STATE_COMPLETED
+    assert {t.id for t in client.list(context_id=task.context_id).tasks} == {task.id, follow_up.id}
+
+
+def test_two_deletes_one_approved_one_denied_with_a_reason_quoted_in_the_answer(e2e, a2a, alice, agent):
+    client = a2a(alice)
+    first = client.task("write one to a.txt")
+    client.task({"decision_type": "approve"}, task_id=first.id)
+    task = client.task("delete a.txt and b.txt", context_id=first.context_id)
+    requests = data_parts(task)["tool_approval"]["action_requests"]
+    assert [r["args"]["path"] for r in requests] == ["a.txt", "b.txt"]
+    keep, drop = (int(r["id"]) for r in requests)
+
+    done = client.task(
+        {"decisions": [{"id": keep, "decision_type": "deny", "reason": "keep a.txt, it has the notes"},
+                       {"id": drop, "decision_type": "approve"}]},
+        task_id=task.id,
+    )
+
+    assert done.status.state == State.TASK_STATE_COMPLETED
+    assert "keep a.txt, it has the notes" in answer_of(done)
+    assert Approval.objects.get(pk=keep).rejection_reason == "keep a.txt, it has the notes"
+    assert Approval.objects.get(pk=drop).status == "approved"
+
+
+def test_a_decision_made_in_the_chat_first_is_refused_over_a2a_naming_who_decided(e2e, a2a, api_for, alice, agent):
+    client = a2a(alice)
+    task = client.task("write hello to a.txt")
+    approval_id = int(data_parts(task)["tool_approval"]["action_requests"][0]["id"])
+    assert api_for(alice).post(f"approvals/{approval_id}/decision", {"decision": "reject", "reason": "no"}).status_code == 200
+
+    with pytest.raises(A2AError) as refused:
+        client.task({"decisions": [{"id": approval_id, "decision_type": "approve"}]}, task_id=task.id)
+
+    assert f"Approval #{approval_id} was already rejected by alice via api" in str(refused.value)
+    assert Approval.objects.get(pk=approval_id).decided_via == "api"  # the first decision stands
+
+
+def test_kagent_tool_approval_response_and_a_stream_of_the_run(e2e, a2a, alice, agent):
+    client = a2a(alice, streaming=True)
+    events = client.send("write hello to a.txt")
+    assert events[0].HasField("task")
+    last = events[-1].status_update.status if events[-1].HasField("status_update") else events[-1].task.status
+    assert last.state == State.TASK_STATE_INPUT_REQUIRED
+    task_id = events[0].task.id
+    approval = Approval.objects.get(conversation_id=events[0].task.context_id)
+
+    events = client.send({"type": "tool_approval_response", "approvals": [{"id": approval.pk, "approved": True}]}, task_id=task_id)
+
+    states = [e.status_update.status.state for e in events if e.HasField("status_update")]
+    assert states[-1] == State.TASK_STATE_COMPLETED
+    [artifact] = [e.artifact_update.artifact for e in events if e.HasField("artifact_update")]
+    assert artifact.parts[0].text == "I did write a.txt: Wrote 5 bytes to a.txt."
+
+
+def test_cancel_is_the_stop(e2e, a2a, alice, agent):
+    client = a2a(alice)
+    task = client.task("write hello to a.txt")
+    approval = Approval.objects.get(conversation_id=task.context_id)
+
+    canceled = client.cancel(task.id)
+
+    assert canceled.status.state == State.TASK_STATE_CANCELED
+    assert "Stopped by alice" in text_of(canceled)
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_via) == ("cancelled", "a2a")
+    wait_for_status(task.context_id, "idle")
+    assert client.get(task.id).status.state == State.TASK_STATE_CANCELED
+    with pytest.raises(A2AError):
+        client.cancel(task.id)  # over: nothing to cancel
+
+
+def test_another_users_token_sees_neither_the_task_nor_the_context(e2e, a2a, alice, mallory, agent):
+    task = a2a(alice).task("write hello to a.txt")
+    intruder = a2a(mallory)
+
+    for attempt in (
+        lambda: intruder.get(task.id),
+        lambda: intruder.cancel(task.id),
+        lambda: intruder.task({"decision_type": "approve"}, task_id=task.id),
+        lambda: intruder.task("read a.txt", context_id=task.context_id),
+    ):
+        with pytest.raises(TaskNotFoundError) as refused:
+            attempt()
+        assert "not found" in str(refused.value).lower()
+    assert intruder.list().tasks == []
+    assert Approval.objects.get(conversation_id=task.context_id).status == "pending"
+
+
+def test_the_0_3_method_names_and_state_spelling(e2e, alice, agent):
+    headers = {"Authorization": f"Bearer {ApiToken.issue(alice)}"}
+    body = {
+        "jsonrpc": "2.0", "id": 1, "method": "message/send",
+        "params": {"message": {"role": "user", "messageId": "m1", "kind": "message", "parts": [{"kind": "text", "text": "write hello to a.txt"}]}},
+    }
+    result = httpx.post(f"{e2e.base_url}/a2a/demo/", json=body, headers=headers, timeout=30).json()["result"]
+    assert (result["kind"], result["status"]["state"]) == ("task", "input-required")
+    data = [part["data"] for part in result["status"]["message"]["parts"] if part["kind"] == "data"]
+    assert data[0]["action_requests"][0]["name"] == "write_file"
+
+    decision = {
+        "jsonrpc": "2.0", "id": 2, "method": "message/send",
+        "params": {"message": {"role": "user", "messageId": "m2", "kind": "message", "taskId": result["id"],
+                               "parts": [{"kind": "data", "data": {"decision_type": "approve"}}]}},
+    }
+    done = httpx.post(f"{e2e.base_url}/a2a/demo/", json=decision, headers=headers, timeout=30).json()["result"]
+    assert done["status"]["state"] == "completed"
+    wait_until(lambda: Conversation.objects.get(pk=result["contextId"]).status == "idle", message="idle")
