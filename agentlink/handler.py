@@ -40,6 +40,7 @@ State = pb.TaskState
 MOVING = {State.TASK_STATE_SUBMITTED, State.TASK_STATE_WORKING}
 RECHECK_SECONDS = 1.0
 PAGE_SIZE, MAX_PAGE_SIZE = 50, 100
+MAX_FILTERED = 500
 
 
 class AgentHandler(RequestHandler):
@@ -237,22 +238,29 @@ def _cancel(task: runs.Task, user) -> None:
 def _list_tasks(params: pb.ListTasksRequest, user, agent) -> pb.ListTasksResponse:
     tasks = runs.visible_tasks(user, agent).order_by("-created_at", "-pk")
     if params.context_id:
-        key = runs._uuid(params.context_id)
+        key = runs.parse_id(params.context_id)
         tasks = tasks.filter(conversation_id=key) if key else tasks.none()
-    size = min(params.page_size or PAGE_SIZE, MAX_PAGE_SIZE)
+    size = min(params.page_size, MAX_PAGE_SIZE) if params.page_size > 0 else PAGE_SIZE
     try:
         offset = int(params.page_token or 0)
+        if offset < 0:
+            raise ValueError
     except ValueError:
         raise InvalidParamsError(message="pageToken is the nextPageToken of an earlier page.") from None
     history = params.history_length if params.HasField("history_length") else 0
-    protos = []
-    for task in tasks:  # a state filter is read per task: states are not stored
-        proto = runs.as_proto(task, runs.read(task), history_length=history)
-        if params.status and proto.status.state != params.status:
-            continue
-        if params.HasField("status_timestamp_after") and proto.status.timestamp.ToDatetime() <= params.status_timestamp_after.ToDatetime():
-            continue
-        protos.append(proto)
-    page = protos[offset:offset + size]
-    following = str(offset + size) if offset + size < len(protos) else ""
-    return pb.ListTasksResponse(tasks=page, next_page_token=following, page_size=size, total_size=len(protos))
+    filtered = bool(params.status) or params.HasField("status_timestamp_after")
+    if not filtered:  # a page straight from the database
+        total = tasks.count()
+        page = [runs.as_proto(task, runs.read(task), history_length=history) for task in tasks[offset:offset + size]]
+    else:  # states are read, not stored: filter the newest MAX_FILTERED tasks by what they are now
+        protos = []
+        for task in tasks[:MAX_FILTERED]:
+            proto = runs.as_proto(task, runs.read(task), history_length=history)
+            if params.status and proto.status.state != params.status:
+                continue
+            if params.HasField("status_timestamp_after") and proto.status.timestamp.ToDatetime() <= params.status_timestamp_after.ToDatetime():
+                continue
+            protos.append(proto)
+        total, page = len(protos), protos[offset:offset + size]
+    following = str(offset + size) if offset + size < total else ""
+    return pb.ListTasksResponse(tasks=page, next_page_token=following, page_size=size, total_size=total)

@@ -38,12 +38,12 @@ def visible_tasks(user, agent: Agent) -> QuerySet[Task]:
 
 
 def task_for(user, agent: Agent, task_id: str) -> Task | None:
-    key = _uuid(task_id)
+    key = parse_id(task_id)
     return visible_tasks(user, agent).filter(pk=key).first() if key else None
 
 
 def conversation_for(user, agent: Agent, context_id: str) -> Conversation | None:
-    key = _uuid(context_id)
+    key = parse_id(context_id)
     return Conversation.objects.filter(pk=key, owner=user, agent=agent).first() if key else None
 
 
@@ -90,7 +90,7 @@ def read(task: Task) -> Reading:
         return Reading(state, answer if state == State.TASK_STATE_COMPLETED else "", answer=answer)
     pending = _pending(conversation)
     if pending:
-        return Reading(State.TASK_STATE_INPUT_REQUIRED, _pause_text(pending), pause_parts(pending), pending)
+        return Reading(State.TASK_STATE_INPUT_REQUIRED, _notice_since(pending) + _pause_text(pending), pause_parts(pending), pending)
     state = current_state(conversation, task, turn)
     if state == State.TASK_STATE_FAILED:
         return Reading(state, conversation.error or "The run failed.")
@@ -129,7 +129,7 @@ def as_proto(task: Task, reading: Reading, *, history_length: int | None = None)
     proto = pb.Task(id=str(task.pk), context_id=str(conversation.pk), status=status)
     if reading.state == State.TASK_STATE_COMPLETED and reading.answer:
         proto.artifacts.append(answer_artifact(task, reading.answer))
-    if history_length != 0:
+    if history_length is None or history_length > 0:
         proto.history.extend(history(task, limit=history_length))
     return proto
 
@@ -164,7 +164,7 @@ def history(task: Task, *, limit: int | None = None) -> list[pb.Message]:
     later = Task.objects.filter(conversation_id=task.conversation_id, position__gt=task.position).order_by("position").first()
     if later is not None:
         turn = turn.filter(position__lt=later.position)
-    messages = list(turn.order_by("-position")[:limit] if limit else turn.order_by("-position"))
+    messages = list(turn.order_by("-position")[:limit] if limit and limit > 0 else turn.order_by("-position"))
     return [
         pb.Message(
             message_id=f"{task.conversation_id}-{message.position}",
@@ -231,9 +231,16 @@ def _pause_text(pending: list[Approval]) -> str:
     return f"{head} for a human decision:\n" + "\n".join(lines)
 
 
+def _notice_since(pending: list[Approval]) -> str:
+    """What the chat said of a reply sent while the calls wait (that it decided nothing, and why)."""
+    asked_at = max(approval.tool_call.message.position for approval in pending)
+    last = Message.objects.filter(conversation_id=pending[0].conversation_id).order_by("-position").first()
+    return f"{last.content}\n\n" if last.role == Message.Role.SYSTEM and last.position > asked_at else ""
+
+
 def _pending(conversation: Conversation) -> list[Approval]:
     return list(
-        Approval.objects.select_related("tool_call")
+        Approval.objects.select_related("tool_call__message")
         .filter(conversation=conversation, status=Approval.Status.PENDING)
         .order_by("pk")
     )
@@ -244,7 +251,7 @@ def _answer(turn: QuerySet[Message]) -> str:
     return last.content if last else ""
 
 
-def _uuid(value: str):
+def parse_id(value: str):
     try:
         return uuid.UUID(str(value))
     except ValueError:

@@ -1,85 +1,18 @@
 """Agents over A2A end to end: the real `a2a-sdk` client against daphne, the loop in a real Celery
 worker, decisions through the same service as the chat."""
-import asyncio
-
 import httpx
 import pytest
 from google.protobuf.json_format import MessageToDict
 
-from a2a.client import ClientConfig, create_client
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import A2AError, TaskNotFoundError
 from approvals.models import Approval
 from chat.models import ApiToken, Conversation
 from tests.conftest import wait_until
+from tests.e2e.a2a_client import A2A, State, answer_of, data_parts, text_of
 from tests.e2e.test_api_e2e import wait_for_status
 
 pytestmark = pytest.mark.e2e
-
-State = pb.TaskState
-
-
-class A2A:
-    """The SDK's client for one agent, as one user (its API token), driven from sync tests."""
-
-    def __init__(self, base_url: str, user, slug: str = "demo", *, streaming: bool = False):
-        self.base_url, self.slug, self.streaming = base_url, slug, streaming
-        self.key = ApiToken.issue(user)
-
-    def _run(self, work):
-        async def go():
-            async with httpx.AsyncClient(headers={"Authorization": f"Bearer {self.key}"}, timeout=30) as http:
-                config = ClientConfig(httpx_client=http, streaming=self.streaming)
-                client = await create_client(f"{self.base_url}/a2a/{self.slug}/", config)
-                return await work(client)
-
-        return asyncio.run(go())
-
-    def send(self, *parts, task_id: str = "", context_id: str = "") -> list:
-        """Send a message; every event the client yields (a blocking send yields the one task)."""
-        message = pb.Message(role=pb.Role.ROLE_USER, message_id=f"m-{id(parts)}-{len(parts)}", task_id=task_id, context_id=context_id)
-        for part in parts:
-            message.parts.append(pb.Part(text=part) if isinstance(part, str) else _data_part(part))
-
-        async def work(client):
-            return [event async for event in client.send_message(pb.SendMessageRequest(message=message))]
-
-        return self._run(work)
-
-    def task(self, *parts, **ids) -> pb.Task:
-        [event] = self.send(*parts, **ids)
-        return event.task
-
-    def get(self, task_id: str) -> pb.Task:
-        return self._run(lambda client: client.get_task(pb.GetTaskRequest(id=task_id)))
-
-    def cancel(self, task_id: str) -> pb.Task:
-        return self._run(lambda client: client.cancel_task(pb.CancelTaskRequest(id=task_id)))
-
-    def list(self, **fields) -> pb.ListTasksResponse:
-        return self._run(lambda client: client.list_tasks(pb.ListTasksRequest(**fields)))
-
-    def card(self) -> dict:
-        response = httpx.get(f"{self.base_url}/a2a/{self.slug}/.well-known/agent-card.json", headers={"Authorization": f"Bearer {self.key}"})
-        return response
-
-
-def _data_part(data: dict) -> pb.Part:
-    part = pb.Part()
-    part.data.struct_value.update(data)
-    return part
-
-
-def data_parts(task: pb.Task) -> dict:
-    return {part["data"]["type"]: part["data"] for part in MessageToDict(task.status.message).get("parts", []) if "data" in part}
-
-
-def text_of(task: pb.Task) -> str:
-    return "".join(part.text for part in task.status.message.parts)
-
-
-def answer_of(task: pb.Task) -> str:
-    return "".join(part.text for artifact in task.artifacts for part in artifact.parts)
 
 
 @pytest.fixture
@@ -239,3 +172,31 @@ def test_the_0_3_method_names_and_state_spelling(e2e, alice, agent):
     done = httpx.post(f"{e2e.base_url}/a2a/demo/", json=decision, headers=headers, timeout=30).json()["result"]
     assert done["status"]["state"] == "completed"
     wait_until(lambda: Conversation.objects.get(pk=result["contextId"]).status == "idle", message="idle")
+
+
+def test_a_question_goes_out_as_ask_user_request_and_its_answer_comes_back(e2e, a2a, alice, agent):
+    client = a2a(alice)
+    task = client.task("ask me to choose between tea, coffee and water")
+    [question] = data_parts(task)["ask_user_request"]["questions"]
+    assert (question["type"], question["options"]) == ("choice", ["tea", "coffee", "water"])
+
+    with pytest.raises(A2AError) as refused:
+        client.task({"answers": [{"id": question["id"], "answer": "beer"}]}, task_id=task.id)
+    assert "Choose one of: tea, coffee, water." in str(refused.value)
+    done = client.task({"answers": [{"id": question["id"], "answer": "coffee"}]}, task_id=task.id)
+
+    assert (done.status.state, answer_of(done)) == (State.TASK_STATE_COMPLETED, "You answered: coffee.")
+
+
+def test_plain_text_follows_the_chats_typed_decision_rules(e2e, a2a, alice, agent):
+    client = a2a(alice)
+    task = client.task("write hello to a.txt")
+
+    unclear = client.task("hmm, maybe", task_id=task.id)
+    assert unclear.status.state == State.TASK_STATE_INPUT_REQUIRED
+    assert text_of(unclear).startswith("Your message will be answered once the pending calls are decided.")
+    done = client.task("yes", task_id=task.id)
+
+    assert done.status.state == State.TASK_STATE_COMPLETED
+    approval = Approval.objects.get(conversation_id=task.context_id)
+    assert (approval.status, approval.decided_via) == ("approved", "text")

@@ -23,6 +23,7 @@ from bench.stack import children
 from chat.models import Agent, Conversation, Message, ToolCall
 from tests.conftest import wait_until
 from tests.e2e.browser import TIMEOUT_MS, WATCH_SOCKET, browser, button, log_in, wait_for_live  # noqa: F401
+from tests.e2e.a2a_client import A2A, State, answer_of
 from tests.e2e.conftest import BIN, Api, Process, free_port, port_open, start
 from tests.fake_openai import FakeOpenAI
 
@@ -268,6 +269,23 @@ def test_a_question_waits_through_a_killed_worker_and_its_answer_resumes_the_loo
     assert len(replies(conversation_id)) == 2  # the question's turn and one answer: nothing doubled
     call = ToolCall.objects.get(pk=question.tool_call_id)
     assert (call.status, call.result.split("\n")[0]) == ("succeeded", '{"answer": "coffee"}')
+
+
+def test_an_a2a_task_waits_through_a_killed_worker_and_its_decision_over_a2a_resumes_it(crash, alice, agent):
+    client = A2A(crash.base_url, alice)
+    task = client.task("write hello to a.txt")
+    assert task.status.state == State.TASK_STATE_INPUT_REQUIRED
+    crash.kill_worker()  # kill -9 while the task is input-required: nothing of it lives in the worker
+    crash.start_worker()
+    assert client.get(task.id).status.state == State.TASK_STATE_INPUT_REQUIRED  # read from the rows
+
+    done = client.task({"decision_type": "approve"}, task_id=task.id)
+
+    if done.status.state != State.TASK_STATE_COMPLETED:  # a blocking send waits only so long
+        done = wait_until(lambda: (t := client.get(task.id)).status.state == State.TASK_STATE_COMPLETED and t,
+                          timeout=RECOVERY_SECONDS, message="the task to complete")
+    assert answer_of(done) == "I did write a.txt: Wrote 5 bytes to a.txt."
+    assert len(replies(task.context_id)) == 2  # the call's turn and one answer: nothing doubled
 
 
 def test_a_decision_whose_enqueue_fails_is_kept_and_resumed_once_redis_is_back(crash, alice, agent):
