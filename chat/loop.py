@@ -493,6 +493,9 @@ def _call_model(conversation: Conversation, token: str) -> bool:
         _fail(conversation, token, str(exc))
         return False
     stream.flush()
+    # Validated and gated before the transaction: a preview may ask a tool server (seconds), and
+    # SQLite's one write lock must not wait on it. Inside: the writes and the rules' reads.
+    checked = _check_calls(conversation, turn)
     stored: list[Message] = []
     with transaction.atomic():
         if not _still_advancing(conversation, token):
@@ -503,7 +506,7 @@ def _call_model(conversation: Conversation, token: str) -> bool:
         # the webhooks): the owner is the one waiting. One frame, rendered after the commit from
         # memory: the turn with its cards, the streamed copy cleared, and the status.
         live.push(live.conversation_group(conversation.pk), lambda: _turn_landed_html(conversation, stored[0]))
-        stored.append(_store_turn(conversation, turn))
+        stored.append(_store_turn(conversation, turn, checked))
         # A final answer ends the run in the same transaction, unless the user wrote in the meantime.
         more = bool(turn.tool_calls) or _finish(conversation, stored[0], token, push=False)
     stream.cleared()
@@ -518,24 +521,32 @@ def _turn_landed_html(conversation: Conversation, message: Message) -> str:
     )
 
 
-def _store_turn(conversation: Conversation, turn: ModelTurn) -> Message:
-    """Store the assistant message and its calls: each validated, then gated, in one transaction."""
+def _check_calls(conversation: Conversation, turn: ModelTurn) -> list[tuple[ToolCall, GatedCall | None]]:
+    """Each of the turn's calls, unsaved, validated and gated (with its preview), under an id unique in its turn."""
+    checked = []
+    seen_ids: set[str] = set()
+    for position, model_call in enumerate(turn.tool_calls):
+        call_id = _unique_call_id(model_call.call_id, position, seen_ids)
+        seen_ids.add(call_id)
+        call = ToolCall(
+            position=position,
+            call_id=call_id,
+            name=model_call.name[:200],
+            raw_arguments=model_call.raw_arguments[:MAX_RAW_ARGUMENTS],
+        )
+        checked.append((call, _check_call(call, model_call.raw_arguments, conversation)))
+    return checked
+
+
+def _store_turn(conversation: Conversation, turn: ModelTurn, checked: list[tuple[ToolCall, GatedCall | None]]) -> Message:
+    """Store the assistant message and its checked calls, each gated call with its approval (or
+    decided at once by a rule), in one transaction."""
     with transaction.atomic(savepoint=False):
         message = append_message(conversation, role=Message.Role.ASSISTANT, content=turn.text, push=False)
         calls = []
-        seen_ids: set[str] = set()
         live_rules = None  # read once a turn, when its first gated action needs them
-        for position, model_call in enumerate(turn.tool_calls):
-            call_id = _unique_call_id(model_call.call_id, position, seen_ids)
-            seen_ids.add(call_id)
-            call = ToolCall(
-                message=message,
-                position=position,
-                call_id=call_id,
-                name=model_call.name[:200],
-                raw_arguments=model_call.raw_arguments[:MAX_RAW_ARGUMENTS],
-            )
-            gated = _check_call(call, model_call.raw_arguments, conversation)
+        for call, gated in checked:
+            call.message = message
             call.save()
             calls.append(call)
             if gated is not None and gated.gate.required:

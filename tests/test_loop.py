@@ -394,3 +394,24 @@ def test_the_card_goes_out_before_the_dashboards_and_webhooks_hear_of_it(alice, 
     dashboard = next(i for i, (group, html) in enumerate(sent) if group == "approvals")
     assert sent[card][0] == f"conversation.{conversation.pk}"
     assert card < dashboard
+
+
+def test_a_calls_preview_is_made_outside_the_turns_transaction(alice, agent, monkeypatch):
+    """A preview may ask a tool server for seconds: SQLite's one write lock must not wait on it."""
+    from django.db import transaction
+
+    from chat import gating
+
+    seen = []
+    real = gating.preview_of
+
+    def watched(spec, arguments, context):
+        seen.append(transaction.get_connection().in_atomic_block)
+        return real(spec, arguments, context)
+
+    monkeypatch.setattr(gating, "preview_of", watched)
+    conversation = start(alice, agent, "write hello to notes.txt")
+
+    assert conversation.status == Conversation.Status.WAITING_FOR_APPROVAL
+    assert seen == [False]
+    assert pending_approvals(conversation)[0].preview["kind"] == "file"
