@@ -114,6 +114,40 @@ routes = [
 ]
 
 
+class Secure:
+    """What Django's SecurityMiddleware does for the pages, for the A2A responses: HTTPS only where
+    the site redirects to it (a token already sent in clear is refused, not redirected), HSTS,
+    nosniff and no caching."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if settings.SECURE_SSL_REDIRECT and not _is_https(scope):
+            return await _error(send, 403, "A2A is served over HTTPS only.")
+        extra = [(b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store"), (b"referrer-policy", b"same-origin")]
+        if settings.SECURE_HSTS_SECONDS and _is_https(scope):
+            hsts = f"max-age={settings.SECURE_HSTS_SECONDS}" + ("; includeSubDomains" if settings.SECURE_HSTS_INCLUDE_SUBDOMAINS else "")
+            extra.append((b"strict-transport-security", hsts.encode()))
+
+        async def send_secured(message):
+            if message["type"] == "http.response.start":
+                message = message | {"headers": list(message.get("headers", [])) + extra}
+            await send(message)
+
+        await self.app(scope, receive, send_secured)
+
+
+def _is_https(scope) -> bool:
+    if scope.get("scheme") == "https":
+        return True
+    header = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if header:
+        name = header[0].removeprefix("HTTP_").replace("_", "-").lower().encode()
+        return dict(scope.get("headers") or []).get(name, b"").decode("latin-1").split(",")[0].strip() == header[1]
+    return False
+
+
 def _allowed_hosts() -> list[str]:
     """Django's ALLOWED_HOSTS as Starlette spells them (".example.com" is "*.example.com" too)."""
     hosts = []
@@ -122,4 +156,4 @@ def _allowed_hosts() -> list[str]:
     return hosts
 
 
-application = TrustedHostMiddleware(Authenticate(Starlette(routes=routes)), allowed_hosts=_allowed_hosts())
+application = Secure(TrustedHostMiddleware(Authenticate(Starlette(routes=routes)), allowed_hosts=_allowed_hosts()))
