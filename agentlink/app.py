@@ -49,7 +49,7 @@ async def card(request: Request) -> JSONResponse:
 
 class Authenticate:
     """Pure ASGI: the bearer token's user and the agent, before any route runs; and a cap on the
-    body, read before the JSON-RPC dispatcher parses it."""
+    body's declared length, before the JSON-RPC dispatcher reads it."""
 
     def __init__(self, app):
         self.app = app
@@ -59,8 +59,10 @@ class Authenticate:
         if match is None:
             return await _error(send, 404, "Not found: A2A agents live at /a2a/<agent slug>/.")
         headers = dict(scope.get("headers") or [])
-        length = headers.get(b"content-length", b"0")
-        if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+        length = headers.get(b"content-length")
+        if scope["method"] == "POST" and length is None:
+            return await _error(send, 411, "Send the request with a Content-Length.")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
             return await _error(send, 413, f"The request body is over {MAX_BODY_BYTES} bytes.")
         authorization = headers.get(b"authorization", b"").decode("latin-1")
         scheme, _, key = authorization.partition(" ")
@@ -71,7 +73,7 @@ class Authenticate:
         if agent is None:
             return await _error(send, 404, "No such agent.")
         scope["hitl_user"], scope["hitl_agent"] = user, agent
-        await self.app(scope, _capped(receive), send)
+        await self.app(scope, receive, send)  # daphne reads no more than the Content-Length
 
 
 @database_sync_to_async
@@ -81,22 +83,6 @@ def _user_for(key: str):
         return None
     token.note_use()
     return token.user
-
-
-def _capped(receive):
-    """Refuse a body that is longer than it said (or than the cap, sent in chunks)."""
-    seen = 0
-
-    async def capped():
-        nonlocal seen
-        message = await receive()
-        if message["type"] == "http.request":
-            seen += len(message.get("body", b""))
-            if seen > MAX_BODY_BYTES:
-                return {"type": "http.disconnect"}
-        return message
-
-    return capped
 
 
 async def _error(send, status: int, detail: str, *, bearer: bool = False) -> None:

@@ -7,3 +7,12 @@ class AgentLinkConfig(AppConfig):
 
     name = "agentlink"
     verbose_name = "A2A (agent to agent)"
+
+    def ready(self) -> None:
+        from django.db.models.signals import post_save
+
+        from chat.models import Message
+
+        from .receivers import on_message_saved
+
+        post_save.connect(on_message_saved, sender=Message, dispatch_uid="agentlink.on_message_saved")

@@ -11,7 +11,8 @@ SCHEME = "bearer"
 def agent_card(agent: Agent, url: str) -> pb.AgentCard:
     card = pb.AgentCard(
         name=agent.name,
-        description=(agent.system_prompt or f"The {agent.name} agent.")[:1000],
+        # Not the system prompt: the card is for every user of the agent, the prompt for the model.
+        description=f"{agent.name}: an agent whose risky tool calls wait for a human to approve them.",
         version="1.0",
         supported_interfaces=[
             pb.AgentInterface(url=url, protocol_binding=TransportProtocol.JSONRPC.value, protocol_version=PROTOCOL_VERSION_1_0)

@@ -8,8 +8,9 @@ from chat.models import Conversation
 class Task(models.Model):
     """A run of an agent started over A2A: one turn of a conversation, which is the A2A context.
 
-    Its state is read from the conversation (`agentlink.runs`), never stored, except once a later
-    task of the same context has begun: then this one is over and `final_state` says how it ended."""
+    Its state is read from the conversation (`agentlink.runs`), never stored, except once the next
+    turn of the conversation has begun (over A2A or in the chat): then this one is over,
+    `final_state` says how it ended and `end_position` where its turn ended."""
 
     class FinalState(models.TextChoices):
         COMPLETED = "completed"
@@ -21,6 +22,7 @@ class Task(models.Model):
     position = models.PositiveIntegerField(help_text="The position of the user message that started this turn.")
     canceled = models.BooleanField(default=False, help_text="Cancelled over A2A (the Stop).")
     final_state = models.CharField(max_length=16, choices=FinalState.choices, blank=True)
+    end_position = models.PositiveIntegerField(null=True, blank=True, help_text="The first message of the next turn.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -49,21 +49,37 @@ def conversation_for(user, agent: Agent, context_id: str) -> Conversation | None
 
 def start(*, user, agent: Agent, text: str, conversation: Conversation | None) -> Task:
     """A new task: the first turn of a new conversation, or the next turn of `conversation` once its
-    last task is over (raises Busy otherwise). chat.services checks the agent, quotas and the text."""
+    last task is over (raises Busy otherwise). chat.services checks the agent, quotas and the text;
+    posting the message closes the previous task (`close_turn`)."""
     with transaction.atomic():
         if conversation is None:
             conversation = chat_services.start_conversation(user=user, agent=agent, content=text)
             return Task.objects.create(conversation=conversation, position=1)
-        latest = conversation.a2a_tasks.order_by("-position").first()
-        state = current_state(conversation, latest) if latest else None
         if conversation.status in (Conversation.Status.RUNNING, Conversation.Status.WAITING_FOR_APPROVAL) or _pending(conversation):
-            where = f"task {latest.pk}" if latest and state not in TERMINAL else "this conversation"
-            raise Busy(f"{where.capitalize()} is not over: send the message to it, or wait until it is.")
-        if latest is not None:
-            latest.final_state = next(name for name, value in FINAL_STATES.items() if value == state)
-            latest.save(update_fields=["final_state"])
+            latest = open_task(conversation)
+            where = f"Task {latest.pk}" if latest else "This conversation"
+            raise Busy(f"{where} is not over: send the message to it, or wait until it is.")
         message = chat_services.post_message(conversation=conversation, user=user, content=text)
         return Task.objects.create(conversation=conversation, position=message.position)
+
+
+def open_task(conversation: Conversation) -> Task | None:
+    return conversation.a2a_tasks.filter(final_state="").order_by("-position").first()
+
+
+def close_turn(message: Message) -> None:
+    """A user message that starts the next turn (in the chat or over A2A) ends the conversation's
+    open task for good: completed, failed or cancelled as it stands now. A reply to a pause (a typed
+    decision, a message held until the calls are decided) starts nothing."""
+    conversation = Conversation.objects.get(pk=message.conversation_id)
+    if conversation.status not in (Conversation.Status.IDLE, Conversation.Status.FAILED) or _pending(conversation):
+        return
+    task = open_task(conversation)
+    if task is None or task.position >= message.position:
+        return
+    state = current_state(conversation, task)
+    final = next(name for name, value in FINAL_STATES.items() if value == state)
+    Task.objects.filter(pk=task.pk, final_state="").update(final_state=final, end_position=message.position)
 
 
 @dataclass
@@ -80,13 +96,10 @@ class Reading:
 def read(task: Task) -> Reading:
     conversation = Conversation.objects.get(pk=task.conversation_id)
     task.conversation = conversation
-    later = Task.objects.filter(conversation=conversation, position__gt=task.position).order_by("position").first()
-    turn = Message.objects.filter(conversation=conversation, position__gte=task.position)
-    if later is not None:
-        turn = turn.filter(position__lt=later.position)
+    turn = _turn(task)
     answer = _answer(turn)
-    if later is not None:
-        state = FINAL_STATES.get(task.final_state, State.TASK_STATE_COMPLETED)
+    if task.final_state:
+        state = FINAL_STATES[task.final_state]
         return Reading(state, answer if state == State.TASK_STATE_COMPLETED else "", answer=answer)
     pending = _pending(conversation)
     if pending:
@@ -100,6 +113,12 @@ def read(task: Task) -> Reading:
     if state == State.TASK_STATE_COMPLETED:
         return Reading(state, answer, answer=answer)
     return Reading(state)
+
+
+def _turn(task: Task) -> QuerySet[Message]:
+    """The task's messages: from the one that started it to the first of the next turn."""
+    turn = Message.objects.filter(conversation_id=task.conversation_id, position__gte=task.position)
+    return turn.filter(position__lt=task.end_position) if task.end_position else turn
 
 
 def current_state(conversation: Conversation, task: Task | None, turn: QuerySet[Message] | None = None) -> int:
@@ -156,14 +175,7 @@ def answer_artifact(task: Task, answer: str) -> pb.Artifact:
 
 def history(task: Task, *, limit: int | None = None) -> list[pb.Message]:
     """The turn's user and agent messages, oldest first (the last `limit` of them)."""
-    turn = Message.objects.filter(
-        conversation_id=task.conversation_id,
-        position__gte=task.position,
-        role__in=(Message.Role.USER, Message.Role.ASSISTANT),
-    ).exclude(content="")
-    later = Task.objects.filter(conversation_id=task.conversation_id, position__gt=task.position).order_by("position").first()
-    if later is not None:
-        turn = turn.filter(position__lt=later.position)
+    turn = _turn(task).filter(role__in=(Message.Role.USER, Message.Role.ASSISTANT)).exclude(content="")
     messages = list(turn.order_by("-position")[:limit] if limit and limit > 0 else turn.order_by("-position"))
     return [
         pb.Message(

@@ -1,0 +1,738 @@
+"""Agents over A2A, in process (agentlink): decisions read from a task's message and checked against
+the rows before anything is decided, a task's state read from the conversation, and the ASGI app's
+gate (token, agent, body, host) with the JSON-RPC answers. The loop runs inline with the scripted
+model (eager Celery); tests/e2e/test_a2a_e2e.py drives the same through daphne and a worker."""
+import asyncio
+
+import httpx
+import pytest
+from google.protobuf.json_format import MessageToDict
+
+from a2a.types import a2a_pb2 as pb
+from agentlink import decisions, runs
+from agentlink.app import MAX_BODY_BYTES, application
+from agentlink.models import Task
+from approvals.models import Approval
+from approvals.services import decide
+from chat import services
+from chat.models import ApiToken, Conversation, Message
+from tests.conftest import pending_approvals
+
+pytestmark = pytest.mark.django_db(transaction=True)  # real commits: the loop runs on them (eager Celery)
+
+State = pb.TaskState
+
+
+# --- Helpers -----------------------------------------------------------------------------------------
+
+
+def a2a_task(user, agent, text: str, conversation=None) -> Task:
+    """A task started as the A2A handler starts one (the loop has run by the time it returns)."""
+    return runs.start(user=user, agent=agent, text=text, conversation=conversation)
+
+
+def message(*parts) -> pb.Message:
+    """A user message of text parts (str) and data parts (anything else, as JSON)."""
+    built = pb.Message(role=pb.Role.ROLE_USER, message_id="m-1")
+    for part in parts:
+        if isinstance(part, str):
+            built.parts.append(pb.Part(text=part))
+        else:
+            data = pb.Part()
+            if part == {}:
+                data.data.struct_value.SetInParent()  # an explicit empty object (update({}) sets nothing)
+            else:
+                data.data.struct_value.update(part)
+            built.parts.append(data)
+    return built
+
+
+def send(task: Task, user, *parts, pending=None) -> int:
+    """decisions.apply as the handler calls it: on what the task shows as pending now."""
+    reading = runs.read(task)
+    shown = (reading.pending or []) if pending is None else pending
+    return decisions.apply(conversation=task.conversation, user=user, message=message(*parts), pending=shown)
+
+
+def refused(task: Task, user, *parts, pending=None) -> decisions.Refused:
+    with pytest.raises(decisions.Refused) as caught:
+        send(task, user, *parts, pending=pending)
+    return caught.value
+
+
+def statuses(task: Task) -> list[str]:
+    return list(Approval.objects.filter(conversation_id=task.conversation_id).order_by("pk").values_list("status", flat=True))
+
+
+def data_parts(proto: pb.Task) -> dict:
+    return {part["data"]["type"]: part["data"] for part in MessageToDict(proto.status.message).get("parts", []) if "data" in part}
+
+
+def text_of(proto: pb.Task) -> str:
+    return "".join(part.text for part in proto.status.message.parts)
+
+
+def snapshot(task: Task) -> pb.Task:
+    return runs.as_proto(task, runs.read(task))
+
+
+# --- decisions.apply: refusals decide nothing ------------------------------------------------------
+
+
+def test_an_id_decided_twice_in_one_message_is_refused_and_decides_nothing(alice, agent):
+    task = a2a_task(alice, agent, "delete a.txt and b.txt")
+    first, second = pending_approvals(task.conversation)
+
+    twice = refused(task, alice, {"decisions": [{"id": first.pk, "decision_type": "approve"},
+                                                {"id": first.pk, "decision_type": "deny"}]})
+    across_parts = refused(task, alice, {"decisions": [{"id": second.pk, "decision_type": "approve"}]},
+                           {"approvals": [{"id": second.pk, "approved": False}]})
+
+    assert f"Approval #{first.pk} is decided twice" in twice.message
+    assert f"Approval #{second.pk} is decided twice" in across_parts.message
+    assert statuses(task) == ["pending", "pending"]
+
+
+def test_an_id_that_is_not_one_of_the_tasks_pending_calls_is_refused(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    other = a2a_task(alice, agent, "write hello to b.txt")
+    [theirs] = pending_approvals(other.conversation)
+
+    for wrong in (theirs.pk, 999_999):
+        refusal = refused(task, alice, {"decisions": [{"id": wrong, "decision_type": "approve"}]})
+        assert refusal.message == f"Approval #{wrong} is not one of this task's pending calls."
+        assert refusal.data is None  # another conversation's approval is not described
+    for no_id in ({"decision_type": "approve"}, {"id": 0, "decision_type": "approve"}, {"id": True, "decision_type": "approve"},
+                  {"id": "#1", "decision_type": "approve"}):
+        assert 'names its call by "id"' in refused(task, alice, {"decisions": [no_id]}).message
+    assert statuses(task) == ["pending"] and statuses(other) == ["pending"]
+
+
+def test_an_id_already_decided_names_who_decided_and_via_what(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    [approval] = pending_approvals(task.conversation)
+    decide(approval.pk, user=alice, approve=False, via="api", reason="no")
+
+    refusal = refused(task, alice, {"decisions": [{"id": approval.pk, "decision_type": "approve"}]})
+
+    assert refusal.message == f"Approval #{approval.pk} was already rejected by alice via api."
+    assert refusal.data == {"id": approval.pk, "status": "rejected", "decided_by": "alice", "decided_via": "api"}
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_via, approval.rejection_reason) == ("rejected", "api", "no")
+
+
+def test_a_decision_that_loses_the_race_to_another_surface_is_refused_naming_the_winner(alice, bob, agent):
+    task = a2a_task(alice, agent, "delete a.txt and b.txt")
+    shown = runs.read(task).pending  # what the task showed before bob decided in the dashboard
+    first, second = shown
+    decide(second.pk, user=bob, approve=False, via="dashboard", reason="keep b")
+
+    refusal = refused(task, alice, {"decisions": [{"id": first.pk, "decision_type": "deny"},
+                                                  {"id": second.pk, "decision_type": "approve"}]}, pending=shown)
+
+    assert refusal.message.startswith(f"Approval #{second.pk} was already rejected by bob via dashboard.")
+    assert refusal.message.endswith("The 1 decision(s) before it in this message stand.")
+    assert refusal.data["decided_by"] == "bob" and refusal.data["decided_via"] == "dashboard"
+    assert [(a.status, a.decided_via) for a in Approval.objects.filter(pk__in=[first.pk, second.pk]).order_by("pk")] == [
+        ("rejected", "a2a"), ("rejected", "dashboard")]
+
+
+def test_a_bad_decision_type_is_refused(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    [approval] = pending_approvals(task.conversation)
+
+    for decision_type in ("maybe", "APPROVE", True, None, 1):
+        blanket = refused(task, alice, {"decision_type": decision_type})
+        per_id = refused(task, alice, {"decisions": [{"id": approval.pk, "decision_type": decision_type}]})
+        assert blanket.message == per_id.message == '"decision_type" is "approve" or "deny".', decision_type
+    assert statuses(task) == ["pending"]
+
+
+UNREADABLE = [
+    ([{}], "That data part decides nothing."),
+    ([{"approve": True}], "That data part decides nothing."),
+    ([{"type": "tool_approval_response"}], "That data part decides nothing."),
+    ([{"decisions": []}], '"decisions" is a non-empty list of objects.'),
+    ([{"decisions": "approve"}], '"decisions" is a non-empty list of objects.'),
+    ([{"approvals": [1, 2]}], '"approvals" is a non-empty list of objects.'),
+    ([{"answers": [{"id": 1}]}], 'Each of "answers" needs "answer", or "decline": true.'),
+    ([], "The message has no text and no data part"),
+    (["   "], "The message has no text and no data part"),
+]
+
+
+def test_an_empty_or_unknown_data_part_is_refused_and_says_which_shapes_decide(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+
+    for parts, says in UNREADABLE:
+        refusal = refused(task, alice, *parts)
+        assert refusal.message.startswith(says), parts
+        assert refusal.data is None
+    assert decisions.SHAPES in refused(task, alice, {"foo": 1}).message
+
+    assert statuses(task) == ["pending"]
+    assert Message.objects.filter(conversation=task.conversation, role="user").count() == 1  # nothing posted
+
+
+def test_a_data_part_that_is_not_an_object_is_refused(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    part = pb.Part()
+    part.data.list_value.values.add().string_value = "approve"
+    built = pb.Message(role=pb.Role.ROLE_USER, message_id="m-1", parts=[part])
+
+    with pytest.raises(decisions.Refused) as caught:
+        decisions.apply(conversation=task.conversation, user=alice, message=built, pending=runs.read(task).pending)
+
+    assert caught.value.message.startswith("A data part must be a JSON object.")
+    assert statuses(task) == ["pending"]
+
+
+def test_approved_that_is_not_a_bool_is_refused(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    [approval] = pending_approvals(task.conversation)
+
+    for approved in ("yes", 1, None, "true"):
+        entry = {"id": approval.pk} | ({} if approved is None else {"approved": approved})
+        refusal = refused(task, alice, {"type": "tool_approval_response", "approvals": [entry]})
+        assert refusal.message == 'Each of "approvals" needs "approved": true or false.', approved
+    assert statuses(task) == ["pending"]
+
+
+def test_approving_a_question_is_refused_it_must_be_answered(alice, agent):
+    task = a2a_task(alice, agent, "ask me to choose between tea, coffee and water")
+    [question] = pending_approvals(task.conversation)
+    assert question.kind == Approval.Kind.QUESTION
+
+    per_id = refused(task, alice, {"decisions": [{"id": question.pk, "decision_type": "approve"}]})
+    kagent = refused(task, alice, {"approvals": [{"id": question.pk, "approved": True}]})
+    blanket = refused(task, alice, {"decision_type": "approve"})  # a blanket approve skips questions
+
+    assert per_id.message.startswith(f"Approval #{question.pk} is a question: answer it with")
+    assert kagent.message == per_id.message
+    assert blanket.message.startswith("The message decides none of the pending calls.")
+    assert statuses(task) == ["pending"]
+
+
+def test_answering_a_tool_call_is_refused(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    [approval] = pending_approvals(task.conversation)
+
+    for entry in ({"id": approval.pk, "answer": "yes"}, {"id": approval.pk, "decline": True, "reason": "no"}):
+        refusal = refused(task, alice, {"answers": [entry]})
+        assert refusal.message == f"Approval #{approval.pk} is a tool call, not a question: approve or deny it."
+    assert statuses(task) == ["pending"]
+
+
+def test_the_owner_may_not_approve_a_call_that_needs_an_approver_but_may_deny_it(alice, ops_agent):
+    task = a2a_task(alice, ops_agent, "delete a.txt")
+    [approval] = pending_approvals(task.conversation)
+    assert approval.approver_required
+
+    for parts in ({"decision_type": "approve"}, {"decisions": [{"id": approval.pk, "decision_type": "approve"}]},
+                  {"approvals": [{"id": approval.pk, "approved": True}]}):
+        refusal = refused(task, alice, parts)
+        assert refusal.message == f"Approval #{approval.pk} needs an approver other than the requester (four eyes)."
+    assert statuses(task) == ["pending"]
+
+    assert send(task, alice, {"decision_type": "deny", "reason": "not now"}) == 1  # saying no needs no second pair of eyes
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_via, approval.rejection_reason) == ("rejected", "a2a", "not now")
+
+
+def test_a_message_with_one_refused_decision_decides_none_of_the_others(alice, ops_agent):
+    task = a2a_task(alice, ops_agent, "delete a.txt and b.txt")
+    first, second = pending_approvals(task.conversation)
+
+    refusal = refused(task, alice, {"decisions": [{"id": first.pk, "decision_type": "deny"},
+                                                  {"id": second.pk, "decision_type": "approve"}]})
+
+    assert "four eyes" in refusal.message
+    assert statuses(task) == ["pending", "pending"]  # the deny before it was not decided either
+
+
+def test_a_critical_call_is_approved_only_with_its_confirmation(alice, agent):
+    task = a2a_task(alice, agent, "delete all files")
+    [approval] = pending_approvals(task.conversation)
+    assert (approval.risk, approval.confirmation_required, approval.confirmation_hint) == ("critical", True, "DELETE")
+    [request] = data_parts(snapshot(task))["tool_approval"]["action_requests"]
+    assert (request["confirmation_required"], request["confirmation_hint"]) == (True, "DELETE")
+
+    for parts in ({"decision_type": "approve"}, {"decision_type": "approve", "confirmation": "delete"},
+                  {"decisions": [{"id": approval.pk, "decision_type": "approve", "confirmation": "DELET"}]},
+                  {"approvals": [{"id": approval.pk, "approved": True}]}):
+        refusal = refused(task, alice, parts)
+        assert refusal.message == f'Approval #{approval.pk} is critical: approve it with "confirmation": "DELETE".'
+    assert statuses(task) == ["pending"]
+
+    assert send(task, alice, {"decisions": [{"id": approval.pk, "decision_type": "approve", "confirmation": " DELETE "}]}) == 1
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_via, approval.decided_by) == ("approved", "a2a", alice)
+    assert runs.read(task).state == State.TASK_STATE_COMPLETED
+
+
+# --- decisions.apply: what decides -------------------------------------------------------------------
+
+
+def test_a_blanket_approve_decides_every_pending_call_via_a2a_and_the_task_completes(alice, agent):
+    task = a2a_task(alice, agent, "delete a.txt and b.txt")
+
+    assert send(task, alice, {"decision_type": "approve"}) == 2
+
+    approvals = Approval.objects.filter(conversation_id=task.conversation_id).order_by("pk")
+    assert [(a.status, a.decided_via, a.decided_by) for a in approvals] == [("approved", "a2a", alice)] * 2
+    assert runs.read(task).state == State.TASK_STATE_COMPLETED
+
+
+def test_a_blanket_deny_declines_a_pending_question_too(alice, agent):
+    task = a2a_task(alice, agent, "ask me to choose between tea, coffee and water")
+
+    assert send(task, alice, {"decision_type": "reject", "reason": "not now"}) == 1
+
+    question = Approval.objects.get(conversation_id=task.conversation_id)
+    assert (question.status, question.decided_via, question.rejection_reason) == ("declined", "a2a", "not now")
+
+
+def test_per_id_decisions_store_the_rejection_reason(alice, agent):
+    task = a2a_task(alice, agent, "delete a.txt and b.txt")
+    keep, drop = pending_approvals(task.conversation)
+
+    decided = send(task, alice, {"decisions": [
+        {"id": str(keep.pk), "decision_type": "deny", "reason": "  keep a.txt, it has the notes  "},
+        {"id": drop.pk, "decision_type": "approve", "reason": "fine"},
+    ]})
+
+    assert decided == 2
+    keep.refresh_from_db()
+    drop.refresh_from_db()
+    assert (keep.status, keep.decided_via, keep.rejection_reason) == ("rejected", "a2a", "keep a.txt, it has the notes")
+    assert (drop.status, drop.decided_via) == ("approved", "a2a")
+    proto = snapshot(task)
+    assert proto.status.state == State.TASK_STATE_COMPLETED
+    assert "keep a.txt, it has the notes" in proto.artifacts[0].parts[0].text
+
+
+def test_kagents_tool_approval_response_decides_plain_or_in_its_envelope(alice, agent):
+    task = a2a_task(alice, agent, "delete a.txt and b.txt")
+    first, second = pending_approvals(task.conversation)
+
+    decided = send(task, alice, {"type": "tool_approval_response", "approvals": [
+        {"id": first.pk, "approved": False, "rejection_reason": "not that one"}]},
+        {"tool_approval_response": {"approvals": [{"id": second.pk, "approved": True}]}})
+
+    assert decided == 2
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.status, first.rejection_reason, first.decided_via) == ("rejected", "not that one", "a2a")
+    assert (second.status, second.decided_via) == ("approved", "a2a")
+
+
+def test_an_invalid_answer_is_refused_by_the_service_and_a_valid_one_is_stored(alice, agent):
+    task = a2a_task(alice, agent, "ask me to choose between tea, coffee and water")
+    [question] = pending_approvals(task.conversation)
+
+    refusal = refused(task, alice, {"answers": [{"id": question.pk, "answer": "beer"}]})
+    assert refusal.message.startswith(f"Approval #{question.pk}: ") and "Choose one of: tea, coffee, water." in refusal.message
+    assert refusal.message.endswith("Nothing was decided.")
+    assert statuses(task) == ["pending"]
+
+    assert send(task, alice, {"ask_user_response": {"answers": [{"id": question.pk, "answer": "coffee"}]}}) == 1
+
+    question.refresh_from_db()
+    assert (question.status, question.decided_via, question.decided_by) == ("answered", "a2a", alice)
+    assert question.answer == "coffee"
+    proto = snapshot(task)
+    assert (proto.status.state, proto.artifacts[0].parts[0].text) == (State.TASK_STATE_COMPLETED, "You answered: coffee.")
+
+
+def test_declining_a_question_stores_the_reason(alice, agent):
+    task = a2a_task(alice, agent, "ask me to choose between tea, coffee and water")
+    [question] = pending_approvals(task.conversation)
+
+    assert send(task, alice, {"answers": [{"id": question.pk, "decline": True, "reason": "I am not thirsty"}]}) == 1
+
+    question.refresh_from_db()
+    assert (question.status, question.rejection_reason, question.decided_via) == ("declined", "I am not thirsty", "a2a")
+
+
+def test_plain_text_yes_decides_a_single_pending_call_via_text(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+
+    unclear = send(task, alice, "hmm, maybe")
+    assert unclear == 0 and statuses(task) == ["pending"]
+    reading = runs.read(task)
+    assert reading.state == State.TASK_STATE_INPUT_REQUIRED
+    assert reading.text.startswith("Your message will be answered once the pending calls are decided.")
+
+    assert send(task, alice, "yes") == 0  # decided by the chat's typed rules, not counted here
+
+    approval = Approval.objects.get(conversation_id=task.conversation_id)
+    assert (approval.status, approval.decided_via, approval.decided_by) == ("approved", "text", alice)
+    assert runs.read(task).state == State.TASK_STATE_COMPLETED
+
+
+def test_text_beside_a_data_part_is_not_read_as_a_decision(alice, agent):
+    task = a2a_task(alice, agent, "delete a.txt and b.txt")
+    first, _ = pending_approvals(task.conversation)
+
+    assert send(task, alice, "yes, all of them", {"decisions": [{"id": first.pk, "decision_type": "deny"}]}) == 1
+
+    assert statuses(task) == ["rejected", "pending"]
+    assert not Message.objects.filter(conversation=task.conversation, content="yes, all of them").exists()
+
+
+def test_refuse_decided_names_the_first_decision_for_a_task_that_no_longer_waits(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    [approval] = pending_approvals(task.conversation)
+    decide(approval.pk, user=alice, approve=True, via="chat")
+
+    with pytest.raises(decisions.Refused) as caught:
+        decisions.refuse_decided(conversation=task.conversation,
+                                 message=message({"decisions": [{"id": approval.pk, "decision_type": "deny"}]}))
+    assert caught.value.data == {"id": approval.pk, "status": "approved", "decided_by": "alice", "decided_via": "chat"}
+    # Anything else about a task that is over says nothing here (the handler says it is over).
+    decisions.refuse_decided(conversation=task.conversation, message=message({"decision_type": "approve"}))
+    decisions.refuse_decided(conversation=task.conversation, message=message("yes"))
+
+
+# --- runs: a task's state, read from the rows ----------------------------------------------------------
+
+
+def test_a_paused_task_is_input_required_with_action_requests_and_kagents_tool_approval_request(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    [approval] = pending_approvals(task.conversation)
+
+    reading = runs.read(task)
+    proto = runs.as_proto(task, reading)
+
+    assert reading.state == State.TASK_STATE_INPUT_REQUIRED and [a.pk for a in reading.pending] == [approval.pk]
+    assert (proto.id, proto.context_id) == (str(task.pk), str(task.conversation_id))
+    assert proto.status.state == State.TASK_STATE_INPUT_REQUIRED
+    assert MessageToDict(proto.status.message)["metadata"] == {"interrupt_type": "tool_approval"}
+    assert f"#{approval.pk} write_file" in text_of(proto) and text_of(proto).startswith("1 call waits for a human decision")
+    parts = data_parts(proto)
+    assert parts["tool_approval"]["interrupt_type"] == "tool_approval"
+    [request] = parts["tool_approval"]["action_requests"]
+    assert (request["name"], request["args"], request["id"]) == ("write_file", {"path": "a.txt", "content": "hello"}, approval.pk)
+    assert request["risk"] == approval.risk and request["confirmation_required"] is False
+    [tool] = parts["tool_approval_request"]["tools"]
+    assert tool == {"id": approval.pk, "call_id": approval.tool_call.call_id, "name": "write_file",
+                    "args": {"path": "a.txt", "content": "hello"}}
+    assert "ask_user_request" not in parts
+    assert not proto.artifacts
+    assert [m.parts[0].text for m in proto.history] == ["write hello to a.txt"]
+
+
+def test_a_question_is_input_required_with_ask_user_request(alice, agent):
+    task = a2a_task(alice, agent, "ask me to choose between tea, coffee and water")
+    [question] = pending_approvals(task.conversation)
+
+    proto = snapshot(task)
+
+    assert proto.status.state == State.TASK_STATE_INPUT_REQUIRED
+    parts = data_parts(proto)
+    assert set(parts) == {"ask_user_request"}
+    [asked] = parts["ask_user_request"]["questions"]
+    assert (asked["id"], asked["type"], asked["options"]) == (question.pk, "choice", ["tea", "coffee", "water"])
+    assert f"#{question.pk} asks: " in text_of(proto)
+
+
+def test_a_completed_task_carries_its_answer_as_an_artifact(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    send(task, alice, {"decision_type": "approve"})
+
+    reading = runs.read(task)
+    proto = runs.as_proto(task, reading)
+
+    assert reading.state == State.TASK_STATE_COMPLETED and reading.pending is None
+    assert proto.status.state == State.TASK_STATE_COMPLETED
+    [artifact] = proto.artifacts
+    assert (artifact.name, artifact.parts[0].text) == ("answer", "I did write a.txt: Wrote 5 bytes to a.txt.")
+    assert text_of(proto) == "I did write a.txt: Wrote 5 bytes to a.txt."
+    assert [m.role for m in proto.history][0] == pb.Role.ROLE_USER
+    assert proto.history[-1].parts[0].text == "I did write a.txt: Wrote 5 bytes to a.txt."
+    assert len(runs.as_proto(task, reading, history_length=1).history) == 1
+    assert len(runs.as_proto(task, reading, history_length=0).history) == 0
+
+
+def test_a_second_task_in_the_same_context_closes_the_first_with_its_final_state(alice, agent):
+    first = a2a_task(alice, agent, "write hello to a.txt")
+    send(first, alice, {"decision_type": "approve"})
+    first_answer = snapshot(first).artifacts[0].parts[0].text
+
+    second = a2a_task(alice, agent, "read a.txt", conversation=first.conversation)
+
+    first.refresh_from_db()
+    assert first.final_state == Task.FinalState.COMPLETED and second.final_state == ""
+    assert second.conversation_id == first.conversation_id and second.position > first.position
+    assert runs.read(first).state == State.TASK_STATE_COMPLETED
+    assert snapshot(first).artifacts[0].parts[0].text == first_answer  # its own turn's answer, not the next one's
+    assert "read a.txt" not in [m.parts[0].text for m in snapshot(first).history]
+    assert runs.read(second).state == State.TASK_STATE_COMPLETED
+    assert [m.parts[0].text for m in snapshot(second).history][0] == "read a.txt"
+
+
+def test_a_stopped_task_stays_canceled_once_the_next_task_begins(alice, agent):
+    first = a2a_task(alice, agent, "write hello to a.txt")
+    services.stop_conversation(conversation=first.conversation, user=alice, via="chat")
+
+    second = a2a_task(alice, agent, "read a.txt", conversation=Conversation.objects.get(pk=first.conversation_id))
+
+    first.refresh_from_db()
+    assert first.final_state == Task.FinalState.CANCELED
+    assert runs.read(first).state == State.TASK_STATE_CANCELED
+    assert runs.read(second).state == State.TASK_STATE_COMPLETED
+
+
+def test_a_new_task_on_a_context_that_waits_for_a_decision_is_busy(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    before = Message.objects.filter(conversation=task.conversation).count()
+
+    with pytest.raises(runs.Busy) as busy:
+        a2a_task(alice, agent, "read a.txt", conversation=task.conversation)
+
+    assert str(busy.value).startswith(f"Task {task.pk} is not over")
+    assert Task.objects.filter(conversation=task.conversation).count() == 1
+    assert Message.objects.filter(conversation=task.conversation).count() == before
+    assert statuses(task) == ["pending"]
+
+
+def test_a_task_stopped_in_the_chat_reads_canceled(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+
+    services.stop_conversation(conversation=task.conversation, user=alice, via="chat")
+
+    reading = runs.read(task)
+    assert reading.state == State.TASK_STATE_CANCELED and reading.text == "Stopped by alice."
+    assert statuses(task) == ["cancelled"]
+    proto = runs.as_proto(task, reading)
+    assert proto.status.state == State.TASK_STATE_CANCELED and text_of(proto) == "Stopped by alice." and not proto.artifacts
+
+
+def test_a_completed_task_stays_completed_when_the_next_turn_is_typed_in_the_chat(alice, agent):
+    """A task's turn ends where the next one begins, wherever it is typed: a finished task never
+    comes back to life with the chat turn's calls (A2A: a terminal state is final)."""
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    send(task, alice, {"decision_type": "approve"})
+    assert snapshot(task).status.state == State.TASK_STATE_COMPLETED
+
+    services.post_message(conversation=Conversation.objects.get(pk=task.conversation_id), user=alice,
+                          content="delete a.txt and b.txt")  # the next turn, in the chat, not over A2A
+
+    proto = snapshot(Task.objects.get(pk=task.pk))
+    assert proto.status.state == State.TASK_STATE_COMPLETED, "a completed task came back to life"
+    assert proto.artifacts[0].parts[0].text == "I did write a.txt: Wrote 5 bytes to a.txt."
+
+
+def test_only_the_owners_tasks_and_contexts_are_found(alice, mallory, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+
+    assert runs.task_for(alice, agent, str(task.pk)) == task
+    assert runs.task_for(mallory, agent, str(task.pk)) is None
+    assert runs.task_for(alice, agent, "not-a-uuid") is None
+    assert runs.conversation_for(mallory, agent, str(task.conversation_id)) is None
+    assert runs.conversation_for(alice, agent, str(task.conversation_id)) == task.conversation
+
+
+# --- The ASGI app, in process --------------------------------------------------------------------------
+
+
+def call(method: str, path: str, *, token: str | None = None, headers: dict | None = None, **kwargs) -> httpx.Response:
+    """One request to agentlink's ASGI app, as a client would send it (no server)."""
+    sent = dict(headers or {})
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+
+    async def go():
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=20) as client:
+            return await client.request(method, path, headers=sent, **kwargs)
+
+    return asyncio.run(go())
+
+
+def rpc(token: str, method: str, params: dict, *, slug: str = "demo", version: str | None = "1.0") -> dict:
+    headers = {"A2A-Version": version} if version else {}
+    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+    response = call("POST", f"/a2a/{slug}/", token=token, headers=headers, json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+CARD = "/a2a/demo/.well-known/agent-card.json"
+
+
+def test_a_request_without_a_valid_token_is_401_asking_for_a_bearer_token(alice, agent):
+    ApiToken.issue(alice)
+    for token, headers in ((None, {}), ("hitl_not-a-token", {}), ("", {}), (None, {"Authorization": "Basic YWxpY2U6YWxpY2U="})):
+        response = call("GET", CARD, token=token, headers=headers)
+        assert response.status_code == 401, (token, headers)
+        assert response.headers["www-authenticate"] == "Bearer"
+        assert "API token is required" in response.json()["detail"]
+    assert call("POST", "/a2a/demo/", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask"}).status_code == 401
+
+
+def test_an_inactive_users_token_is_401(alice, agent):
+    token = ApiToken.issue(alice)
+    alice.is_active = False
+    alice.save()
+
+    assert call("GET", CARD, token=token).status_code == 401
+
+
+def test_an_unknown_agent_and_one_not_granted_are_the_same_404(alice, agent):
+    token = ApiToken.issue(alice)
+    unknown = call("GET", "/a2a/nope/.well-known/agent-card.json", token=token)
+    assert (unknown.status_code, unknown.json()["detail"]) == (404, "No such agent.")
+    assert call("POST", "/a2a/nope/", token=token, json={"jsonrpc": "2.0", "id": 1, "method": "GetTask"}).status_code == 404
+
+    agent.open_to_everyone = False
+    agent.save()
+
+    hidden = call("GET", CARD, token=token)
+    assert (hidden.status_code, hidden.json()) == (404, unknown.json())
+    assert call("GET", "/a2a/bad slug!/x", token=token).status_code == 404  # not an agent path at all
+
+
+def test_a_body_over_the_cap_is_413_before_anything_reads_it(alice, agent):
+    token = ApiToken.issue(alice)
+
+    response = call("POST", "/a2a/demo/", token=token, content=b"x" * (MAX_BODY_BYTES + 1),
+                    headers={"Content-Type": "application/json"})
+
+    assert response.status_code == 413 and "over 1000000 bytes" in response.json()["detail"]
+    assert not Conversation.objects.exists()
+
+
+def test_a_body_without_a_content_length_is_411_and_nothing_runs(alice, agent):
+    """A chunked body has no declared length to cap: it is refused before anything reads it."""
+    token = ApiToken.issue(alice)
+
+    async def chunks():
+        for _ in range(3):
+            yield b"x" * 400_000
+
+    response = call("POST", "/a2a/demo/", token=token, content=chunks(),
+                    headers={"Content-Type": "application/json", "A2A-Version": "1.0"})
+
+    assert not Conversation.objects.exists()  # the body is refused either way: nothing ran
+    assert response.status_code == 411, (response.status_code, response.text)
+
+
+def test_a_host_not_in_allowed_hosts_is_400(alice, agent):
+    token = ApiToken.issue(alice)
+
+    response = call("GET", CARD, token=token, headers={"Host": "evil.example"})
+
+    assert response.status_code == 400
+    assert call("GET", CARD, token=token, headers={"Host": "127.0.0.1"}).status_code == 200
+
+
+def test_the_card_has_the_bearer_scheme_and_the_agents_skills(alice, agent):
+    response = call("GET", CARD, token=ApiToken.issue(alice))
+
+    assert response.status_code == 200
+    assert response.headers["x-content-type-options"] == "nosniff" and response.headers["cache-control"] == "no-store"
+    card = response.json()
+    assert card["name"] == agent.name
+    assert card["supportedInterfaces"][0]["url"] == "http://localhost/a2a/demo/"
+    assert card["capabilities"]["streaming"] is True
+    assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
+    assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
+    skills = {skill["id"]: skill for skill in card["skills"]}
+    assert "may ask a human first" in skills["write_file"]["tags"]
+    assert any(tag.startswith("risk:") for tag in skills["write_file"]["tags"])
+
+
+def test_get_task_answers_the_owner_and_is_task_not_found_for_anyone_else(alice, mallory, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+
+    mine = rpc(ApiToken.issue(alice), "GetTask", {"id": str(task.pk)})
+    theirs = rpc(ApiToken.issue(mallory), "GetTask", {"id": str(task.pk)})
+    nonsense = rpc(ApiToken.issue(mallory), "GetTask", {"id": "nope"})
+
+    assert mine["result"]["id"] == str(task.pk)
+    assert mine["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert "result" not in theirs and theirs["id"] == 7
+    assert theirs["error"]["code"] == -32001 and "not found" in theirs["error"]["message"].lower()
+    assert nonsense["error"]["code"] == theirs["error"]["code"]
+
+
+def test_the_0_3_method_names_apply_without_the_version_header(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+
+    result = rpc(ApiToken.issue(alice), "tasks/get", {"id": str(task.pk)}, version=None)["result"]
+
+    assert (result["kind"], result["status"]["state"]) == ("task", "input-required")
+
+
+def test_a_refused_decision_over_json_rpc_is_invalid_params_with_who_decided(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    [approval] = pending_approvals(task.conversation)
+    token = ApiToken.issue(alice)
+    bad = {"message": {"role": "ROLE_USER", "messageId": "m1", "taskId": str(task.pk),
+                       "parts": [{"data": {"decision_type": "maybe"}}]}}
+
+    refusal = rpc(token, "SendMessage", bad)
+
+    assert refusal["error"]["code"] == -32602 and '"decision_type" is "approve" or "deny".' in refusal["error"]["message"]
+    assert statuses(task) == ["pending"]
+
+    decide(approval.pk, user=alice, approve=False, via="api")
+    late = {"message": {"role": "ROLE_USER", "messageId": "m2", "taskId": str(task.pk),
+                        "parts": [{"data": {"decisions": [{"id": approval.pk, "decision_type": "approve"}]}}]}}
+    after = rpc(token, "SendMessage", late)
+    assert after["error"]["code"] == -32602
+    assert f"Approval #{approval.pk} was already rejected by alice via api." in after["error"]["message"]
+    [info] = after["error"]["data"]  # the SDK carries Refused.data as a google.rpc.ErrorInfo's metadata
+    assert info["metadata"] == {"id": approval.pk, "status": "rejected", "decided_by": "alice", "decided_via": "api"}
+
+
+def test_send_message_starts_a_task_that_pauses_and_a_decision_completes_it(alice, agent):
+    token = ApiToken.issue(alice)
+    start = {"message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "write hello to a.txt"}]}}
+
+    paused = rpc(token, "SendMessage", start)["result"]["task"]
+
+    assert paused["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    task = Task.objects.get(pk=paused["id"])
+    [approval] = pending_approvals(task.conversation)
+    decision = {"message": {"role": "ROLE_USER", "messageId": "m2", "taskId": paused["id"],
+                            "parts": [{"data": {"decisions": [{"id": approval.pk, "decision_type": "approve"}]}}]}}
+    done = rpc(token, "SendMessage", decision)["result"]["task"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert done["artifacts"][0]["parts"][0]["text"] == "I did write a.txt: Wrote 5 bytes to a.txt."
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_via) == ("approved", "a2a")
+
+
+
+def test_a_message_on_a_task_that_is_over_is_refused_and_says_to_start_a_new_one(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    send(task, alice, {"decision_type": "approve"})
+    later = {"message": {"role": "ROLE_USER", "messageId": "m3", "taskId": str(task.pk), "parts": [{"text": "read a.txt"}]}}
+
+    refusal = rpc(ApiToken.issue(alice), "SendMessage", later)
+
+    assert refusal["error"]["code"] == -32600
+    assert refusal["error"]["message"] == (
+        f"Task {task.pk} is completed: it takes no decision now; send a new message with its contextId and no taskId.")
+    assert Task.objects.filter(conversation_id=task.conversation_id).count() == 1
+
+
+def test_cancel_task_is_the_stop_and_list_tasks_shows_only_the_callers_own(alice, mallory, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    token = ApiToken.issue(alice)
+
+    listed = rpc(token, "ListTasks", {})["result"]
+    assert [t["id"] for t in listed["tasks"]] == [str(task.pk)]
+    assert rpc(ApiToken.issue(mallory), "ListTasks", {})["result"].get("tasks", []) == []
+    assert rpc(ApiToken.issue(mallory), "CancelTask", {"id": str(task.pk)})["error"]["code"] == -32001
+
+    canceled = rpc(token, "CancelTask", {"id": str(task.pk)})["result"]
+
+    assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+    assert Task.objects.get(pk=task.pk).canceled
+    approval = Approval.objects.get(conversation_id=task.conversation_id)
+    assert (approval.status, approval.decided_via) == ("cancelled", "a2a")
+    assert rpc(token, "CancelTask", {"id": str(task.pk)})["error"]["code"] == -32002  # over: not cancelable
