@@ -13,6 +13,8 @@ export DEBUG
 HITL_WORKERS ?= 2
 # Without REDIS_URL, `make run` starts its own redis-server too.
 PROCESSES := $(if $(REDIS_URL),web worker beat,redis web worker beat)
+# With a Telegram bot token and no webhook URL, the bot's poller too (telegramlink).
+PROCESSES += $(if $(TELEGRAM_BOT_TOKEN),$(if $(TELEGRAM_WEBHOOK_URL),,telegram))
 
 .PHONY: run test setup check
 

@@ -39,6 +39,7 @@ class DecidedVia(models.TextChoices):
     RULE = "rule"  # decided at once by an allow or deny rule (`Approval.rule`), by nobody
     REPEAT = "repeat"  # rejected at once: the same call was just rejected in the conversation (`repeat_of`)
     A2A = "a2a"  # by an A2A client, acting as its token's user (agentlink)
+    TELEGRAM = "telegram"  # by a press or a reply in Telegram, as the linked user who sent it (telegramlink)
 
 
 class Approval(models.Model):

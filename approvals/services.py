@@ -282,6 +282,12 @@ def cancel_pending(*, conversation_id, user, via: str) -> list[Approval]:
     return approvals
 
 
+def check_decidable(approval_id: int, user, *, approve: bool) -> Approval:
+    """Raise now what deciding it this way would raise (hidden, not allowed, settled), deciding
+    nothing: for a surface that asks for more (a reason, a confirmation) before it decides."""
+    return _decidable(approval_id, user, approve=approve, shown_hash="")
+
+
 def _decidable(approval_id: int, user, *, approve: bool, shown_hash: str) -> Approval:
     """The approval, once `user` may decide it this way and it still waits, showing what they saw.
     Raises Approval.DoesNotExist (not theirs to see), NotAllowed, AlreadyDecided or ArgumentsChanged."""

@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "approvals",
     "toolservers",
     "agentlink",
+    "telegramlink",
 ]
 
 MIDDLEWARE = [
@@ -235,6 +236,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "approvals.tasks.expire_overdue_approvals",
         "schedule": float(os.environ.get("HITL_EXPIRY_SWEEP_SECONDS", "5")),
     },
+    "resend-lost-telegram-messages": {
+        "task": "telegramlink.tasks.resend_lost_messages",
+        "schedule": float(os.environ.get("HITL_TELEGRAM_SWEEP_SECONDS", "30")),
+    },
     "resend-lost-webhooks": {
         "task": "approvals.tasks.resend_lost_webhooks",
         "schedule": float(os.environ.get("HITL_WEBHOOK_SWEEP_SECONDS", "60")),
@@ -252,6 +257,14 @@ HITL_STALL_SECONDS = float(os.environ.get("HITL_STALL_SECONDS", "60"))
 # The rejection contract: a call identical to one rejected in the same conversation this many seconds
 # ago is rejected again at once, without asking (0: ask every time).
 HITL_REPEAT_WINDOW_SECONDS = float(os.environ.get("HITL_REPEAT_WINDOW_SECONDS", "1800"))
+# Telegram (telegramlink): the bot's token turns it on; the Bot API's base URL (a local stand-in in
+# the tests); with a webhook URL updates come there, else `make run` polls for them.
+TELEGRAM_BOT_TOKEN = os.environ.get("TELEGRAM_BOT_TOKEN", "")
+TELEGRAM_API_BASE_URL = os.environ.get("TELEGRAM_API_BASE_URL", "https://api.telegram.org").rstrip("/")
+TELEGRAM_WEBHOOK_URL = os.environ.get("TELEGRAM_WEBHOOK_URL", "")
+HITL_TELEGRAM_CODE_MINUTES = int(os.environ.get("HITL_TELEGRAM_CODE_MINUTES", "10"))
+HITL_TELEGRAM_RETRIES = int(os.environ.get("HITL_TELEGRAM_RETRIES", "5"))
+HITL_TELEGRAM_STALE_SECONDS = float(os.environ.get("HITL_TELEGRAM_STALE_SECONDS", "60"))
 # A2A (agentlink): how long a blocking message/send waits for the task to pause or end (then it
 # answers with the task still working), and how long a stream follows one.
 HITL_A2A_WAIT_SECONDS = float(os.environ.get("HITL_A2A_WAIT_SECONDS", "120"))

@@ -7,6 +7,7 @@ urlpatterns = [
     path("", include("chat.urls")),
     path("approvals/", include("approvals.urls")),
     path("rules/", include("approvals.rule_urls")),
+    path("telegram/", include("telegramlink.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/", api.urls),

@@ -1,0 +1,73 @@
+import secrets
+
+from django.conf import settings
+from django.db import models
+
+
+class TelegramAccount(models.Model):
+    """A user's Telegram identity, linked with a one-time code. A press is authorised by the
+    Telegram user id it comes from (`telegram_user_id`), never by the chat it was pressed in."""
+
+    class Awaiting(models.TextChoices):
+        NOTHING = ""
+        REASON = "reason"  # why they reject
+        CONFIRMATION = "confirmation"  # a critical call's typed confirmation
+        ANSWER = "answer"  # a question's typed answer
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="telegram_account")
+    telegram_user_id = models.BigIntegerField(unique=True)
+    chat_id = models.BigIntegerField(help_text="The private chat with the bot, where its requests go.")
+    telegram_username = models.CharField(max_length=64, blank=True)
+    linked_at = models.DateTimeField(auto_now_add=True)
+    # What the bot asked this person to type next, and for which approval.
+    awaiting = models.CharField(max_length=16, choices=Awaiting.choices, blank=True)
+    awaiting_approval = models.ForeignKey(
+        "approvals.Approval", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    def __str__(self) -> str:
+        return f"{self.user} ↔ telegram {self.telegram_user_id}"
+
+
+class LinkCode(models.Model):
+    """A one-time code that links the Telegram account that sends `/start <code>` to `user`."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    code_hash = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(12)  # 16 characters: callback_data stays far under Telegram's 64 bytes
+
+
+class ApprovalMessage(models.Model):
+    """One Telegram message showing one approval to one linked person: queued, sent (its buttons
+    work while the approval waits), then closed (edited to the outcome, or never sent because the
+    approval was decided first)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        SENT = "sent"
+        CLOSED = "closed"
+        FAILED = "failed"  # Telegram kept refusing it (a blocked bot, a deleted chat)
+
+    approval = models.ForeignKey("approvals.Approval", on_delete=models.CASCADE, related_name="telegram_messages")
+    account = models.ForeignKey(TelegramAccount, on_delete=models.CASCADE, related_name="messages")
+    token = models.CharField(max_length=32, unique=True, default=new_token, help_text="What its buttons carry.")
+    chat_id = models.BigIntegerField()
+    message_id = models.BigIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["approval", "account"], name="telegramlink_one_message_per_person")]
+        indexes = [models.Index(fields=["status", "updated_at"], name="telegramlink_msg_status_upd")]
+
+    def __str__(self) -> str:
+        return f"approval #{self.approval_id} to {self.account_id} ({self.status})"

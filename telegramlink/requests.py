@@ -1,0 +1,109 @@
+"""Which people get a request on Telegram, and the life of each message: queued, sent (claimed
+by a conditional update, so a retry and the sweep never both send), then edited to the outcome."""
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from approvals.models import Approval
+from approvals.permissions import is_approver
+
+from . import bot, texts
+from .models import ApprovalMessage, TelegramAccount
+
+logger = logging.getLogger(__name__)
+Status = ApprovalMessage.Status
+
+
+class Sent:
+    SENT, NOT_CLAIMED, CLOSED, FAILED = "sent", "not claimed", "closed", "failed"
+
+
+def recipients(approval: Approval) -> list[TelegramAccount]:
+    """Those who may decide it: its owner, or for a four-eyes call the approvers other than the owner."""
+    accounts = TelegramAccount.objects.select_related("user").filter(user__is_active=True)
+    if not approval.approver_required:
+        return list(accounts.filter(user_id=approval.requested_by_id))
+    return [account for account in accounts.exclude(user_id=approval.requested_by_id) if is_approver(account.user)]
+
+
+def queue(approval: Approval) -> list[int]:
+    """A queued message for each recipient of a pending approval; the ids to send."""
+    if not bot.enabled() or approval.status != Approval.Status.PENDING:
+        return []
+    rows = [
+        ApprovalMessage.objects.get_or_create(approval=approval, account=account, defaults={"chat_id": account.chat_id})
+        for account in recipients(approval)
+    ]
+    return [row.pk for row, created in rows if created]
+
+
+def send(message_id: int) -> str:
+    """Send one queued message, if it is still to be sent and its approval still waits."""
+    claimed = ApprovalMessage.objects.filter(pk=message_id, status=Status.QUEUED, attempts__lt=max_attempts())
+    row = claimed.select_related("approval__tool_call", "approval__conversation__agent").first()
+    if row is None or not claimed.filter(attempts=row.attempts).update(attempts=row.attempts + 1, updated_at=timezone.now()):
+        return Sent.NOT_CLAIMED
+    approval = row.approval
+    if approval.status != Approval.Status.PENDING:
+        ApprovalMessage.objects.filter(pk=row.pk, status=Status.QUEUED).update(status=Status.CLOSED)
+        return Sent.CLOSED
+    try:
+        sent_id = bot.send(row.chat_id, texts.request_text(approval), texts.buttons(approval, row.token))
+    except bot.Forbidden as exc:  # blocked, or the chat is gone: retrying will not help
+        ApprovalMessage.objects.filter(pk=row.pk, status=Status.QUEUED).update(status=Status.FAILED, last_error=str(exc)[:500])
+        return Sent.FAILED
+    except bot.TelegramError as exc:
+        ApprovalMessage.objects.filter(pk=row.pk).update(last_error=f"{exc.__class__.__name__}: {exc}"[:500], updated_at=timezone.now())
+        logger.warning("telegram: sending approval %s to %s failed: %s", approval.pk, row.chat_id, exc)
+        if row.attempts + 1 >= max_attempts():
+            ApprovalMessage.objects.filter(pk=row.pk, status=Status.QUEUED).update(status=Status.FAILED)
+        return Sent.FAILED
+    ApprovalMessage.objects.filter(pk=row.pk).update(status=Status.SENT, message_id=sent_id, last_error="", updated_at=timezone.now())
+    return Sent.SENT
+
+
+def close(message_id: int) -> bool:
+    """Edit a sent message to its approval's outcome (its buttons go); a message never sent is
+    closed unsent. True once the message needs nothing more."""
+    row = ApprovalMessage.objects.select_related(
+        "approval__tool_call", "approval__conversation__agent", "approval__decided_by"
+    ).filter(pk=message_id).first()
+    if row is None or row.status in (Status.CLOSED, Status.FAILED):
+        return True
+    approval = row.approval
+    if approval.status == Approval.Status.PENDING:
+        return True  # still waiting (an edit of its arguments): its buttons keep working
+    if row.status == Status.QUEUED:
+        if ApprovalMessage.objects.filter(pk=row.pk, status=Status.QUEUED).update(status=Status.CLOSED):
+            return True
+        row.refresh_from_db()  # sent meanwhile: edit it
+    try:
+        bot.edit(row.chat_id, row.message_id, texts.outcome_text(approval))
+    except bot.TelegramError as exc:
+        logger.warning("telegram: editing the message of approval %s failed: %s", approval.pk, exc)
+        ApprovalMessage.objects.filter(pk=row.pk).update(last_error=str(exc)[:500], updated_at=timezone.now())
+        return False
+    ApprovalMessage.objects.filter(pk=row.pk, status=Status.SENT).update(status=Status.CLOSED, updated_at=timezone.now())
+    return True
+
+
+def lost(*, now=None, limit: int = 200) -> tuple[list[int], list[int]]:
+    """(messages to send again, messages to close again): untouched for HITL_TELEGRAM_STALE_SECONDS
+    while their task should have moved them (a Redis restart, a killed worker)."""
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.HITL_TELEGRAM_STALE_SECONDS)
+    old = ApprovalMessage.objects.filter(updated_at__lt=stale)
+    to_send = old.filter(status=Status.QUEUED, attempts__lt=max_attempts(), approval__status=Approval.Status.PENDING)
+    to_close = old.filter(Q(status=Status.SENT) | Q(status=Status.QUEUED)).exclude(approval__status=Approval.Status.PENDING)
+    resend = list(to_send.values_list("pk", flat=True)[:limit])
+    reclose = list(to_close.values_list("pk", flat=True)[:limit])
+    # Stamp them, so the next sweep leaves them to the tasks enqueued now.
+    ApprovalMessage.objects.filter(pk__in=resend + reclose).update(updated_at=now)
+    return resend, reclose
+
+
+def max_attempts() -> int:
+    return settings.HITL_TELEGRAM_RETRIES + 1

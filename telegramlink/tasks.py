@@ -1,0 +1,27 @@
+"""Thin Celery tasks: send a request (retried with backoff), edit messages to the outcome, and the
+sweep that picks up what a lost task left."""
+from celery import shared_task
+
+from . import requests
+
+
+@shared_task(bind=True, ignore_result=True, acks_late=True)
+def send_request(self, message_id: int) -> None:
+    if requests.send(message_id) == requests.Sent.FAILED:
+        raise self.retry(countdown=2 ** min(self.request.retries, 6), max_retries=requests.max_attempts())
+
+
+@shared_task(bind=True, ignore_result=True, acks_late=True)
+def close_messages(self, message_ids: list[int]) -> None:
+    failed = [message_id for message_id in message_ids if not requests.close(message_id)]
+    if failed:
+        raise self.retry(args=(failed,), countdown=2 ** min(self.request.retries, 6), max_retries=requests.max_attempts())
+
+
+@shared_task(ignore_result=True)
+def resend_lost_messages() -> None:
+    resend, reclose = requests.lost()
+    for message_id in resend:
+        send_request.delay(message_id)
+    if reclose:
+        close_messages.delay(reclose)

@@ -1,0 +1,170 @@
+"""What the bot does with an update (from the webhook or the poller): link and unlink accounts,
+decide on a press, take a typed reason, confirmation or answer. Every decision goes through
+approvals.services as the user whose Telegram id sent the update; the callback query is always
+answered. An update it cannot read is logged and dropped, never an error."""
+import logging
+from html import escape
+
+from django.db import transaction
+
+from approvals import questions, services
+from approvals.models import Approval
+
+from . import accounts, bot, texts
+from .models import ApprovalMessage, TelegramAccount
+
+logger = logging.getLogger(__name__)
+Awaiting = TelegramAccount.Awaiting
+NOT_LINKED = "This Telegram account is not linked: get a code on the site's Telegram page, then send /start <code>."
+
+
+def handle(update: dict) -> None:
+    try:
+        if isinstance(update.get("callback_query"), dict):
+            on_press(update["callback_query"])
+        elif isinstance(update.get("message"), dict):
+            on_message(update["message"])
+    except Exception:  # one bad update must never stop the others (nor the poller)
+        logger.exception("telegram: update %s could not be handled", update.get("update_id"))
+
+
+def on_message(message: dict) -> None:
+    sender, chat = message.get("from") or {}, message.get("chat") or {}
+    text = message.get("text")
+    if not isinstance(sender.get("id"), int) or not isinstance(chat.get("id"), int) or not isinstance(text, str):
+        return
+    if chat.get("type") != "private":
+        return bot.reply(chat["id"], "I only work in a private chat.")
+    command, _, rest = text.strip().partition(" ")
+    command = command.split("@")[0]
+    if command == "/start":
+        return _link(rest.strip(), sender, chat["id"])
+    if command == "/stop":
+        account = accounts.unlink_telegram(sender["id"])
+        return bot.reply(chat["id"], f"Unlinked from {escape(account.user.get_username())}." if account else NOT_LINKED)
+    account = _account(sender["id"])
+    if account is None:
+        return bot.reply(chat["id"], NOT_LINKED)
+    if not account.awaiting or account.awaiting_approval_id is None:
+        return bot.reply(chat["id"], "Decide with the buttons on a request. /stop unlinks this account.")
+    _typed(account, text.strip())
+
+
+def on_press(query: dict) -> None:
+    query_id, sender = query.get("id"), query.get("from") or {}
+    if not isinstance(query_id, str):
+        return
+    account = _account(sender.get("id")) if isinstance(sender.get("id"), int) else None
+    if account is None:
+        return bot.answer_press(query_id, NOT_LINKED)
+    action, _, token = str(query.get("data") or "").partition(":")
+    row = ApprovalMessage.objects.select_related("approval").filter(token=token).first() if token else None
+    if row is None:
+        return bot.answer_press(query_id, "This request is no longer known.")
+    approval = row.approval
+    user = account.user
+    try:
+        if action == texts.APPROVE:
+            if approval.kind == Approval.Kind.ACTION and approval.confirmation_required:
+                services.check_decidable(approval.pk, user, approve=True)
+                _await(account, approval, Awaiting.CONFIRMATION)
+                bot.reply(account.chat_id, f"#{approval.pk} is critical: type <code>{escape(approval.confirmation_hint)}</code> "
+                          f"to approve it, or open {escape(texts.conversation_url(approval))}")
+                return bot.answer_press(query_id, "Type the confirmation to approve.")
+            services.decide(approval.pk, user=user, approve=True, via=Approval.Via.TELEGRAM)
+            return bot.answer_press(query_id, "Approved.")
+        if action == texts.REJECT:
+            if approval.kind == Approval.Kind.QUESTION:
+                services.answer(approval.pk, user=user, via=Approval.Via.TELEGRAM, decline=True)
+                return bot.answer_press(query_id, "Declined.")
+            services.decide(approval.pk, user=user, approve=False, via=Approval.Via.TELEGRAM)
+            return bot.answer_press(query_id, "Rejected.")
+        if action == texts.REJECT_WITH_REASON:
+            services.check_decidable(approval.pk, user, approve=False)
+            _await(account, approval, Awaiting.REASON)
+            bot.reply(account.chat_id, f"Why reject #{approval.pk}? Reply with the reason.")
+            return bot.answer_press(query_id, "Reply with the reason.")
+        if action == texts.TYPE:
+            services.check_decidable(approval.pk, user, approve=True)
+            _await(account, approval, Awaiting.ANSWER)
+            bot.reply(account.chat_id, f"Reply with your answer to #{approval.pk}.")
+            return bot.answer_press(query_id, "Reply with your answer.")
+        if action.startswith(texts.CHOOSE) and action[1:].isdigit() and approval.kind == Approval.Kind.QUESTION:
+            services.answer(approval.pk, user=user, via=Approval.Via.TELEGRAM, value=_option(approval, int(action[1:])))
+            return bot.answer_press(query_id, "Answered.")
+        return bot.answer_press(query_id, "That button is not one of this request's.")
+    except services.AlreadyDecided as exc:
+        _close_now(row)
+        return bot.answer_press(query_id, f"Too late: {texts.outcome_line(exc.approval)}.")
+    except services.NotAllowed as exc:
+        return bot.answer_press(query_id, str(exc))
+    except Approval.DoesNotExist:
+        return bot.answer_press(query_id, "You may not decide this request.")
+    except services.DecisionError as exc:
+        return bot.answer_press(query_id, str(exc))
+
+
+def _typed(account: TelegramAccount, text: str) -> None:
+    approval = Approval.objects.get(pk=account.awaiting_approval_id)
+    user, via = account.user, Approval.Via.TELEGRAM
+    awaiting = account.awaiting
+    try:
+        if awaiting == Awaiting.REASON:
+            services.decide(approval.pk, user=user, approve=False, via=via, reason=text[:2000])
+            said = f"Rejected #{approval.pk}."
+        elif awaiting == Awaiting.CONFIRMATION:
+            services.decide(approval.pk, user=user, approve=True, via=via, confirmation=text)
+            said = f"Approved #{approval.pk}."
+        else:
+            services.answer(approval.pk, user=user, via=via, value=questions.from_text(approval.question, text))
+            said = f"Answered #{approval.pk}."
+    except services.ConfirmationRequired:
+        return bot.reply(account.chat_id, f"That is not it: type <code>{escape(approval.confirmation_hint)}</code> exactly to approve #{approval.pk}.")
+    except services.InvalidAnswer as exc:
+        return bot.reply(account.chat_id, f"{escape(str(exc))} Reply again.")
+    except services.AlreadyDecided as exc:
+        said = f"Too late: {texts.outcome_line(exc.approval)}."
+    except (services.DecisionError, Approval.DoesNotExist) as exc:
+        said = str(exc) or "You may not decide this request."
+    _await(account, None, Awaiting.NOTHING)
+    bot.reply(account.chat_id, escape(said))
+
+
+def _link(code: str, sender: dict, chat_id: int) -> None:
+    if not code:
+        return bot.reply(chat_id, "Send /start followed by the code from the site's Telegram page.")
+    try:
+        account = accounts.link(code, telegram_user_id=sender["id"], chat_id=chat_id, telegram_username=str(sender.get("username") or ""))
+    except accounts.LinkRefused as exc:
+        return bot.reply(chat_id, escape(str(exc)))
+    bot.reply(chat_id, f"Linked to {escape(account.user.get_username())}. Requests that you may decide will come here.")
+
+
+def _account(telegram_user_id) -> TelegramAccount | None:
+    return TelegramAccount.objects.select_related("user").filter(telegram_user_id=telegram_user_id, user__is_active=True).first()
+
+
+def _await(account: TelegramAccount, approval: Approval | None, what: str) -> None:
+    with transaction.atomic():
+        TelegramAccount.objects.filter(pk=account.pk).update(awaiting=what, awaiting_approval=approval)
+    account.awaiting, account.awaiting_approval = what, approval
+
+
+def _option(approval: Approval, index: int):
+    question = approval.question
+    if question["type"] == "confirm":
+        return index == 0
+    options = question.get("options") or []
+    if not 0 <= index < len(options):
+        raise services.InvalidAnswer("That is not one of the options.")
+    return options[index]
+
+
+def _close_now(row: ApprovalMessage) -> None:
+    """The late press's message shows the outcome too (its own task may still be on its way)."""
+    from .tasks import close_messages
+
+    try:
+        close_messages.delay([row.pk])
+    except Exception as exc:  # Redis down: the sweep closes it
+        logger.warning("telegram: could not enqueue closing message %s: %s", row.pk, exc)

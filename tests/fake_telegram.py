@@ -1,0 +1,143 @@
+"""A local stand-in for Telegram's Bot API, for the tests: it speaks the wire protocol
+python-telegram-bot speaks (POST /bot<token>/<method>, form or JSON parameters, {"ok", "result"}),
+records every call, and lets a test inject updates that `getUpdates` long-polls for."""
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl
+
+BOT = {"id": 4242, "is_bot": True, "first_name": "hitl", "username": "hitl_test_bot",
+       "can_join_groups": False, "can_read_all_group_messages": False, "supports_inline_queries": False}
+
+
+class FakeTelegram:
+    def __init__(self, token: str = "4242:test-token"):
+        self.token = token
+        self.calls: list[tuple[str, dict]] = []
+        self.updates: list[dict] = []
+        self.changed = threading.Condition()
+        self.next_message_id, self.next_update_id = 100, 1
+        self.failing: set[str] = set()  # methods that answer 500 until removed
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    # What a test does as a Telegram user.
+    def say(self, user_id: int, text: str, *, username: str = "") -> None:
+        self._inject({"message": {
+            "message_id": self._message_id(), "date": int(time.time()), "text": text,
+            "chat": {"id": user_id, "type": "private"},
+            "from": {"id": user_id, "is_bot": False, "first_name": f"user{user_id}", "username": username or f"user{user_id}"},
+        }})
+
+    def press(self, user_id: int, data: str) -> str:
+        query_id = f"q{self.next_update_id}"
+        self._inject({"callback_query": {
+            "id": query_id, "chat_instance": "1", "data": data,
+            "from": {"id": user_id, "is_bot": False, "first_name": f"user{user_id}"},
+        }})
+        return query_id
+
+    # What a test reads.
+    def sent(self, method: str, **match) -> list[dict]:
+        with self.changed:
+            return [params for name, params in self.calls if name == method and all(params.get(k) == v for k, v in match.items())]
+
+    def buttons(self, params: dict) -> dict[str, str]:
+        """{button text: callback_data} of a sendMessage's inline keyboard."""
+        markup = params.get("reply_markup") or {}
+        return {button["text"]: button["callback_data"] for row in markup.get("inline_keyboard", []) for button in row}
+
+    def answer_to(self, query_id: str) -> str | None:
+        answers = self.sent("answerCallbackQuery", callback_query_id=query_id)
+        return answers[-1].get("text", "") if answers else None
+
+    def _message_id(self) -> int:
+        with self.changed:
+            self.next_message_id += 1
+            return self.next_message_id
+
+    def _inject(self, update: dict) -> None:
+        with self.changed:
+            update["update_id"] = self.next_update_id
+            self.next_update_id += 1
+            self.updates.append(update)
+            self.changed.notify_all()
+
+    def _result(self, method: str, params: dict):
+        if method == "getMe":
+            return BOT
+        if method == "getUpdates":
+            offset = int(params.get("offset") or 0)
+            deadline = time.monotonic() + min(float(params.get("timeout") or 0), 5)
+            with self.changed:
+                self.updates = [u for u in self.updates if u["update_id"] >= offset]
+                while not self.updates and time.monotonic() < deadline:
+                    self.changed.wait(deadline - time.monotonic())
+                return list(self.updates)
+        if method in ("sendMessage", "editMessageText"):
+            chat = {"id": int(params["chat_id"]), "type": "private"}
+            message_id = int(params["message_id"]) if method == "editMessageText" else self._message_id()
+            return {"message_id": message_id, "date": int(time.time()), "chat": chat, "text": params.get("text", ""),
+                    "from": BOT}
+        return True  # answerCallbackQuery, setWebhook, deleteWebhook, ...
+
+    def _handler(self):
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                prefix = f"/bot{fake.token}/"
+                if not self.path.startswith(prefix):
+                    return self._send(404, {"ok": False, "error_code": 404, "description": "Not Found"})
+                method = self.path[len(prefix):]
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+                if "json" in (self.headers.get("Content-Type") or ""):
+                    params = json.loads(body or "{}")
+                else:
+                    params = {key: _maybe_json(value) for key, value in parse_qsl(body)}
+                for key in ("chat_id", "message_id"):
+                    if isinstance(params.get(key), str) and params[key].lstrip("-").isdigit():
+                        params[key] = int(params[key])
+                if method in fake.failing:
+                    return self._send(500, {"ok": False, "error_code": 500, "description": "Internal Server Error"})
+                if method != "getUpdates":
+                    with fake.changed:
+                        fake.calls.append((method, params))
+                        fake.changed.notify_all()
+                self._send(200, {"ok": True, "result": fake._result(method, params)})
+
+            def _send(self, status: int, payload: dict):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+
+def _maybe_json(value: str):
+    if value[:1] in "{[":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
