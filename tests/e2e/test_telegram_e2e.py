@@ -219,3 +219,16 @@ def test_the_worker_restarted_between_the_message_and_the_press_loses_nothing(tg
 
     wait_until(lambda: status_of(conversation_id) == "idle", timeout=60, message=f"the run to go on\n{tg.logs()}")
     edited_to(tg, ALICE_TG, "Approved by alice via telegram")
+
+
+def test_a_question_gets_a_button_per_option_and_a_press_answers_it(tg, alice, agent):
+    link(tg, alice, ALICE_TG)
+    conversation_id = start_on(tg, alice, "ask me to choose between tea, coffee and water")
+    buttons = tg.fake.buttons(request_to(tg, ALICE_TG, conversation_id))
+    assert {"tea", "coffee", "water"} <= set(buttons)
+
+    assert answer(tg, tg.fake.press(ALICE_TG, buttons["coffee"])) == "Answered."
+
+    wait_until(lambda: status_of(conversation_id) == "idle", timeout=20, message="the run to go on")
+    assert Message.objects.filter(conversation_id=conversation_id, role="assistant").last().content == "You answered: coffee."
+    edited_to(tg, ALICE_TG, "Answered by alice via telegram")
