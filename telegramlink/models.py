@@ -59,6 +59,8 @@ class ApprovalMessage(models.Model):
     token = models.CharField(max_length=32, unique=True, default=new_token, help_text="What its buttons carry.")
     chat_id = models.BigIntegerField()
     message_id = models.BigIntegerField(null=True, blank=True)
+    # The hash of the arguments the message shows: a press decides only those (an edit since refuses).
+    shown_hash = models.CharField(max_length=64, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.CharField(max_length=500, blank=True)

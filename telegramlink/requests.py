@@ -61,7 +61,9 @@ def send(message_id: int) -> str:
         if row.attempts + 1 >= max_attempts():
             ApprovalMessage.objects.filter(pk=row.pk, status=Status.QUEUED).update(status=Status.FAILED)
         return Sent.FAILED
-    ApprovalMessage.objects.filter(pk=row.pk).update(status=Status.SENT, message_id=sent_id, last_error="", updated_at=timezone.now())
+    ApprovalMessage.objects.filter(pk=row.pk).update(
+        status=Status.SENT, message_id=sent_id, shown_hash=approval.shown_hash, last_error="", updated_at=timezone.now()
+    )
     return Sent.SENT
 
 

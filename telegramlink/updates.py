@@ -26,6 +26,9 @@ def handle(update: dict) -> None:
             on_message(update["message"])
     except Exception:  # one bad update must never stop the others (nor the poller)
         logger.exception("telegram: update %s could not be handled", update.get("update_id"))
+        query = update.get("callback_query")
+        if isinstance(query, dict) and isinstance(query.get("id"), str):  # the button must not spin for ever
+            bot.answer_press(query["id"], "That press could not be handled: look at the request on the site.")
 
 
 def on_message(message: dict) -> None:
@@ -71,13 +74,13 @@ def on_press(query: dict) -> None:
                 bot.reply(account.chat_id, f"#{approval.pk} is critical: type <code>{escape(approval.confirmation_hint)}</code> "
                           f"to approve it, or open {escape(texts.conversation_url(approval))}")
                 return bot.answer_press(query_id, "Type the confirmation to approve.")
-            services.decide(approval.pk, user=user, approve=True, via=Approval.Via.TELEGRAM)
+            services.decide(approval.pk, user=user, approve=True, via=Approval.Via.TELEGRAM, shown_hash=row.shown_hash)
             return bot.answer_press(query_id, "Approved.")
         if action == texts.REJECT:
             if approval.kind == Approval.Kind.QUESTION:
                 services.answer(approval.pk, user=user, via=Approval.Via.TELEGRAM, decline=True)
                 return bot.answer_press(query_id, "Declined.")
-            services.decide(approval.pk, user=user, approve=False, via=Approval.Via.TELEGRAM)
+            services.decide(approval.pk, user=user, approve=False, via=Approval.Via.TELEGRAM, shown_hash=row.shown_hash)
             return bot.answer_press(query_id, "Rejected.")
         if action == texts.REJECT_WITH_REASON:
             services.check_decidable(approval.pk, user, approve=False)
@@ -96,6 +99,8 @@ def on_press(query: dict) -> None:
     except services.AlreadyDecided as exc:
         _close_now(row)
         return bot.answer_press(query_id, f"Too late: {texts.outcome_line(exc.approval)}.")
+    except services.ArgumentsChanged:
+        return bot.answer_press(query_id, f"The call was edited after this message: decide it on the site, {texts.conversation_url(approval)}")
     except services.NotAllowed as exc:
         return bot.answer_press(query_id, str(exc))
     except Approval.DoesNotExist:
@@ -113,7 +118,8 @@ def _typed(account: TelegramAccount, text: str) -> None:
             services.decide(approval.pk, user=user, approve=False, via=via, reason=text[:2000])
             said = f"Rejected #{approval.pk}."
         elif awaiting == Awaiting.CONFIRMATION:
-            services.decide(approval.pk, user=user, approve=True, via=via, confirmation=text)
+            shown = ApprovalMessage.objects.filter(approval=approval, account=account).values_list("shown_hash", flat=True).first()
+            services.decide(approval.pk, user=user, approve=True, via=via, confirmation=text, shown_hash=shown or "")
             said = f"Approved #{approval.pk}."
         else:
             services.answer(approval.pk, user=user, via=via, value=questions.from_text(approval.question, text))

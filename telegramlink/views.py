@@ -54,9 +54,9 @@ def unlink(request) -> HttpResponse:
 @csrf_exempt  # Telegram posts here: the secret path and header stand for the CSRF token
 @require_POST
 def webhook(request, secret: str) -> HttpResponse:
-    if not bot.enabled() or not hmac.compare_digest(secret, webhook_secret("path")):
+    if not bot.enabled() or not hmac.compare_digest(secret.encode(), webhook_secret("path").encode()):
         raise Http404
-    if not hmac.compare_digest(request.headers.get(SECRET_HEADER, ""), webhook_secret("header")):
+    if not hmac.compare_digest(request.headers.get(SECRET_HEADER, "").encode(), webhook_secret("header").encode()):
         return HttpResponseForbidden("Wrong secret token.")
     if len(request.body) > MAX_UPDATE_BYTES:
         return JsonResponse({"detail": "Too large."}, status=413)

@@ -1,0 +1,966 @@
+"""Telegram as one more surface of the decision service (telegramlink), in process: linking with a
+one-time code, which updates the bot reads (and how it survives those it cannot), what a request
+looks like (escaped, cut, its buttons), who gets it, the life of each message (queued, sent, failed,
+resent, closed), the webhook and the Telegram page. The Bot API is tests/fake_telegram.py; the
+scripted model runs inline (eager Celery)."""
+import functools
+import io
+import json
+import threading
+from datetime import timedelta
+
+import httpx
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+from django.test import Client
+from django.utils import timezone
+from telegram.request import HTTPXRequest
+
+from approvals import services as approval_services
+from approvals.models import Approval
+from chat import services as chat_services
+from telegramlink import accounts, bot, requests, texts, updates
+from telegramlink.models import ApprovalMessage, LinkCode, TelegramAccount
+from telegramlink.views import SECRET_HEADER, webhook_secret
+from tests.conftest import client_for, pending_approvals, start_conversation
+from tests.fake_telegram import FakeTelegram
+
+# Linking, updates without approvals, the webhook's checks and the page need no commit; whatever
+# goes through the loop and the decision service does (their signals are sent on commit).
+pytestmark = pytest.mark.django_db
+through_the_loop = pytest.mark.django_db(transaction=True)
+
+ALICE_TG, BOB_TG, CAROL_TG, MALLORY_TG, STRANGER_TG = 1001, 1002, 1003, 1004, 1999
+
+
+class RefusingTelegram(FakeTelegram):
+    """The fake Bot API that can also answer 403 (a bot the user blocked) for chosen methods."""
+
+    def __init__(self, *args, **kwargs):
+        self.forbidden: set[str] = set()
+        super().__init__(*args, **kwargs)
+        # Polled every 10 ms rather than 500: stopping it (each test's teardown) takes no time.
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+
+    def _handler(self):
+        base, fake = super()._handler(), self
+
+        class Handler(base):
+            def do_POST(self):
+                if self.path.rsplit("/", 1)[-1] in fake.forbidden:
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                    return self._send(403, {"ok": False, "error_code": 403, "description": "Forbidden: bot was blocked by the user"})
+                return super().do_POST()
+
+        return Handler
+
+
+@pytest.fixture(scope="session")
+def ssl_context():
+    return httpx.create_ssl_context()
+
+
+@pytest.fixture
+def fake(settings, monkeypatch, ssl_context):
+    # Every Bot API call builds its Bot, and each of its two HTTPX clients loads the CA bundle again
+    # (~45 ms each, most of a call's time): here they share one context. Nothing else changes.
+    monkeypatch.setattr(bot, "HTTPXRequest", functools.partial(HTTPXRequest, httpx_kwargs={"verify": ssl_context}))
+    with RefusingTelegram() as telegram:
+        settings.TELEGRAM_BOT_TOKEN = telegram.token
+        settings.TELEGRAM_API_BASE_URL = telegram.url
+        yield telegram
+
+
+# --- Playing the phone: updates as Telegram sends them ------------------------------------------
+
+
+def message_update(telegram_id: int, text: str, *, chat_type: str = "private", chat_id: int | None = None) -> dict:
+    return {"update_id": 1, "message": {
+        "message_id": 7, "date": 0, "text": text, "chat": {"id": chat_id or telegram_id, "type": chat_type},
+        "from": {"id": telegram_id, "is_bot": False, "first_name": "someone", "username": f"user{telegram_id}"},
+    }}
+
+
+def press_update(telegram_id: int, data, *, query_id: str = "q1") -> dict:
+    return {"update_id": 2, "callback_query": {
+        "id": query_id, "chat_instance": "1", "data": data, "from": {"id": telegram_id, "is_bot": False, "first_name": "someone"},
+    }}
+
+
+def say(telegram_id: int, text: str) -> None:
+    updates.handle(message_update(telegram_id, text))
+
+
+def press(fake, telegram_id: int, data, *, query_id: str = "q1") -> str | None:
+    """Press a button; what the bot answered the press with."""
+    updates.handle(press_update(telegram_id, data, query_id=query_id))
+    return fake.answer_to(query_id)
+
+
+def link(user, telegram_id: int) -> TelegramAccount:
+    say(telegram_id, f"/start {accounts.issue_code(user)}")
+    return TelegramAccount.objects.get(user=user, telegram_user_id=telegram_id)
+
+
+def replies(fake, telegram_id: int) -> list[str]:
+    return [m["text"] for m in fake.sent("sendMessage", chat_id=telegram_id)]
+
+
+def request_to(fake, telegram_id: int, approval: Approval) -> dict | None:
+    """The request message the bot sent to `telegram_id` for `approval`."""
+    return next((m for m in fake.sent("sendMessage", chat_id=telegram_id) if f"(#{approval.pk})" in m["text"]), None)
+
+
+def edits_to(fake, telegram_id: int) -> list[dict]:
+    return fake.sent("editMessageText", chat_id=telegram_id)
+
+
+def only_pending(conversation) -> Approval:
+    (approval,) = pending_approvals(conversation)
+    return approval
+
+
+def queued_unsent(settings, user, agent, text: str) -> tuple[Approval, ApprovalMessage]:
+    """An approval requested while the bot was off, then queued by hand: its message not yet sent."""
+    token = settings.TELEGRAM_BOT_TOKEN
+    settings.TELEGRAM_BOT_TOKEN = ""
+    approval = only_pending(start_conversation(user, agent, text))
+    settings.TELEGRAM_BOT_TOKEN = token
+    (message_id,) = requests.queue(approval)
+    return approval, ApprovalMessage.objects.get(pk=message_id)
+
+
+# --- Linking ----------------------------------------------------------------------------------------
+
+
+def test_a_link_code_links_the_telegram_account_that_sends_it_once(fake, alice):
+    code = accounts.issue_code(alice)
+
+    say(ALICE_TG, f"/start {code.lower()}")  # typed on a phone: case does not matter
+
+    account = TelegramAccount.objects.get(user=alice)
+    assert (account.telegram_user_id, account.chat_id, account.telegram_username) == (ALICE_TG, ALICE_TG, f"user{ALICE_TG}")
+    assert replies(fake, ALICE_TG)[-1].startswith("Linked to alice.")
+    assert LinkCode.objects.get(user=alice).used_at is not None
+
+    say(STRANGER_TG, f"/start {code}")
+
+    assert "unknown, used or expired" in replies(fake, STRANGER_TG)[-1]
+    assert list(TelegramAccount.objects.values_list("user__username", "telegram_user_id")) == [("alice", ALICE_TG)]
+    with pytest.raises(accounts.LinkRefused):
+        accounts.link(code, telegram_user_id=STRANGER_TG, chat_id=STRANGER_TG)
+
+
+def test_an_expired_link_code_is_refused(fake, alice):
+    code = accounts.issue_code(alice)
+    LinkCode.objects.filter(user=alice).update(expires_at=timezone.now() - timedelta(seconds=1))
+
+    say(ALICE_TG, f"/start {code}")
+
+    assert "unknown, used or expired" in replies(fake, ALICE_TG)[-1]
+    assert not TelegramAccount.objects.exists()
+
+
+def test_a_code_is_valid_for_the_configured_minutes(fake, alice, settings):
+    settings.HITL_TELEGRAM_CODE_MINUTES = 3
+    before = timezone.now()
+    accounts.issue_code(alice)
+    expires = LinkCode.objects.get(user=alice).expires_at
+    assert before + timedelta(minutes=3) <= expires <= timezone.now() + timedelta(minutes=3)
+
+
+def test_a_newer_code_voids_the_older_one(fake, alice):
+    older = accounts.issue_code(alice)
+    newer = accounts.issue_code(alice)
+    assert older != newer
+
+    say(ALICE_TG, f"/start {older}")
+    assert not TelegramAccount.objects.exists()
+    assert "unknown, used or expired" in replies(fake, ALICE_TG)[-1]
+
+    say(ALICE_TG, f"/start {newer}")
+    assert TelegramAccount.objects.get(user=alice).telegram_user_id == ALICE_TG
+
+
+def test_a_code_of_a_user_deactivated_since_links_nothing(fake, alice):
+    code = accounts.issue_code(alice)
+    User.objects.filter(pk=alice.pk).update(is_active=False)
+
+    say(ALICE_TG, f"/start {code}")
+
+    assert not TelegramAccount.objects.exists()
+
+
+def test_linking_a_telegram_id_already_linked_to_another_user_moves_it(fake, alice, bob):
+    link(alice, ALICE_TG)
+
+    link(bob, ALICE_TG)  # the same phone, now for bob
+
+    assert list(TelegramAccount.objects.values_list("user__username", "telegram_user_id")) == [("bob", ALICE_TG)]
+
+
+def test_linking_again_replaces_the_users_telegram_account_and_forgets_what_it_awaited(fake, alice):
+    account = link(alice, ALICE_TG)
+    TelegramAccount.objects.filter(pk=account.pk).update(awaiting=TelegramAccount.Awaiting.REASON)
+
+    link(alice, BOB_TG)
+
+    account = TelegramAccount.objects.get(user=alice)
+    assert (account.telegram_user_id, account.chat_id, account.awaiting) == (BOB_TG, BOB_TG, "")
+    assert TelegramAccount.objects.count() == 1
+
+
+def test_stop_unlinks_and_start_without_a_code_says_how_to_link(fake, alice):
+    link(alice, ALICE_TG)
+
+    say(ALICE_TG, "/stop")
+    assert not TelegramAccount.objects.exists()
+    assert replies(fake, ALICE_TG)[-1] == "Unlinked from alice."
+
+    say(ALICE_TG, "/stop")
+    assert "not linked" in replies(fake, ALICE_TG)[-1]
+    say(ALICE_TG, "/start")
+    assert replies(fake, ALICE_TG)[-1].startswith("Send /start followed by the code")
+    say(ALICE_TG, "hello")
+    assert "not linked" in replies(fake, ALICE_TG)[-1]
+
+
+def test_the_link_code_command_prints_the_code_as_its_last_word(fake, alice):
+    out = io.StringIO()
+    call_command("telegram_link_code", "alice", stdout=out)
+    code = out.getvalue().split()[-1]
+    assert len(code) == accounts.CODE_LENGTH and set(code) <= set(accounts.CODE_ALPHABET)
+
+    say(ALICE_TG, f"/start@hitl_test_bot {code}")
+
+    assert TelegramAccount.objects.get(user=alice).telegram_user_id == ALICE_TG
+
+
+def test_the_link_code_command_refuses_an_unknown_or_inactive_user(fake, alice):
+    with pytest.raises(CommandError, match="No active user 'nobody'"):
+        call_command("telegram_link_code", "nobody", stdout=io.StringIO())
+    User.objects.filter(pk=alice.pk).update(is_active=False)
+    with pytest.raises(CommandError, match="No active user 'alice'"):
+        call_command("telegram_link_code", "alice", stdout=io.StringIO())
+    assert not LinkCode.objects.exists()
+
+
+# --- Updates the bot cannot read -------------------------------------------------------------------
+
+
+MALFORMED_UPDATES = [
+    {},
+    {"update_id": 1},
+    {"message": None},
+    {"message": "hello"},
+    {"message": {}},
+    {"message": {"text": "/start X", "chat": {"id": 5, "type": "private"}}},  # no sender
+    {"message": {"text": "/start X", "from": {"id": "5"}, "chat": {"id": 5, "type": "private"}}},  # id as a string
+    {"message": {"text": 12, "from": {"id": 5}, "chat": {"id": 5, "type": "private"}}},
+    {"message": {"text": "/start X", "from": "someone", "chat": {"id": 5, "type": "private"}}},
+    {"message": {"text": "/start X", "from": {"id": 5}, "chat": ["not", "a", "chat"]}},
+    {"message": {"photo": [{"file_id": "x"}], "from": {"id": 5}, "chat": {"id": 5, "type": "private"}}},  # no text
+    {"callback_query": None},
+    {"callback_query": []},
+    {"callback_query": {}},  # no id: nothing to answer
+    {"edited_message": {"text": "/stop", "from": {"id": 5}, "chat": {"id": 5, "type": "private"}}},
+    {"my_chat_member": {"chat": {"id": 5}}},
+]
+
+
+def test_an_update_the_bot_cannot_read_is_dropped_without_an_error(fake, alice):
+    for update in MALFORMED_UPDATES:
+        updates.handle(update)  # never raises
+
+    assert not TelegramAccount.objects.exists()
+    assert not fake.sent("answerCallbackQuery")
+
+
+def test_a_group_chat_links_nothing_and_is_told_the_bot_works_only_in_private(fake, alice):
+    code = accounts.issue_code(alice)
+
+    updates.handle(message_update(ALICE_TG, f"/start {code}", chat_type="group", chat_id=-500))
+
+    assert not TelegramAccount.objects.exists()
+    assert replies(fake, -500) == ["I only work in a private chat."]
+    assert LinkCode.objects.get(user=alice).used_at is None  # the code still works in private
+    say(ALICE_TG, f"/start {code}")
+    assert TelegramAccount.objects.filter(user=alice).exists()
+
+
+@pytest.fixture
+def pending(fake, alice, agent):
+    """alice linked, with one pending write_file approval whose request reached her phone."""
+    link(alice, ALICE_TG)
+    approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
+    request = request_to(fake, ALICE_TG, approval)
+    assert request is not None
+    return approval, fake.buttons(request)
+
+
+def test_a_press_with_unknown_callback_data_is_answered_that_the_request_is_unknown(fake, alice):
+    link(alice, ALICE_TG)
+    for number, data in enumerate([None, "", "garbage", "a:unknown-token", ":", "a:", "x" * 500, 12345, {"a": 1}]):
+        assert press(fake, ALICE_TG, data, query_id=f"q{number}") == "This request is no longer known.", data
+
+
+def test_a_press_from_a_sender_who_is_not_linked_is_answered_not_linked(fake, alice):
+    link(alice, ALICE_TG)
+    for number, sender in enumerate([None, {}, {"id": "1001"}, {"id": STRANGER_TG}, {"id": None}, {"id": 1.5}]):
+        update = press_update(ALICE_TG, "a:some-token", query_id=f"q{number}")
+        update["callback_query"]["from"] = sender
+        updates.handle(update)
+        assert "not linked" in fake.answer_to(f"q{number}"), sender
+
+
+@pytest.mark.parametrize("sender", ["alice", ["alice"], 1001])
+def test_a_press_whose_sender_is_not_an_object_is_still_answered(fake, alice, sender):
+    """The callback query is always answered, even when handling it fails: the button stops spinning."""
+    link(alice, ALICE_TG)
+    update = press_update(ALICE_TG, "a:some-token")
+    update["callback_query"]["from"] = sender
+
+    updates.handle(update)  # never raises
+
+    assert fake.answer_to("q1") == "That press could not be handled: look at the request on the site."
+
+
+@through_the_loop
+def test_a_press_of_a_button_the_request_does_not_have_is_answered_and_decides_nothing(pending, fake):
+    approval, buttons = pending
+    token = buttons["Approve"].split(":", 1)[1]
+
+    for number, action in enumerate(["z", "o0", "o", "o-1", "A", "aa", ""]):
+        assert press(fake, ALICE_TG, f"{action}:{token}", query_id=f"q{number}") == "That button is not one of this request's."
+
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+
+@through_the_loop
+def test_a_press_by_someone_who_may_not_decide_or_is_inactive_is_refused(pending, fake, alice, mallory):
+    approval, buttons = pending
+    link(mallory, MALLORY_TG)
+
+    assert press(fake, MALLORY_TG, buttons["Approve"]) == "You may not decide this request."
+    assert press(fake, MALLORY_TG, buttons["Reject"], query_id="q2") == "You may not decide this request."
+    User.objects.filter(pk=alice.pk).update(is_active=False)
+    assert "not linked" in press(fake, ALICE_TG, buttons["Approve"], query_id="q3")
+
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+
+@through_the_loop
+def test_a_message_without_a_pending_prompt_is_told_to_use_the_buttons(pending, fake):
+    say(ALICE_TG, "approve it please")
+
+    assert replies(fake, ALICE_TG)[-1].startswith("Decide with the buttons")
+    assert Approval.objects.get(pk=pending[0].pk).status == "pending"
+
+
+# --- What a request looks like ---------------------------------------------------------------------
+
+
+@through_the_loop
+def test_html_in_model_text_and_tool_arguments_is_escaped_in_the_request(fake, alice, agent):
+    link(alice, ALICE_TG)
+    question = only_pending(start_conversation(alice, agent, "ask me is <b>tea</b> & <script>alert(1)</script> fine?"))
+    call = only_pending(start_conversation(alice, agent, "write <b>x</b> & <script>alert(2)</script> to a.txt"))
+
+    asked, gated = texts.request_text(question), texts.request_text(call)
+
+    assert "is &lt;b&gt;tea&lt;/b&gt; &amp; &lt;script&gt;alert(1)&lt;/script&gt; fine" in asked
+    assert "&lt;b&gt;x&lt;/b&gt; &amp; &lt;script&gt;alert(2)&lt;/script&gt;" in gated
+    for text in (asked, gated):
+        assert "<script>" not in text and "<b>tea" not in text and "<b>x" not in text
+    assert "Tool: <code>write_file</code>" in gated and "Open the conversation" in gated
+    for approval, text in ((question, asked), (call, gated)):
+        sent = request_to(fake, ALICE_TG, approval)  # what the phone got, as HTML
+        assert (sent["text"], sent["parse_mode"]) == (text, "HTML")
+
+
+@through_the_loop
+def test_a_long_preview_is_cut_and_says_how_much_more_the_site_shows(fake, alice, agent):
+    approval = only_pending(start_conversation(alice, agent, f"write {'y' * 5000} to a.txt"))
+
+    detail = texts._detail(approval)
+    text = texts.request_text(approval)
+
+    assert len(detail) > texts.MAX_DETAIL_CHARS
+    assert f"… ({len(detail) - texts.MAX_DETAIL_CHARS} more characters on the site)" in text
+    assert detail[: texts.MAX_DETAIL_CHARS] in text and detail not in text
+    assert len(text) < 4096  # Telegram's limit for a message
+
+
+@through_the_loop
+def test_buttons_carry_a_short_token_and_never_the_arguments(fake, alice, agent):
+    link(alice, ALICE_TG)
+    approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
+    row = ApprovalMessage.objects.get(approval=approval)
+    assert fake.buttons(request_to(fake, ALICE_TG, approval)) == {
+        "Approve": f"a:{row.token}", "Reject": f"r:{row.token}", "Reject with reason": f"R:{row.token}"}
+    assert (row.status, row.chat_id, row.attempts) == ("sent", ALICE_TG, 1) and row.message_id > 100
+
+    long_path = "very/long/path/" + "d" * 80 + ".txt"
+    for phrase in (f"write hello to {long_path}", "delete all files", "ask me to choose between tea, coffee and water",
+                   "ask me what to call the file", "plan a tidy-up of the notes"):
+        approval = only_pending(start_conversation(alice, agent, phrase))
+        request = request_to(fake, ALICE_TG, approval)
+        for data in fake.buttons(request).values():
+            assert len(data.encode()) <= 64
+            assert "hello" not in data and "tea" not in data and "d" * 10 not in data
+            assert data.split(":", 1)[1] == ApprovalMessage.objects.get(approval=approval).token
+
+
+@through_the_loop
+def test_the_outcome_line_says_how_the_approval_ended(fake, alice, agent, api_as):
+    approved = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
+    approved = approval_services.decide(approved.pk, user=alice, approve=True, via="chat")
+    at = f"{approved.decided_at:%H:%M}"
+    assert texts.outcome_line(approved) == f"✅ Approved by alice via chat at {at} UTC"
+
+    rejected = only_pending(start_conversation(alice, agent, "write hello to b.txt"))
+    rejected = approval_services.decide(rejected.pk, user=alice, approve=False, via="api", reason="not <now> & never")
+    assert texts.outcome_line(rejected) == f"❌ Rejected by alice via api at {rejected.decided_at:%H:%M} UTC: not <now> & never"
+    assert texts.outcome_text(rejected).endswith(": not &lt;now&gt; &amp; never")
+    assert texts.outcome_text(rejected).startswith(texts.request_text(rejected))
+
+    expiring = only_pending(start_conversation(alice, agent, "write hello to c.txt"))
+    Approval.objects.filter(pk=expiring.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert approval_services.expire_overdue() == [expiring.pk]
+    expired = Approval.objects.get(pk=expiring.pk)
+    assert texts.outcome_line(expired) == f"⌛ Expired at {expired.decided_at:%H:%M} UTC"
+
+    made = api_as(alice).post("rules", {"effect": "deny", "tool": "write_file", "scope": "agent_user", "agent": agent.slug})
+    assert made.status_code == 201, made.json()
+    conversation = start_conversation(alice, agent, "write hello to d.txt")
+    by_rule = Approval.objects.filter(conversation=conversation).get()
+    assert by_rule.decided_via == "rule"
+    assert texts.outcome_line(by_rule).startswith(f"❌ Rejected by a rule at {by_rule.decided_at:%H:%M} UTC")
+
+    asked = start_conversation(alice, agent, "ask me what to call the file")
+    chat_services.stop_conversation(conversation=asked, user=alice, via="chat")
+    cancelled = Approval.objects.get(conversation=asked)
+    assert texts.outcome_line(cancelled) == f"⏹ Cancelled by alice via chat at {cancelled.decided_at:%H:%M} UTC: Stopped"
+
+
+@through_the_loop
+def test_a_call_decided_at_once_by_a_rule_is_not_sent(fake, alice, agent, api_as):
+    link(alice, ALICE_TG)
+    api_as(alice).post("rules", {"effect": "allow", "tool": "write_file", "scope": "agent_user", "agent": agent.slug})
+
+    conversation = start_conversation(alice, agent, "write hello to a.txt")
+
+    assert Approval.objects.get(conversation=conversation).decided_via == "rule"
+    assert not ApprovalMessage.objects.exists()
+    assert len(replies(fake, ALICE_TG)) == 1  # only the answer to /start
+
+
+# --- Deciding with a press or a typed reply -----------------------------------------------------------
+
+
+@through_the_loop
+def test_an_approve_press_decides_as_the_telegram_user_and_edits_the_message(pending, fake, alice):
+    approval, buttons = pending
+
+    assert press(fake, ALICE_TG, buttons["Approve"]) == "Approved."
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by, approval.decided_via) == ("approved", alice, "telegram")
+    row = ApprovalMessage.objects.get(approval=approval)
+    (edit,) = edits_to(fake, ALICE_TG)
+    assert edit["message_id"] == row.message_id and row.status == "closed"
+    assert edit["text"] == texts.outcome_text(approval)
+    assert "✅ Approved by alice via telegram" in edit["text"]
+    assert not edit.get("reply_markup")
+
+
+@through_the_loop
+def test_a_press_after_another_decision_says_who_decided_first(pending, fake, alice):
+    approval, buttons = pending
+    approval_services.decide(approval.pk, user=alice, approve=False, via="api", reason="not now")
+    assert len(edits_to(fake, ALICE_TG)) == 1  # closed when decided
+
+    late = press(fake, ALICE_TG, buttons["Approve"])
+
+    assert late.startswith("Too late: ❌ Rejected by alice via api") and late.endswith(": not now.")
+    assert Approval.objects.get(pk=approval.pk).decided_via == "api"
+
+
+@through_the_loop
+def test_reject_with_reason_takes_the_next_message_as_the_reason(pending, fake, alice):
+    approval, buttons = pending
+
+    assert press(fake, ALICE_TG, buttons["Reject with reason"]) == "Reply with the reason."
+    assert replies(fake, ALICE_TG)[-1] == f"Why reject #{approval.pk}? Reply with the reason."
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+    say(ALICE_TG, "  Legal has <not> signed off ")
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.rejection_reason, approval.decided_via) == ("rejected", "Legal has <not> signed off", "telegram")
+    assert replies(fake, ALICE_TG)[-1] == f"Rejected #{approval.pk}."
+    assert TelegramAccount.objects.get(user=alice).awaiting == ""
+    assert "Legal has &lt;not&gt; signed off" in edits_to(fake, ALICE_TG)[-1]["text"]
+
+
+@through_the_loop
+def test_a_critical_call_is_approved_only_with_its_typed_confirmation(fake, alice, agent):
+    link(alice, ALICE_TG)
+    approval = only_pending(start_conversation(alice, agent, "delete all files"))
+    assert approval.confirmation_required and approval.confirmation_hint == "DELETE"
+    request = request_to(fake, ALICE_TG, approval)
+    assert "Critical: approving it needs the confirmation <code>DELETE</code>." in request["text"]
+    buttons = fake.buttons(request)
+
+    assert press(fake, ALICE_TG, buttons["Approve (type the confirmation)"]) == "Type the confirmation to approve."
+    assert Approval.objects.get(pk=approval.pk).status == "pending"  # one tap approves nothing
+    say(ALICE_TG, "delete")
+    assert replies(fake, ALICE_TG)[-1].startswith("That is not it: type <code>DELETE</code>")
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+    say(ALICE_TG, "DELETE")
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by, approval.decided_via) == ("approved", alice, "telegram")
+
+
+@through_the_loop
+def test_a_choice_question_gets_a_button_per_option_and_pressing_one_answers_it_via_telegram(fake, alice, agent):
+    link(alice, ALICE_TG)
+    conversation = start_conversation(alice, agent, "ask me to choose between tea, coffee and water")
+    approval = only_pending(conversation)
+    request = request_to(fake, ALICE_TG, approval)
+    buttons = fake.buttons(request)
+    token = ApprovalMessage.objects.get(approval=approval).token
+    assert buttons == {"tea": f"o0:{token}", "coffee": f"o1:{token}", "water": f"o2:{token}",
+                       "Reject (decline to answer)": f"r:{token}"}
+    assert "Which one?" in request["text"]
+    assert press(fake, ALICE_TG, f"o7:{token}", query_id="q0") == "That is not one of the options."
+    assert press(fake, ALICE_TG, f"a:{token}", query_id="q00") == "This is a question: answer it, or decline to answer."
+
+    assert press(fake, ALICE_TG, buttons["coffee"]) == "Answered."
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.answer, approval.decided_by, approval.decided_via) == ("answered", "coffee", alice, "telegram")
+    assert "✅ Answered by alice via telegram" in edits_to(fake, ALICE_TG)[-1]["text"]
+    assert edits_to(fake, ALICE_TG)[-1]["text"].endswith(": coffee")
+
+
+@through_the_loop
+def test_a_confirm_question_has_yes_and_no_and_no_answers_false(fake, alice, agent):
+    link(alice, ALICE_TG)
+    arguments = json.dumps({"question": "Shall I go on?", "type": "confirm"})
+    approval = only_pending(start_conversation(alice, agent, f"call ask_human with {arguments}"))
+    buttons = fake.buttons(request_to(fake, ALICE_TG, approval))
+    assert set(buttons) == {"Yes", "No", "Reject (decline to answer)"}
+
+    assert press(fake, ALICE_TG, buttons["No"]) == "Answered."
+
+    assert Approval.objects.get(pk=approval.pk).answer is False
+
+
+@through_the_loop
+def test_a_typed_answer_after_answer_type_it_answers_a_text_question(fake, alice, agent):
+    link(alice, ALICE_TG)
+    approval = only_pending(start_conversation(alice, agent, "ask me what to call the file"))
+    buttons = fake.buttons(request_to(fake, ALICE_TG, approval))
+    assert set(buttons) == {"Answer (type it)", "Reject (decline to answer)"}
+
+    assert press(fake, ALICE_TG, buttons["Answer (type it)"]) == "Reply with your answer."
+    assert replies(fake, ALICE_TG)[-1] == f"Reply with your answer to #{approval.pk}."
+    say(ALICE_TG, "notes.txt")
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.answer, approval.decided_by, approval.decided_via) == ("answered", "notes.txt", alice, "telegram")
+    assert replies(fake, ALICE_TG)[-1] == f"Answered #{approval.pk}."
+    assert TelegramAccount.objects.get(user=alice).awaiting == ""
+
+
+@through_the_loop
+def test_an_invalid_typed_answer_is_asked_again(fake, alice, agent):
+    link(alice, ALICE_TG)
+    approval = only_pending(start_conversation(alice, agent, "ask me for a number between 1 and 10"))
+    buttons = fake.buttons(request_to(fake, ALICE_TG, approval))
+    press(fake, ALICE_TG, buttons["Answer (type it)"])
+
+    say(ALICE_TG, "eleven")
+    assert replies(fake, ALICE_TG)[-1].endswith("Reply again.")
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+    say(ALICE_TG, "7")
+
+    assert Approval.objects.get(pk=approval.pk).answer == 7
+
+
+@through_the_loop
+def test_declining_a_question_with_its_reject_button(fake, alice, agent):
+    link(alice, ALICE_TG)
+    approval = only_pending(start_conversation(alice, agent, "ask me what to call the file"))
+    buttons = fake.buttons(request_to(fake, ALICE_TG, approval))
+
+    assert press(fake, ALICE_TG, buttons["Reject (decline to answer)"]) == "Declined."
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_via) == ("declined", "telegram")
+
+
+# --- Who gets a request ------------------------------------------------------------------------------
+
+
+@through_the_loop
+def test_an_ordinary_call_goes_only_to_its_owner(fake, alice, bob, mallory, agent):
+    link(alice, ALICE_TG)
+    link(bob, BOB_TG)
+    link(mallory, MALLORY_TG)
+
+    approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
+
+    assert [account.user for account in requests.recipients(approval)] == [alice]
+    assert list(ApprovalMessage.objects.values_list("account__user__username", flat=True)) == ["alice"]
+    assert request_to(fake, ALICE_TG, approval)
+    assert not request_to(fake, BOB_TG, approval) and not request_to(fake, MALLORY_TG, approval)
+
+
+@through_the_loop
+def test_a_four_eyes_call_goes_only_to_approvers_other_than_the_requester(fake, alice, bob, carol, mallory, ops_agent):
+    for user, telegram_id in ((alice, ALICE_TG), (bob, BOB_TG), (carol, CAROL_TG), (mallory, MALLORY_TG)):
+        link(user, telegram_id)
+
+    approval = only_pending(start_conversation(alice, ops_agent, "delete a.txt"))
+    assert approval.approver_required
+    assert sorted(account.user.username for account in requests.recipients(approval)) == ["bob", "carol"]
+    assert request_to(fake, BOB_TG, approval) and request_to(fake, CAROL_TG, approval)
+    assert not request_to(fake, ALICE_TG, approval) and not request_to(fake, MALLORY_TG, approval)
+
+    bobs = only_pending(start_conversation(bob, ops_agent, "delete a.txt"))  # an approver's own call
+    assert [account.user.username for account in requests.recipients(bobs)] == ["carol"]
+    assert not request_to(fake, BOB_TG, bobs)
+
+
+@through_the_loop
+def test_a_four_eyes_press_by_one_approver_edits_every_approvers_copy(fake, alice, bob, carol, ops_agent):
+    for user, telegram_id in ((alice, ALICE_TG), (bob, BOB_TG), (carol, CAROL_TG)):
+        link(user, telegram_id)
+    approval = only_pending(start_conversation(alice, ops_agent, "delete a.txt"))
+
+    assert press(fake, BOB_TG, fake.buttons(request_to(fake, BOB_TG, approval))["Approve"]) == "Approved."
+
+    assert "Approved by bob via telegram" in edits_to(fake, CAROL_TG)[-1]["text"]
+    assert "Approved by bob via telegram" in edits_to(fake, BOB_TG)[-1]["text"]
+    assert set(ApprovalMessage.objects.filter(approval=approval).values_list("status", flat=True)) == {"closed"}
+
+
+@through_the_loop
+def test_an_inactive_user_gets_nothing(fake, alice, bob, carol, ops_agent):
+    link(alice, ALICE_TG)
+    link(bob, BOB_TG)
+    link(carol, CAROL_TG)
+    User.objects.filter(pk__in=[alice.pk, carol.pk]).update(is_active=False)
+
+    conversation = chat_services.start_conversation(user=alice, agent=ops_agent, content="delete a.txt")
+    approval = only_pending(conversation)
+
+    assert [account.user.username for account in requests.recipients(approval)] == ["bob"]
+    own = Approval(requested_by=alice, approver_required=False)
+    assert requests.recipients(own) == []
+    assert not request_to(fake, CAROL_TG, approval)
+    assert list(ApprovalMessage.objects.values_list("account__user__username", flat=True)) == ["bob"]
+
+
+@through_the_loop
+def test_nothing_is_queued_without_a_bot_token(fake, alice, agent, settings):
+    link(alice, ALICE_TG)
+    settings.TELEGRAM_BOT_TOKEN = ""
+    calls_before = len(fake.calls)
+
+    approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
+
+    assert not ApprovalMessage.objects.exists()
+    assert requests.queue(approval) == []
+    approval_services.decide(approval.pk, user=alice, approve=True, via="chat")
+    assert len(fake.calls) == calls_before
+
+
+# --- The life of a message -----------------------------------------------------------------------------
+
+
+@through_the_loop
+def test_a_message_whose_approval_was_decided_before_sending_is_closed_unsent(fake, alice, agent, settings):
+    link(alice, ALICE_TG)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+
+    approval_services.decide(approval.pk, user=alice, approve=False, via="chat")  # its closing task closes it unsent
+
+    assert ApprovalMessage.objects.get(pk=row.pk).status == "closed"
+    assert requests.send(row.pk) == requests.Sent.NOT_CLAIMED
+    ApprovalMessage.objects.filter(pk=row.pk).update(status="queued")  # as if the send came before the closing
+    assert requests.send(row.pk) == requests.Sent.CLOSED
+    assert ApprovalMessage.objects.get(pk=row.pk).status == "closed"
+    assert not request_to(fake, ALICE_TG, approval) and not edits_to(fake, ALICE_TG)
+
+
+@through_the_loop
+def test_a_failed_send_stays_queued_and_the_sweep_sends_it_again(fake, alice, agent, settings):
+    link(alice, ALICE_TG)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    fake.failing = {"sendMessage"}
+
+    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert requests.send(row.pk) == requests.Sent.FAILED
+
+    row.refresh_from_db()
+    assert (row.status, row.attempts, row.message_id) == ("queued", 2, None)
+    assert "Internal Server Error" in row.last_error
+    settings.HITL_TELEGRAM_STALE_SECONDS = 0
+    assert requests.lost(now=timezone.now() + timedelta(seconds=1)) == ([row.pk], [])
+
+    fake.failing = set()
+    assert requests.send(row.pk) == requests.Sent.SENT
+
+    row.refresh_from_db()
+    assert (row.status, row.attempts, row.last_error) == ("sent", 3, "")
+    assert row.message_id > 100 and request_to(fake, ALICE_TG, approval)
+    assert requests.lost(now=timezone.now() + timedelta(seconds=1)) == ([], [])
+
+
+@through_the_loop
+def test_a_send_that_keeps_failing_gives_up_after_the_retries(fake, alice, agent, settings):
+    settings.HITL_TELEGRAM_RETRIES = 1
+    link(alice, ALICE_TG)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    fake.failing = {"sendMessage"}
+
+    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert ApprovalMessage.objects.get(pk=row.pk).status == "queued"
+    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert requests.send(row.pk) == requests.Sent.NOT_CLAIMED
+
+    row.refresh_from_db()
+    assert (row.status, row.attempts) == ("failed", 2)
+    settings.HITL_TELEGRAM_STALE_SECONDS = 0
+    assert requests.lost(now=timezone.now() + timedelta(seconds=1)) == ([], [])
+
+
+@through_the_loop
+def test_the_sweep_sends_what_a_lost_task_left_queued(fake, alice, agent, settings):
+    from telegramlink.tasks import resend_lost_messages
+
+    link(alice, ALICE_TG)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    settings.HITL_TELEGRAM_STALE_SECONDS = 0
+
+    resend_lost_messages.delay()
+
+    assert ApprovalMessage.objects.get(pk=row.pk).status == "sent"
+    assert request_to(fake, ALICE_TG, approval)
+
+
+@through_the_loop
+def test_a_blocked_bot_marks_the_message_failed(fake, alice, agent, settings):
+    link(alice, ALICE_TG)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    fake.forbidden = {"sendMessage"}
+
+    assert requests.send(row.pk) == requests.Sent.FAILED
+
+    row.refresh_from_db()
+    assert (row.status, row.attempts) == ("failed", 1)
+    assert "blocked" in row.last_error
+    assert requests.send(row.pk) == requests.Sent.NOT_CLAIMED
+    settings.HITL_TELEGRAM_STALE_SECONDS = 0
+    assert requests.lost(now=timezone.now() + timedelta(seconds=1)) == ([], [])
+    approval_services.decide(approval.pk, user=alice, approve=True, via="chat")
+    assert not edits_to(fake, ALICE_TG)
+
+    # Blocked when the request is made: its task fails the message, and the call still waits.
+    later = only_pending(start_conversation(alice, agent, "write hello to b.txt"))
+    assert ApprovalMessage.objects.get(approval=later).status == "failed"
+
+
+@through_the_loop
+def test_a_failed_edit_is_kept_for_the_sweep_to_close_again(pending, fake, alice, settings):
+    approval, _ = pending
+    row = ApprovalMessage.objects.get(approval=approval)
+    fake.failing = {"editMessageText"}
+
+    assert requests.close(row.pk) is True  # still pending: nothing to edit
+    approval_services.decide(approval.pk, user=alice, approve=True, via="chat")  # its closing task fails, retried eagerly
+
+    row.refresh_from_db()
+    assert row.status == "sent" and "Internal Server Error" in row.last_error
+    settings.HITL_TELEGRAM_STALE_SECONDS = 0
+    assert requests.lost(now=timezone.now() + timedelta(seconds=1)) == ([], [row.pk])
+
+    fake.failing = set()
+    assert requests.close(row.pk) is True
+    assert ApprovalMessage.objects.get(pk=row.pk).status == "closed"
+    assert "Approved by alice via chat" in edits_to(fake, ALICE_TG)[-1]["text"]
+
+
+# --- The webhook ----------------------------------------------------------------------------------------
+
+
+def webhook(body, *, path_secret: str | None = None, header: str | None = None, content_type="application/json"):
+    headers = {SECRET_HEADER: header} if header is not None else {}
+    data = json.dumps(body) if not isinstance(body, (str, bytes)) else body
+    return Client().post(f"/telegram/webhook/{path_secret or webhook_secret('path')}/", data,
+                         content_type=content_type, headers=headers)
+
+
+def test_the_webhook_with_both_secrets_handles_the_update(fake, alice):
+    code = accounts.issue_code(alice)
+
+    response = webhook(message_update(ALICE_TG, f"/start {code}"), header=webhook_secret("header"))
+
+    assert response.status_code == 200 and response.json() == {"ok": True}
+    assert TelegramAccount.objects.get(user=alice).telegram_user_id == ALICE_TG
+    assert replies(fake, ALICE_TG)[-1].startswith("Linked to alice.")
+
+
+def test_the_webhook_at_a_wrong_path_is_not_found(fake, alice):
+    code = accounts.issue_code(alice)
+
+    response = webhook(message_update(ALICE_TG, f"/start {code}"), path_secret="wrong", header=webhook_secret("header"))
+
+    assert response.status_code == 404
+    assert not TelegramAccount.objects.exists()
+
+
+def test_the_webhook_at_a_non_ascii_path_is_not_found(fake):
+    """(FAILS: views.webhook compares the path with hmac.compare_digest, which raises TypeError for
+    a str with non-ASCII characters, so this answers 500 rather than 404.)"""
+    client = Client(raise_request_exception=False)
+
+    response = client.post("/telegram/webhook/%C3%A9t%C3%A9/", "{}", content_type="application/json",
+                           headers={SECRET_HEADER: webhook_secret("header")})
+
+    assert response.status_code == 404
+
+
+def test_the_webhook_without_the_right_secret_header_is_forbidden(fake, alice):
+    code = accounts.issue_code(alice)
+
+    for header in (None, "", "wrong", webhook_secret("path"), webhook_secret("header")[:-1]):
+        response = webhook(message_update(ALICE_TG, f"/start {code}"), header=header)
+        assert response.status_code == 403, header
+
+    assert not TelegramAccount.objects.exists()
+    assert LinkCode.objects.get(user=alice).used_at is None
+
+
+def test_the_webhook_with_a_non_ascii_secret_header_is_forbidden(fake):
+    """(FAILS like the non-ASCII path: hmac.compare_digest raises TypeError, a 500 rather than a 403.)"""
+    client = Client(raise_request_exception=False)
+
+    response = client.post(f"/telegram/webhook/{webhook_secret('path')}/", "{}", content_type="application/json",
+                           headers={SECRET_HEADER: "sécret"})
+
+    assert response.status_code == 403
+
+
+def test_the_webhook_answers_400_to_a_body_that_is_not_json(fake):
+    for body in ("not json", b"\xff\xfe\x00", "{", ""):
+        response = webhook(body, header=webhook_secret("header"))
+        assert response.status_code == 400 and response.json() == {"detail": "Not JSON."}, body
+
+
+def test_the_webhook_takes_json_that_is_no_update_and_does_nothing(fake):
+    for body in ([], 3, "null", {"message": "x"}, {"callback_query": {"id": 5}}, {"update_id": 9}):
+        response = webhook(body, header=webhook_secret("header"))
+        assert response.status_code == 200, body
+    assert not [name for name, _ in fake.calls if name != "getMe"]
+
+
+def test_the_webhook_is_not_found_when_the_bot_is_off(fake, alice, settings):
+    path, header = webhook_secret("path"), webhook_secret("header")
+    code = accounts.issue_code(alice)
+    settings.TELEGRAM_BOT_TOKEN = ""
+
+    response = webhook(message_update(ALICE_TG, f"/start {code}"), path_secret=path, header=header)
+
+    assert response.status_code == 404
+    assert not TelegramAccount.objects.exists()
+
+
+def test_the_webhook_secrets_change_with_the_bot_token(fake, settings):
+    before = webhook_secret("path"), webhook_secret("header")
+    assert before[0] != before[1] and len(before[0]) == 48
+
+    settings.TELEGRAM_BOT_TOKEN = "4242:another-token"
+
+    assert (webhook_secret("path"), webhook_secret("header")) != before
+
+
+def test_the_webhook_takes_only_post(fake):
+    response = Client().get(f"/telegram/webhook/{webhook_secret('path')}/", headers={SECRET_HEADER: webhook_secret("header")})
+
+    assert response.status_code == 405
+
+
+@through_the_loop
+def test_a_press_through_the_webhook_decides(pending, fake, alice):
+    approval, buttons = pending
+
+    response = webhook(press_update(ALICE_TG, buttons["Reject"], query_id="web-1"), header=webhook_secret("header"))
+
+    assert response.status_code == 200
+    assert fake.answer_to("web-1") == "Rejected."
+    assert Approval.objects.get(pk=approval.pk).status == "rejected"
+
+
+# --- The Telegram page ----------------------------------------------------------------------------------
+
+
+def test_the_telegram_page_needs_a_login(fake, alice):
+    for response in (Client().get("/telegram/"), Client().post("/telegram/code/"), Client().post("/telegram/unlink/")):
+        assert response.status_code == 302 and response.url.startswith("/accounts/login/")
+    assert not LinkCode.objects.exists()
+
+
+def test_get_a_link_code_shows_a_code_that_links(fake, alice):
+    client = client_for(alice, csrf=True)
+    page = client.get("/telegram/")
+    assert page.status_code == 200 and 'id="telegram-not-linked"' in page.content.decode()
+    token = page.cookies["csrftoken"].value if "csrftoken" in page.cookies else client.cookies["csrftoken"].value
+
+    response = client.post("/telegram/code/", {"csrfmiddlewaretoken": token})
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    code = html.split('<code id="telegram-code">/start ', 1)[1].split("<", 1)[0]
+    assert len(code) == accounts.CODE_LENGTH
+    say(ALICE_TG, f"/start {code}")
+    assert TelegramAccount.objects.get(user=alice).telegram_user_id == ALICE_TG
+    linked = client.get("/telegram/").content.decode()
+    assert f"Linked to Telegram account {ALICE_TG} (@user{ALICE_TG})" in linked
+
+
+def test_a_post_without_a_csrf_token_is_forbidden(fake, alice):
+    link(alice, ALICE_TG)
+    client = client_for(alice, csrf=True)
+
+    assert client.post("/telegram/code/").status_code == 403
+    assert client.post("/telegram/unlink/").status_code == 403
+
+    assert LinkCode.objects.filter(used_at__isnull=True).count() == 0
+    assert TelegramAccount.objects.filter(user=alice).exists()
+
+
+def test_unlink_removes_the_telegram_account(fake, alice, bob):
+    link(alice, ALICE_TG)
+    link(bob, BOB_TG)
+    client = client_for(alice, csrf=True)
+    client.get("/telegram/")
+
+    response = client.post("/telegram/unlink/", {"csrfmiddlewaretoken": client.cookies["csrftoken"].value})
+
+    assert response.status_code == 302 and response.url == "/telegram/"
+    assert list(TelegramAccount.objects.values_list("user__username", flat=True)) == ["bob"]
+    assert "not linked" in press(fake, ALICE_TG, "a:whatever")
+
+
+def test_the_page_without_a_bot_says_so_and_gives_no_code(alice, settings):
+    settings.TELEGRAM_BOT_TOKEN = ""
+    client = client_for(alice)
+
+    assert 'id="telegram-off"' in client.get("/telegram/").content.decode()
+    assert client.post("/telegram/code/").status_code == 404
+    assert not LinkCode.objects.exists()
