@@ -78,7 +78,7 @@ def close_turn(message: Message) -> None:
     if task is None or task.position >= message.position:
         return
     state = current_state(conversation, task)
-    final = next(name for name, value in FINAL_STATES.items() if value == state)
+    final = next((name for name, value in FINAL_STATES.items() if value == state), Task.FinalState.COMPLETED)
     Task.objects.filter(pk=task.pk, final_state="").update(final_state=final, end_position=message.position)
 
 
@@ -134,7 +134,9 @@ def current_state(conversation: Conversation, task: Task | None, turn: QuerySet[
     if turn is None and task is not None:
         turn = Message.objects.filter(conversation=conversation, position__gte=task.position)
     last = turn.exclude(role=Message.Role.USER).order_by("-position").first() if turn is not None else None
-    if last is not None and last.role == Message.Role.SYSTEM and last.content.startswith(STOPPED_BY):
+    if last is None:  # idle with no word after the task's message: the run has not shown anything yet
+        return State.TASK_STATE_WORKING
+    if last.role == Message.Role.SYSTEM and last.content.startswith(STOPPED_BY):
         return State.TASK_STATE_CANCELED
     return State.TASK_STATE_COMPLETED
 

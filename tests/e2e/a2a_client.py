@@ -1,5 +1,6 @@
 """The real `a2a-sdk` client, for one agent as one user (its API token), driven from sync tests."""
 import asyncio
+import time
 
 import httpx
 from google.protobuf.json_format import MessageToDict
@@ -39,8 +40,15 @@ class A2A:
         return self._run(work)
 
     def task(self, *parts, **ids) -> pb.Task:
+        """A blocking send's task, once it has stopped moving. A2A lets a blocking send answer with a
+        task still working (ours does after HITL_A2A_WAIT_SECONDS); a client then reads it again."""
         [event] = self.send(*parts, **ids)
-        return event.task
+        task = event.task
+        deadline = time.monotonic() + 20
+        while task.status.state in (State.TASK_STATE_SUBMITTED, State.TASK_STATE_WORKING) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            task = self.get(task.id)
+        return task
 
     def get(self, task_id: str) -> pb.Task:
         return self._run(lambda client: client.get_task(pb.GetTaskRequest(id=task_id)))
@@ -63,7 +71,9 @@ def _data_part(data: dict) -> pb.Part:
 
 
 def data_parts(task: pb.Task) -> dict:
-    return {part["data"]["type"]: part["data"] for part in MessageToDict(task.status.message).get("parts", []) if "data" in part}
+    parts = {part["data"]["type"]: part["data"] for part in MessageToDict(task.status.message).get("parts", []) if "data" in part}
+    assert parts, f"no data parts in {pb.TaskState.Name(task.status.state)} task: {MessageToDict(task)}"
+    return parts
 
 
 def text_of(task: pb.Task) -> str:
