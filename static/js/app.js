@@ -5,6 +5,12 @@
   "use strict";
   const baseTitle = document.title;
 
+  // A lost socket (daphne or Redis restarted) comes back within seconds: htmx's default waits up to
+  // 64 s at random after a few failed tries; ours at most 5 s, jittered so pages do not all come at once.
+  htmx.config.wsReconnectDelay = function (retryCount) {
+    return Math.min(1000 * Math.pow(2, retryCount), 5000) * (0.5 + Math.random() / 2);
+  };
+
   // Reject shows the reason form and puts the focus in it; Cancel hides it again.
   document.addEventListener("click", function (event) {
     const toggle = event.target.closest("[data-reject-toggle]");
