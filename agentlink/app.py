@@ -76,13 +76,7 @@ class Authenticate:
         await self.app(scope, receive, send)  # daphne reads no more than the Content-Length
 
 
-@database_sync_to_async
-def _user_for(key: str):
-    token = ApiToken.objects.select_related("user").filter(key_hash=ApiToken.hash_key(key)).first()
-    if token is None or not token.user.is_active:
-        return None
-    token.note_use()
-    return token.user
+_user_for = database_sync_to_async(ApiToken.user_for)
 
 
 async def _error(send, status: int, detail: str, *, bearer: bool = False) -> None:

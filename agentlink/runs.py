@@ -104,7 +104,7 @@ def read(task: Task) -> Reading:
     pending = _pending(conversation)
     if pending:
         return Reading(State.TASK_STATE_INPUT_REQUIRED, _notice_since(pending) + _pause_text(pending), pause_parts(pending), pending)
-    state = current_state(conversation, task, turn)
+    state = current_state(conversation, task, turn, pending=pending)
     if state == State.TASK_STATE_FAILED:
         return Reading(state, conversation.error or "The run failed.")
     if state == State.TASK_STATE_CANCELED:
@@ -121,9 +121,12 @@ def _turn(task: Task) -> QuerySet[Message]:
     return turn.filter(position__lt=task.end_position) if task.end_position else turn
 
 
-def current_state(conversation: Conversation, task: Task | None, turn: QuerySet[Message] | None = None) -> int:
-    """The state of the conversation's latest task, from the conversation's status."""
-    if _pending(conversation):
+def current_state(
+    conversation: Conversation, task: Task | None, turn: QuerySet[Message] | None = None, *, pending: list | None = None
+) -> int:
+    """The state of the conversation's latest task, from the conversation's status (and its pending
+    approvals, when the caller has read them already)."""
+    if pending if pending is not None else _pending(conversation):
         return State.TASK_STATE_INPUT_REQUIRED
     if conversation.status in (Conversation.Status.RUNNING, Conversation.Status.WAITING_FOR_APPROVAL):
         return State.TASK_STATE_WORKING

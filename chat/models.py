@@ -232,6 +232,15 @@ class ApiToken(models.Model):
         cls.objects.create(user=user, key_hash=cls.hash_key(key))
         return key
 
+    @classmethod
+    def user_for(cls, key: str):
+        """The active user whose token `key` is (noting the use), or None: the JSON API and A2A ask here."""
+        token = cls.objects.select_related("user").filter(key_hash=cls.hash_key(key)).first()
+        if token is None or not token.user.is_active:
+            return None
+        token.note_use()
+        return token.user
+
     def note_use(self) -> None:
         """Record that the token was used, to the minute: a write on every request would queue all
         API calls on SQLite's one write lock."""

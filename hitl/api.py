@@ -22,12 +22,10 @@ from hitl.inputs import has_surrogate
 
 class BearerToken(HttpBearer):
     def authenticate(self, request, token: str):
-        api_token = ApiToken.objects.select_related("user").filter(key_hash=ApiToken.hash_key(token)).first()
-        if api_token is None or not api_token.user.is_active:
-            return None
-        api_token.note_use()
-        request.user = api_token.user
-        return api_token.user
+        user = ApiToken.user_for(token)
+        if user is not None:
+            request.user = user
+        return user
 
 
 class UnstorableText(ValueError):
