@@ -14,7 +14,7 @@ from .templatetags.approval_tags import edit_diff
 EXPORT_COLUMNS = [
     "id", "status", "tool", "arguments", "risk", "reason", "approver_required", "agent", "conversation",
     "requested_by", "requested_at", "expires_at", "decided_by", "decided_via", "decided_at", "rejection_reason",
-    "edited_by", "edited_arguments", "preview", "chain_position", "previous_hash", "decision_hash",
+    "comment", "edited_by", "edited_arguments", "preview", "chain_position", "previous_hash", "decision_hash",
     "kind", "question", "plan", "answer",
 ]
 # A cell starting with one of these is a formula to a spreadsheet (OWASP, "CSV Injection").
@@ -35,7 +35,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "kind", "status", "risk", "decided_via", "approver_required", ("conversation__agent", admin.RelatedOnlyFieldListFilter),
         "tool_call__name", ("decided_by", admin.RelatedOnlyFieldListFilter), "requested_at", "decided_at",
     ]
-    search_fields = ["tool_call__name", "reason", "rejection_reason", "requested_by__username", "decided_by__username", "=conversation__id"]
+    search_fields = ["tool_call__name", "reason", "rejection_reason", "comment", "requested_by__username", "decided_by__username", "=conversation__id"]
     list_select_related = ["tool_call", "requested_by", "decided_by"]
     date_hierarchy = "requested_at"
     actions = ["export_csv"]
@@ -62,7 +62,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 a.pk, a.status, a.tool_call.name, a.tool_call.arguments, a.risk, a.reason, a.approver_required,
                 a.conversation.agent.slug, a.conversation_id, a.requested_by.get_username(), a.requested_at.isoformat(),
                 a.expires_at.isoformat() if a.expires_at else "", a.decided_by.get_username() if a.decided_by else "",
-                a.decided_via, a.decided_at.isoformat() if a.decided_at else "", a.rejection_reason,
+                a.decided_via, a.decided_at.isoformat() if a.decided_at else "", a.rejection_reason, a.comment,
                 a.edited_by.get_username() if a.edited_by else "", a.edited_arguments if a.is_edited else "",
                 a.preview["text"] if a.preview else "", a.chain_position, a.previous_hash, a.decision_hash,
                 a.kind, *("" if value is None else json.dumps(value, ensure_ascii=False) for value in (a.question, a.plan, a.answer)),

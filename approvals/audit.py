@@ -4,7 +4,10 @@ written by the very UPDATE that decides it; `verify()` walks the chain (`manage.
 The triggers (`approvals.triggers`) refuse to change or delete a decided approval, but whoever owns
 the tables can drop them. The chain makes what they then do evident: a changed field no longer
 matches its hash, a removed decision leaves a missing link, and a rewritten hash no longer matches
-the next link's `previous_hash`.
+the next link's `previous_hash`. The arguments themselves are chained through their hashes: each
+link covers `arguments_hash` (the requested arguments, stored on the tool call) and
+`edited_arguments_hash` (an edit's), and `verify()` hashes the stored arguments again, so arguments
+rewritten after the decision no longer match the link that covers them.
 
 Linear under concurrency: every decider calls `lock_head()` first in its transaction. On PostgreSQL
 that takes a transaction-scoped advisory lock, so deciders extend the chain one at a time, in commit
@@ -43,8 +46,17 @@ OUTSIDE = "it is decided but not in the chain: decided around the services"
 HASHED_FIELDS = (
     "conversation", "tool_call", "tool_call__name", "requested_by", "reason", "risk", "approver_required",
     "arguments_hash", "edited_arguments_hash", "edited_by", "preview", "status", "requested_at", "expires_at",
-    "decided_at", "decided_by", "decided_via", "rejection_reason", "kind", "question", "plan", "answer", "rule", *CHAIN_FIELDS,
+    "decided_at", "decided_by", "decided_via", "rejection_reason", "comment", "kind", "question", "plan", "answer", "rule",
+    "tool_call__arguments", "edited_arguments", *CHAIN_FIELDS,
 )
+
+
+def arguments_hash(arguments) -> str:
+    """SHA-256 of the canonical JSON of a call's arguments, exactly as `chat.tools.arguments_hash`
+    computes the hash an approval covers (a test pins the two together; approvals imports nothing
+    from chat). Checked again here, on the arguments as stored, against the hash the chain covers."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def content(approval: Approval, changes: dict | None = None) -> dict:
@@ -86,6 +98,8 @@ def content(approval: Approval, changes: dict | None = None) -> dict:
         hashed["rule"] = rule
     if (repeated := ident("repeat_of")) is not None:  # a repeat of a human's rejection: which one
         hashed["repeat_of"] = repeated
+    if comment := value("comment"):  # the decider's word on it; a link without one hashes as it always did
+        hashed["comment"] = comment
     if approval.kind != Approval.Kind.ACTION:
         # A question or a plan also hashes what was asked and answered. An action's content is as it
         # always was, so the links stored before pauses had kinds still verify.
@@ -163,8 +177,9 @@ class Verdict:
 
 def verify(*, using: str = DEFAULT_DB_ALIAS, expect: tuple[int, str] | None = None) -> Verdict:
     """Walk the chain from its first link and report the first one that is broken: missing (a
-    decision removed), not following its predecessor's hash (a hash rewritten), or whose content no
-    longer matches its hash (a field changed). A decided approval outside the chain (made or
+    decision removed), not following its predecessor's hash (a hash rewritten), whose content no
+    longer matches its hash (a field changed), or whose stored arguments, requested or edited, no
+    longer hash to what it covers (arguments rewritten). A decided approval outside the chain (made or
     decided around the services) breaks it too. `expect` is a (position, hash) kept elsewhere."""
     approvals = Approval.objects.using(using)
     head = Head()
@@ -202,4 +217,23 @@ def _why_broken(approval: Approval, head: Head) -> str:
         return "it is in the chain but pending again: its decision was undone"
     if decision_hash(approval) != approval.decision_hash:
         return "its content no longer matches its hash: it was changed after the decision"
+    return _arguments_changed(approval)
+
+
+def _arguments_changed(approval: Approval) -> str:
+    """Which stored arguments of a chained decision no longer hash to what its link covers, or "".
+    A question a tool asks mid-call (an input request) covers no arguments: its hash is empty, and
+    its call's arguments must stay empty."""
+    requested = approval.tool_call.arguments
+    if (arguments_hash(requested) if requested or approval.arguments_hash else "") != approval.arguments_hash:
+        return (
+            "its requested arguments (tool_call.arguments) no longer match the arguments_hash it chains: "
+            "they were changed after the decision"
+        )
+    edited = approval.edited_arguments
+    if (arguments_hash(edited) if edited is not None else "") != approval.edited_arguments_hash:
+        return (
+            "its edited arguments (edited_arguments) no longer match the edited_arguments_hash it chains: "
+            "they were changed after the decision"
+        )
     return ""

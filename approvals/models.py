@@ -96,6 +96,9 @@ class Approval(models.Model):
     )
     decided_via = models.CharField(max_length=16, choices=Via.choices, blank=True)
     rejection_reason = models.TextField(blank=True)
+    comment = models.TextField(
+        blank=True, help_text="The decider's optional word on the decision, kept and chained with it (approvals.audit)."
+    )
     approver_required = models.BooleanField(
         default=False, help_text="Only an approver who is not the requester may decide (four eyes)."
     )

