@@ -72,6 +72,7 @@ class ToolSpec:
     confirmation: Callable[[dict], str] | None = None  # what to type to approve it when critical
     pause: str = ""  # "question" or "plan": the call is the agent asking a human, never run (approvals.pauses)
     annotations: dict | None = None  # what the tool's source says of it (an MCP server's hints), shown as hints
+    offered: bool = True  # False: found by name (so a call is refused in the tool's own words) but never offered
 
     def openai_schema(self) -> dict:
         return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
@@ -140,15 +141,18 @@ class Registry:
             self.sources.append(source)
 
     def for_agent(self, agent) -> list[ToolSpec]:
-        """The tools the agent may call: its built-in ones, then each source's."""
-        built_in = [self.tools[name] for name in agent.tools if name in self.tools]
-        return built_in + [spec for source in self.sources for spec in source(agent) if spec.name not in self.tools]
+        """The tools offered to the agent: its built-in ones, then each source's."""
+        return [spec for spec in self._every(agent) if spec.offered]
 
     def find(self, agent, name: str) -> ToolSpec | None:
-        """The tool `name` if the agent may call it now."""
+        """The tool `name` if the agent may call it now (or it is there but refuses calls, not `offered`)."""
         if name in self.tools:
             return self.tools[name] if name in agent.tools else None
-        return next((spec for spec in self.for_agent(agent) if spec.name == name), None)
+        return next((spec for spec in self._every(agent) if spec.name == name), None)
+
+    def _every(self, agent) -> list[ToolSpec]:
+        built_in = [self.tools[name] for name in agent.tools if name in self.tools]
+        return built_in + [spec for source in self.sources for spec in source(agent) if spec.name not in self.tools]
 
 
 registry = Registry()

@@ -11,8 +11,9 @@ from .models import AgentToolServer, ToolServer
 
 def ensure_notes_server(agent, *, notes_dir=None) -> ToolServer:
     """`notes`: this project's own MCP server (toolservers.demo_server) over stdio, its notes in
-    var/demo-notes; linked to `agent` with no `require_approval` list, so the server's annotations
-    decide: listing and reading run freely, writing and deleting wait for a human."""
+    var/demo-notes; linked to `agent` with no `require_approval` list. Marked trusted (its annotations
+    are this project's own words), so they decide: listing and reading run freely, writing and
+    deleting wait for a human."""
     server, _ = ToolServer.objects.update_or_create(
         name="notes",
         defaults={
@@ -21,6 +22,7 @@ def ensure_notes_server(agent, *, notes_dir=None) -> ToolServer:
             "args": ["-m", "toolservers.demo_server"],
             "env": {"NOTES_DIR": str(notes_dir or settings.VAR_DIR / "demo-notes"), "PYTHONPATH": str(settings.BASE_DIR)},
             "enabled": True,
+            "trusted": True,
         },
     )
     AgentToolServer.objects.update_or_create(agent=agent, server=server, defaults={"tools": [], "require_approval": None})

@@ -2,6 +2,7 @@
 agents that use them, with which tools they expose and which need a human."""
 import re
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
@@ -37,6 +38,11 @@ class ToolServer(models.Model):
     )
     timeout_seconds = models.PositiveIntegerField(default=30, help_text="How long one listing or call may take.")
     enabled = models.BooleanField(default=True)
+    trusted = models.BooleanField(
+        default=False,
+        help_text="Believe the server's annotations: with no require_approval list, a tool it marks read-only runs "
+        "without a human. Untrusted (the default), its hints are shown but relax nothing: every tool asks.",
+    )
     tools = models.JSONField(
         default=list, blank=True, editable=False,
         help_text="The tools as last listed: [{name, description, input_schema, annotations}].",
@@ -63,18 +69,42 @@ class ToolServer(models.Model):
         return next((tool for tool in self.tools if tool.get("name") == name), None)
 
 
+class ToolPin(models.Model):
+    """One tool of a server as an admin approved it: its definition (description, input schema,
+    annotations) and that definition's hash. A listed tool whose definition hashes otherwise is
+    disabled until an admin accepts it (toolservers.pins). `approved_by` empty with `approved_at`
+    set: pinned at the server's first listing; `definition` empty: new since, never approved."""
+
+    server = models.ForeignKey(ToolServer, on_delete=models.CASCADE, related_name="pins")
+    name = models.CharField(max_length=200)
+    definition = models.JSONField(null=True, blank=True, editable=False)
+    definition_hash = models.CharField(max_length=64, blank=True, editable=False)
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+    approved_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        verbose_name = "tool definition"
+        constraints = [models.UniqueConstraint(fields=["server", "name"], name="toolservers_toolpin_one_per_tool")]
+
+    def __str__(self) -> str:
+        return f"{self.server} → {self.name}"
+
+
 class AgentToolServer(models.Model):
     """An agent's use of a tool server (kagent's shape): `tools` it exposes (empty: all), and
-    `require_approval`, the tools that need a human. Without a `require_approval` list the server's
-    annotations decide: a tool marked read-only runs freely, every other one needs a human."""
+    `require_approval`, the tools that need a human. Without a `require_approval` list a trusted
+    server's annotations decide (a tool marked read-only runs freely, every other one needs a
+    human); an untrusted server's tools all need a human."""
 
     agent = models.ForeignKey("chat.Agent", on_delete=models.CASCADE, related_name="tool_servers")
     server = models.ForeignKey(ToolServer, on_delete=models.CASCADE, related_name="agents")
     tools = models.JSONField(default=list, blank=True, help_text="The server's tools this agent may call; empty: all of them.")
     require_approval = models.JSONField(
         null=True, blank=True,
-        help_text="Tools that need a human, each also exposed; empty (null): the server's annotations decide "
-        "(read-only runs freely, anything else asks).",
+        help_text="Tools that need a human, each also exposed; empty (null): a trusted server's annotations decide "
+        "(read-only runs freely, anything else asks); an untrusted server's tools all ask.",
     )
     risks = models.JSONField(default=dict, blank=True, help_text='Optional risk per tool, e.g. {"git_reset": "high"}.')
 

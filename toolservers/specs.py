@@ -1,8 +1,10 @@
 """A tool server's tools as the loop's tools (chat.tools.ToolSpec): named `<server>__<tool>`, their
 arguments checked against the server's JSON schema, gated by the agent's link to the server (its
-`require_approval` list, else the server's annotations), and run through the MCP client. The loop
-finds them through the registry's sources (chat.tools.Registry.add_source) and treats them exactly
-as the built-in tools: the same validation, gate, rules, previews, approval, claim and audit."""
+`require_approval` list, else a trusted server's annotations; an untrusted server's tools all ask),
+and run through the MCP client. The loop finds them through the registry's sources
+(chat.tools.Registry.add_source) and treats them exactly as the built-in tools: the same validation,
+gate, rules, previews, approval, claim and audit. A tool whose definition is not the one an admin
+approved (pins) is found but never offered, and refuses every call."""
 import hashlib
 import json
 import re
@@ -13,7 +15,7 @@ import jsonschema
 from approvals.hints import server_hints
 from chat.tools import InputRequired, Preview, ToolArgumentsError, ToolError, ToolSpec
 
-from . import client, inputs
+from . import client, inputs, pins
 from .models import AgentToolServer, ToolServer
 
 SEPARATOR = "__"
@@ -43,6 +45,12 @@ class McpToolSpec(ToolSpec):
     server: ToolServer | None = None
     remote_name: str = ""
     input_schema: dict = field(default_factory=dict)
+    previewed_by: tuple[str, tuple[str, ...]] | None = None  # PREVIEWED_BY's entry, when that tool may run freely
+    disabled: str = ""  # why every call is refused: the definition is not the one an admin approved
+
+    def refuse_if_disabled(self, error: type[Exception]) -> None:
+        if self.disabled:
+            raise error(self.disabled)
 
     @property
     def parameters(self) -> dict:
@@ -50,6 +58,7 @@ class McpToolSpec(ToolSpec):
 
     def validate(self, arguments) -> dict:
         """Check the model's arguments against the server's schema; the error is written for the model."""
+        self.refuse_if_disabled(ToolArgumentsError)  # before the gate: nobody is asked about a call that cannot run
         if not isinstance(arguments, dict):
             raise ToolArgumentsError(f"Arguments for {self.name} must be a JSON object.")
         try:
@@ -70,16 +79,16 @@ class McpToolSpec(ToolSpec):
         for name, value in arguments.items():
             shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2)
             lines.append(f"{name}: {shown}")
-        companion = PREVIEWED_BY.get(self.remote_name)
-        if companion is None or not _read_only(self.server.tool(companion[0])):
+        if self.previewed_by is None or self.disabled:
             return Preview("text", "\n".join(lines))
-        tool, passed_on = companion
+        tool, passed_on = self.previewed_by
         outcome = client.call_tool(self.server, tool, {name: arguments[name] for name in passed_on if name in arguments})
         shown = outcome.text.strip() or "(nothing)"
         lines += ["", f"What it acts on, as {tool} shows it now:", shown]
         return Preview("diff", "\n".join(lines), state=hashlib.sha256(outcome.text.encode()).hexdigest()[:32])
 
     def run(self, arguments: dict, context):
+        self.refuse_if_disabled(ToolError)  # approved before the server changed the tool: not run
         try:
             outcome = client.call_tool(self.server, self.remote_name, arguments)
         except client.ServerUnavailable as exc:
@@ -89,6 +98,7 @@ class McpToolSpec(ToolSpec):
     def resume(self, arguments: dict, context, state: dict, answer: dict):
         """The human settled the tool's question: ask the next one, or call again with the answers
         and the request state the server gave (a server that no longer takes it says so)."""
+        self.refuse_if_disabled(ToolError)
         state = inputs.record(state, answer)
         if inputs.pending(state):
             raise InputRequired(inputs.question(state), state)
@@ -117,32 +127,68 @@ class McpToolSpec(ToolSpec):
         return outcome.text
 
 
-def spec_for(link: AgentToolServer, tool: dict) -> McpToolSpec:
-    """The tool as this agent's link exposes it: gated by the link's list, or by the annotations."""
-    annotations = tool.get("annotations")
-    name = model_name(link.server.name, tool["name"])
+def gate_of(link: AgentToolServer, tool: dict) -> tuple[bool, str]:
+    """Whether a call needs a human, and why: the link's list if it has one; else, for a server an
+    admin marked trusted, its annotations (read-only runs freely); else always. An untrusted
+    server's hints relax nothing: they are its own words about itself."""
     if link.require_approval is not None:
-        needs = tool["name"] in link.require_approval
-        reason = f"{link.agent.name} needs approval for {tool['name']} on {link.server.name}."
-    else:
-        needs = not (annotations or {}).get("readOnlyHint", False)
-        reason = f"{link.server.name} does not mark {tool['name']} read-only (its own hint), so a human decides."
+        return tool["name"] in link.require_approval, f"{link.agent.name} needs approval for {tool['name']} on {link.server.name}."
+    if not link.server.trusted:
+        return True, f"{link.server.name} is not trusted by an admin, so its hints relax nothing: a human decides {tool['name']}."
+    return not _read_only(tool), f"{link.server.name} does not mark {tool['name']} read-only (its own hint), so a human decides."
+
+
+def disabled_reason(link: AgentToolServer, tool: dict, approved: dict[tuple[int, str], str]) -> str:
+    """Why the tool refuses calls ("" if it does not): its definition is not the one an admin approved."""
+    pinned = approved.get((link.server_id, tool["name"]))
+    if pinned == pins.definition_hash(tool):
+        return ""
+    how = "its description, input schema or annotations differ" if pinned else "it was added after the first listing"
+    return (
+        f"{model_name(link.server.name, tool['name'])} is disabled: {link.server.name}'s listing of it changed since approved "
+        f"by an admin ({how}). An admin can review the change and accept it: admin → Tool servers (MCP) → Tool definitions."
+    )
+
+
+def spec_for(link: AgentToolServer, tool: dict, approved: dict[tuple[int, str], str]) -> McpToolSpec:
+    """The tool as this agent's link exposes it: gated by gate_of, disabled unless pinned as listed."""
+    needs, reason = gate_of(link, tool)
+    disabled = disabled_reason(link, tool, approved)
     risk = link.risks.get(tool["name"]) or ("low" if not needs else "medium")
     return McpToolSpec(
-        name=name,
+        name=model_name(link.server.name, tool["name"]),
         description=(tool.get("description") or "")[:1000],
         function=_never,
         arguments_model=None,
-        needs_approval=(lambda _arguments, _context: (True, reason)) if needs else False,
+        needs_approval=(lambda _arguments, _context: (True, reason)) if needs or disabled else False,
         risk=risk,
         server=link.server,
         remote_name=tool["name"],
         input_schema=tool.get("input_schema") or {},
-        annotations=annotations,
+        annotations=tool.get("annotations"),
+        previewed_by=_companion(link, tool["name"], approved),
+        disabled=disabled,
+        offered=not disabled,
     )
 
 
+def _companion(link: AgentToolServer, tool_name: str, approved: dict[tuple[int, str], str]):
+    """The read-only tool that previews this one, if the agent could call it without a human (so a
+    preview never runs what a call could not) and its definition is the approved one."""
+    companion = PREVIEWED_BY.get(tool_name)
+    listed = link.server.tool(companion[0]) if companion else None
+    if listed is None or not _read_only(listed) or not link.exposes(listed["name"]):
+        return None
+    if gate_of(link, listed)[0] or disabled_reason(link, listed, approved):
+        return None
+    return companion
+
+
 def tools_for_agent(agent) -> list[McpToolSpec]:
-    """Every tool the agent's enabled tool servers expose to it, as last listed."""
-    links = AgentToolServer.objects.filter(agent=agent, server__enabled=True).select_related("server", "agent")
-    return [spec_for(link, tool) for link in links for tool in link.server.tools if link.exposes(tool["name"])]
+    """Every tool the agent's enabled tool servers expose to it, as last listed; the ones whose
+    definition an admin has not approved are not offered (`offered`) but still found, to refuse."""
+    links = list(AgentToolServer.objects.filter(agent=agent, server__enabled=True).select_related("server", "agent"))
+    if not links:
+        return []
+    approved = pins.approved_hashes([link.server_id for link in links])
+    return [spec_for(link, tool, approved) for link in links for tool in link.server.tools if link.exposes(tool["name"])]

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from toolservers import client, discovery
+from toolservers import client, discovery, pins
 from toolservers.models import ToolServer
 
 
@@ -23,5 +23,10 @@ class Command(BaseCommand):
                 self.stderr.write(f"{server.name}: {exc}")
             else:
                 self.stdout.write(f"{server.name}: {len(tools)} tools ({', '.join(tool['name'] for tool in tools)})")
+                if unapproved := pins.unapproved_tools(server):
+                    self.stderr.write(
+                        f"{server.name}: changed since approved by an admin, disabled until accepted in the admin "
+                        f"(Tool definitions): {', '.join(unapproved)}"
+                    )
         if failed:
             raise SystemExit(1)
