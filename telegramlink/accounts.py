@@ -54,6 +54,7 @@ def link(code: str, *, telegram_user_id: int, chat_id: int, telegram_username: s
                     "telegram_username": telegram_username[:64],
                     "awaiting": "",
                     "awaiting_approval": None,
+                    "awaiting_shown_hash": "",
                 },
             )
         except IntegrityError:

@@ -8,7 +8,7 @@ from .models import ApprovalMessage, TelegramAccount
 class TelegramAccountAdmin(admin.ModelAdmin):
     list_display = ["user", "telegram_user_id", "telegram_username", "linked_at"]
     search_fields = ["user__username", "telegram_username"]
-    readonly_fields = ["user", "telegram_user_id", "chat_id", "telegram_username", "linked_at", "awaiting", "awaiting_approval"]
+    readonly_fields = ["user", "telegram_user_id", "chat_id", "telegram_username", "linked_at", "awaiting", "awaiting_approval", "awaiting_shown_hash"]
 
     def has_add_permission(self, request) -> bool:
         return False  # linked from Telegram with a code, never typed in
@@ -18,7 +18,6 @@ class TelegramAccountAdmin(admin.ModelAdmin):
 class ApprovalMessageAdmin(admin.ModelAdmin):
     list_display = ["approval", "account", "status", "attempts", "last_error", "updated_at"]
     list_filter = ["status"]
-    exclude = ["token"]  # what the buttons carry
     readonly_fields = ["approval", "account", "chat_id", "message_id", "status", "attempts", "last_error"]
 
     def has_add_permission(self, request) -> bool:

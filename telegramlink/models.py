@@ -24,6 +24,8 @@ class TelegramAccount(models.Model):
     awaiting_approval = models.ForeignKey(
         "approvals.Approval", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The version the pressed message showed: what the typed reply decides, or nothing if it changed.
+    awaiting_shown_hash = models.CharField(max_length=64, blank=True)
 
     def __str__(self) -> str:
         return f"{self.user} ↔ telegram {self.telegram_user_id}"
@@ -56,11 +58,8 @@ class ApprovalMessage(models.Model):
 
     approval = models.ForeignKey("approvals.Approval", on_delete=models.CASCADE, related_name="telegram_messages")
     account = models.ForeignKey(TelegramAccount, on_delete=models.CASCADE, related_name="messages")
-    token = models.CharField(max_length=32, unique=True, default=new_token, help_text="What its buttons carry.")
     chat_id = models.BigIntegerField()
-    message_id = models.BigIntegerField(null=True, blank=True)
-    # The hash of the arguments the message shows: a press decides only those (an edit since refuses).
-    shown_hash = models.CharField(max_length=64, blank=True)
+    message_id = models.BigIntegerField(null=True, blank=True, help_text="The newest delivered copy, edited to the outcome.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.CharField(max_length=500, blank=True)
@@ -73,3 +72,17 @@ class ApprovalMessage(models.Model):
 
     def __str__(self) -> str:
         return f"approval #{self.approval_id} to {self.account_id} ({self.status})"
+
+
+class SentVersion(models.Model):
+    """One send of an ApprovalMessage: the token its buttons carry and the version of the approval
+    its text showed. A press decides only that version, so a copy Telegram delivered although the
+    send timed out (then an edit, then the retry) never approves what the newer copy shows."""
+
+    message = models.ForeignKey(ApprovalMessage, on_delete=models.CASCADE, related_name="versions")
+    token = models.CharField(max_length=32, unique=True, default=new_token, help_text="What its buttons carry.")
+    shown_hash = models.CharField(max_length=64, blank=True, help_text="Approval.shown_hash as the text rendered it.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.message} as of {self.shown_hash[:12]}"

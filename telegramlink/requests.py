@@ -11,7 +11,7 @@ from approvals.models import Approval
 from approvals.permissions import is_approver
 
 from . import bot, texts
-from .models import ApprovalMessage, TelegramAccount
+from .models import ApprovalMessage, SentVersion, TelegramAccount
 
 logger = logging.getLogger(__name__)
 Status = ApprovalMessage.Status
@@ -50,8 +50,12 @@ def send(message_id: int) -> str:
     if approval.status != Approval.Status.PENDING:
         ApprovalMessage.objects.filter(pk=row.pk, status=Status.QUEUED).update(status=Status.CLOSED)
         return Sent.CLOSED
+    # Each send is a version of its own: a copy Telegram delivered though the send failed here (a
+    # timeout) keeps deciding only what it showed, whatever a later send of an edit shows.
+    version = SentVersion.objects.create(message=row, shown_hash=approval.shown_hash)
+    shown = texts.request(approval)
     try:
-        sent_id = bot.send(row.chat_id, texts.request_text(approval), texts.buttons(approval, row.token))
+        sent_id = bot.send(row.chat_id, shown.text, texts.buttons(approval, version.token, is_whole=shown.is_whole))
     except bot.Forbidden as exc:  # blocked, or the chat is gone: retrying will not help
         ApprovalMessage.objects.filter(pk=row.pk, status=Status.QUEUED).update(status=Status.FAILED, last_error=str(exc)[:500])
         return Sent.FAILED
@@ -62,7 +66,7 @@ def send(message_id: int) -> str:
             ApprovalMessage.objects.filter(pk=row.pk, status=Status.QUEUED).update(status=Status.FAILED)
         return Sent.FAILED
     ApprovalMessage.objects.filter(pk=row.pk).update(
-        status=Status.SENT, message_id=sent_id, shown_hash=approval.shown_hash, last_error="", updated_at=timezone.now()
+        status=Status.SENT, message_id=sent_id, last_error="", updated_at=timezone.now()
     )
     return Sent.SENT
 

@@ -11,7 +11,7 @@ from approvals import questions, services
 from approvals.models import Approval
 
 from . import accounts, bot, texts
-from .models import ApprovalMessage, TelegramAccount
+from .models import ApprovalMessage, SentVersion, TelegramAccount
 
 logger = logging.getLogger(__name__)
 Awaiting = TelegramAccount.Awaiting
@@ -61,46 +61,49 @@ def on_press(query: dict) -> None:
     if account is None:
         return bot.answer_press(query_id, NOT_LINKED)
     action, _, token = str(query.get("data") or "").partition(":")
-    row = ApprovalMessage.objects.select_related("approval").filter(token=token).first() if token else None
-    if row is None:
+    version = SentVersion.objects.select_related("message__approval").filter(token=token).first() if token else None
+    if version is None:
         return bot.answer_press(query_id, "This request is no longer known.")
+    # What this very message showed: a press decides that version or nothing.
+    row, shown_hash = version.message, version.shown_hash
     approval = row.approval
     user = account.user
     try:
         if action == texts.APPROVE:
             if approval.kind == Approval.Kind.ACTION and approval.confirmation_required:
-                services.check_decidable(approval.pk, user, approve=True)
-                _await(account, approval, Awaiting.CONFIRMATION)
+                services.check_decidable(approval.pk, user, approve=True, shown_hash=shown_hash)
+                _await(account, approval, Awaiting.CONFIRMATION, shown_hash)
                 bot.reply(account.chat_id, f"#{approval.pk} is critical: type <code>{escape(approval.confirmation_hint)}</code> "
                           f"to approve it, or open {escape(texts.conversation_url(approval))}")
                 return bot.answer_press(query_id, "Type the confirmation to approve.")
-            services.decide(approval.pk, user=user, approve=True, via=Approval.Via.TELEGRAM, shown_hash=row.shown_hash)
+            services.decide(approval.pk, user=user, approve=True, via=Approval.Via.TELEGRAM, shown_hash=shown_hash)
             return bot.answer_press(query_id, "Approved.")
         if action == texts.REJECT:
             if approval.kind == Approval.Kind.QUESTION:
-                services.answer(approval.pk, user=user, via=Approval.Via.TELEGRAM, decline=True)
+                services.answer(approval.pk, user=user, via=Approval.Via.TELEGRAM, shown_hash=shown_hash, decline=True)
                 return bot.answer_press(query_id, "Declined.")
-            services.decide(approval.pk, user=user, approve=False, via=Approval.Via.TELEGRAM, shown_hash=row.shown_hash)
+            services.decide(approval.pk, user=user, approve=False, via=Approval.Via.TELEGRAM, shown_hash=shown_hash)
             return bot.answer_press(query_id, "Rejected.")
         if action == texts.REJECT_WITH_REASON:
-            services.check_decidable(approval.pk, user, approve=False)
-            _await(account, approval, Awaiting.REASON)
+            services.check_decidable(approval.pk, user, approve=False, shown_hash=shown_hash)
+            _await(account, approval, Awaiting.REASON, shown_hash)
             bot.reply(account.chat_id, f"Why reject #{approval.pk}? Reply with the reason.")
             return bot.answer_press(query_id, "Reply with the reason.")
         if action == texts.TYPE:
-            services.check_decidable(approval.pk, user, approve=True)
-            _await(account, approval, Awaiting.ANSWER)
+            services.check_decidable(approval.pk, user, approve=True, shown_hash=shown_hash)
+            _await(account, approval, Awaiting.ANSWER, shown_hash)
             bot.reply(account.chat_id, f"Reply with your answer to #{approval.pk}.")
             return bot.answer_press(query_id, "Reply with your answer.")
         if action.startswith(texts.CHOOSE) and action[1:].isdigit() and approval.kind == Approval.Kind.QUESTION:
-            services.answer(approval.pk, user=user, via=Approval.Via.TELEGRAM, value=_option(approval, int(action[1:])))
+            value = _option(approval, int(action[1:]))
+            services.answer(approval.pk, user=user, via=Approval.Via.TELEGRAM, shown_hash=shown_hash, value=value)
             return bot.answer_press(query_id, "Answered.")
         return bot.answer_press(query_id, "That button is not one of this request's.")
     except services.AlreadyDecided as exc:
         _close_now(row)
         return bot.answer_press(query_id, f"Too late: {texts.outcome_line(exc.approval)}.")
     except services.ArgumentsChanged:
-        return bot.answer_press(query_id, f"The call was edited after this message: decide it on the site, {texts.conversation_url(approval)}")
+        return bot.answer_press(query_id, _changed(approval))
     except services.NotAllowed as exc:
         return bot.answer_press(query_id, str(exc))
     except Approval.DoesNotExist:
@@ -111,18 +114,19 @@ def on_press(query: dict) -> None:
 
 def _typed(account: TelegramAccount, text: str) -> None:
     approval = Approval.objects.get(pk=account.awaiting_approval_id)
-    user, via = account.user, Approval.Via.TELEGRAM
+    # The version of the message whose button asked for this reply, never whichever is newest.
+    user, via, shown_hash = account.user, Approval.Via.TELEGRAM, account.awaiting_shown_hash
     awaiting = account.awaiting
     try:
         if awaiting == Awaiting.REASON:
-            services.decide(approval.pk, user=user, approve=False, via=via, reason=text[:2000])
+            services.decide(approval.pk, user=user, approve=False, via=via, shown_hash=shown_hash, reason=text[:2000])
             said = f"Rejected #{approval.pk}."
         elif awaiting == Awaiting.CONFIRMATION:
-            shown = ApprovalMessage.objects.filter(approval=approval, account=account).values_list("shown_hash", flat=True).first()
-            services.decide(approval.pk, user=user, approve=True, via=via, confirmation=text, shown_hash=shown or "")
+            services.decide(approval.pk, user=user, approve=True, via=via, shown_hash=shown_hash, confirmation=text)
             said = f"Approved #{approval.pk}."
         else:
-            services.answer(approval.pk, user=user, via=via, value=questions.from_text(approval.question, text))
+            value = questions.from_text(approval.question, text)
+            services.answer(approval.pk, user=user, via=via, shown_hash=shown_hash, value=value)
             said = f"Answered #{approval.pk}."
     except services.ConfirmationRequired:
         return bot.reply(account.chat_id, f"That is not it: type <code>{escape(approval.confirmation_hint)}</code> exactly to approve #{approval.pk}.")
@@ -130,9 +134,11 @@ def _typed(account: TelegramAccount, text: str) -> None:
         return bot.reply(account.chat_id, f"{escape(str(exc))} Reply again.")
     except services.AlreadyDecided as exc:
         said = f"Too late: {texts.outcome_line(exc.approval)}."
+    except services.ArgumentsChanged:
+        said = _changed(approval)
     except (services.DecisionError, Approval.DoesNotExist) as exc:
         said = str(exc) or "You may not decide this request."
-    _await(account, None, Awaiting.NOTHING)
+    _await(account, None, Awaiting.NOTHING, "")
     bot.reply(account.chat_id, escape(said))
 
 
@@ -150,10 +156,14 @@ def _account(telegram_user_id) -> TelegramAccount | None:
     return TelegramAccount.objects.select_related("user").filter(telegram_user_id=telegram_user_id, user__is_active=True).first()
 
 
-def _await(account: TelegramAccount, approval: Approval | None, what: str) -> None:
+def _await(account: TelegramAccount, approval: Approval | None, what: str, shown_hash: str) -> None:
     with transaction.atomic():
-        TelegramAccount.objects.filter(pk=account.pk).update(awaiting=what, awaiting_approval=approval)
-    account.awaiting, account.awaiting_approval = what, approval
+        TelegramAccount.objects.filter(pk=account.pk).update(awaiting=what, awaiting_approval=approval, awaiting_shown_hash=shown_hash)
+    account.awaiting, account.awaiting_approval, account.awaiting_shown_hash = what, approval, shown_hash
+
+
+def _changed(approval: Approval) -> str:
+    return f"The call was edited after this message: decide it on the site, {texts.conversation_url(approval)}"
 
 
 def _option(approval: Approval, index: int):

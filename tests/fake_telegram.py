@@ -1,7 +1,11 @@
 """A local stand-in for Telegram's Bot API, for the tests: it speaks the wire protocol
 python-telegram-bot speaks (POST /bot<token>/<method>, form or JSON parameters, {"ok", "result"}),
-records every call, and lets a test inject updates that `getUpdates` long-polls for."""
+records every call, and lets a test inject updates that `getUpdates` long-polls for. Like the real
+one, it refuses a message whose text is past 4096 characters after entities parsing, and a button
+whose callback_data is past 64 bytes (400 Bad Request: such a message is never delivered)."""
+import html
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,15 +15,22 @@ BOT = {"id": 4242, "is_bot": True, "first_name": "hitl", "username": "hitl_test_
        "can_join_groups": False, "can_read_all_group_messages": False, "supports_inline_queries": False}
 
 
+MAX_TEXT = 4096  # characters of a message's text after entities parsing (UTF-16 code units)
+MAX_CALLBACK_DATA = 64  # bytes
+
+
 class FakeTelegram:
-    def __init__(self, token: str = "4242:test-token"):
+    def __init__(self, token: str = "4242:test-token", *, port: int = 0):
         self.token = token
         self.calls: list[tuple[str, dict]] = []
         self.updates: list[dict] = []
         self.changed = threading.Condition()
         self.next_message_id, self.next_update_id = 100, 1
         self.failing: set[str] = set()  # methods that answer 500 until removed
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        # Methods carried out whose answer is lost on the way back (502), as after a client-side
+        # timeout: the message is delivered, the sender does not know it.
+        self.lost_answers: set[str] = set()
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -117,11 +128,16 @@ class FakeTelegram:
                         params[key] = int(params[key])
                 if method in fake.failing:
                     return self._send(500, {"ok": False, "error_code": 500, "description": "Internal Server Error"})
+                if refused := _refusal(method, params):
+                    return self._send(400, {"ok": False, "error_code": 400, "description": f"Bad Request: {refused}"})
                 if method != "getUpdates":
                     with fake.changed:
                         fake.calls.append((method, params))
                         fake.changed.notify_all()
-                self._send(200, {"ok": True, "result": fake._result(method, params)})
+                result = fake._result(method, params)
+                if method in fake.lost_answers:
+                    return self._send(502, {"ok": False, "error_code": 502, "description": "Bad Gateway"})
+                self._send(200, {"ok": True, "result": result})
 
             def _send(self, status: int, payload: dict):
                 data = json.dumps(payload).encode()
@@ -132,6 +148,24 @@ class FakeTelegram:
                 self.wfile.write(data)
 
         return Handler
+
+
+def _refusal(method: str, params: dict) -> str:
+    """What the Bot API refuses in a message it is asked to send or edit, as its error says it."""
+    if method not in ("sendMessage", "editMessageText"):
+        return ""
+    text = str(params.get("text", ""))
+    if params.get("parse_mode") == "HTML":
+        text = html.unescape(re.sub(r"<[^>]*>", "", text))
+    if not text.strip():
+        return "message text is empty"
+    if len(text.encode("utf-16-le")) // 2 > MAX_TEXT:
+        return "message is too long"
+    markup = params.get("reply_markup") or {}
+    rows = markup.get("inline_keyboard", []) if isinstance(markup, dict) else []
+    if any(len(str(button.get("callback_data", "")).encode()) > MAX_CALLBACK_DATA for row in rows for button in row):
+        return "BUTTON_DATA_INVALID"
+    return ""
 
 
 def _maybe_json(value: str):

