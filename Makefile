@@ -11,7 +11,8 @@ DEBUG ?= 1
 export DEBUG
 # Worker processes: one per core (each runs HITL_WORKER_CONCURRENCY conversations at once in threads).
 HITL_WORKERS ?= 2
-# Without REDIS_URL, `make run` starts its own redis-server too.
+# Without REDIS_URL, `make run` starts a redis-server of this checkout's own too, on a unix socket in
+# var/ (bin/local-redis; hitl/settings.py points REDIS_URL there): never one another checkout started.
 PROCESSES := $(if $(REDIS_URL),web worker beat,redis web worker beat)
 # With a Telegram bot token and no webhook URL, the bot's poller too (telegramlink).
 PROCESSES += $(if $(TELEGRAM_BOT_TOKEN),$(if $(TELEGRAM_WEBHOOK_URL),,telegram))

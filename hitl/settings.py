@@ -200,8 +200,11 @@ STORAGES = {
     },
 }
 
-# Redis: Celery broker and Channels layer. `make run` starts a local redis-server for this default.
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Redis: Celery broker and Channels layer. Unset, the Redis of this checkout: `make run` starts it on
+# a unix socket in the var directory (bin/local-redis), so two checkouts on one machine never share
+# one (each one's workers would take the other's tasks). A Redis someone else runs is used only when
+# REDIS_URL names it.
+REDIS_URL = os.environ.get("REDIS_URL") or f"unix://{VAR_DIR.resolve() / 'redis.sock'}"
 
 CHANNEL_LAYERS = {
     "default": {
@@ -212,7 +215,8 @@ CHANNEL_LAYERS = {
     }
 }
 
-CELERY_BROKER_URL = REDIS_URL
+# Kombu names a unix socket redis+socket:// (redis-py and channels-redis take unix://).
+CELERY_BROKER_URL = f"redis+socket://{REDIS_URL[len('unix://'):]}" if REDIS_URL.startswith("unix://") else REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
