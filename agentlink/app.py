@@ -5,11 +5,14 @@
 - `GET /a2a/<slug>/.well-known/agent-card.json`: the agent's card.
 
 Every request carries an API token (`Authorization: Bearer …`, the JSON API's tokens) and acts as
-its user; an agent that user may not use is a 404, like an agent that does not exist."""
+its user; an agent that user may not use is a 404, like an agent that does not exist. Each token's
+calls and open streams are capped (agentlink.limits); the database work runs on A2A's own threads
+(agentlink.pool)."""
 import json
+import logging
 import re
+import uuid
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from starlette.applications import Starlette
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -26,6 +29,10 @@ from chat.selectors import agent_for
 
 from .cards import agent_card
 from .handler import AgentHandler
+from .limits import Throttle
+from .pool import database
+
+logger = logging.getLogger(__name__)
 
 PATH = re.compile(r"/a2a/(?P<slug>[-a-zA-Z0-9_]{1,50})/(?P<rest>.*)")
 MAX_BODY_BYTES = 1_000_000
@@ -44,7 +51,12 @@ class CallContextBuilder(DefaultServerCallContextBuilder):
 async def card(request: Request) -> JSONResponse:
     agent = request.scope["hitl_agent"]
     url = f"{str(request.base_url).rstrip('/')}/a2a/{agent.slug}/"
-    return JSONResponse(agent_card_to_dict(await database_sync_to_async(agent_card)(agent, url)))
+    try:
+        return JSONResponse(agent_card_to_dict(await database(agent_card)(agent, url)))
+    except Exception:
+        error_id = uuid.uuid4().hex[:12]
+        logger.exception("a2a internal error %s (agent card of %s)", error_id, agent.slug)
+        return JSONResponse({"detail": f"internal error (id {error_id})", "error_id": error_id}, status_code=500)
 
 
 class Authenticate:
@@ -69,14 +81,15 @@ class Authenticate:
         user = await _user_for(key.strip()) if scheme.lower() == "bearer" and key.strip() else None
         if user is None:
             return await _error(send, 401, "An API token is required: Authorization: Bearer <token>.", bearer=True)
-        agent = await database_sync_to_async(agent_for)(user, match["slug"])
+        agent = await database(agent_for)(user, match["slug"])
         if agent is None:
             return await _error(send, 404, "No such agent.")
         scope["hitl_user"], scope["hitl_agent"] = user, agent
+        scope["hitl_token"] = ApiToken.hash_key(key.strip())  # what agentlink.limits counts by
         await self.app(scope, receive, send)  # daphne reads no more than the Content-Length
 
 
-_user_for = database_sync_to_async(ApiToken.user_for)
+_user_for = database(ApiToken.user_for)
 
 
 async def _error(send, status: int, detail: str, *, bearer: bool = False) -> None:
@@ -136,4 +149,4 @@ def _allowed_hosts() -> list[str]:
     return hosts
 
 
-application = Secure(TrustedHostMiddleware(Authenticate(Starlette(routes=routes)), allowed_hosts=_allowed_hosts()))
+application = Secure(TrustedHostMiddleware(Authenticate(Throttle(Starlette(routes=routes))), allowed_hosts=_allowed_hosts()))

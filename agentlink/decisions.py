@@ -1,7 +1,11 @@
 """Decisions that arrive over A2A, as a message on an input-required task: read its parts, check
 every decision against the stored rows, then decide through approvals.services like every surface
-(first decision wins, four eyes, critical confirmation). Plain text goes through the chat's
-typed-decision rules. Sync."""
+(first decision wins, four eyes, critical confirmation, the version shown). Plain text goes through
+the chat's typed-decision rules.
+
+A decision binds to the version its client saw: by id, the entry's `shown_hash` (the pause lists
+one per call); a blanket `decision_type`, the calls the last pause sent for the task listed, at the
+versions it listed (`shown`, agentlink.runs.note_shown), never a call pending since. Sync."""
 from dataclasses import dataclass
 
 from google.protobuf.json_format import MessageToDict
@@ -15,9 +19,10 @@ from chat import services as chat_services
 APPROVE, DENY = "approve", "deny"
 DECISION_TYPES = {"approve": APPROVE, "deny": DENY, "reject": DENY}
 SHAPES = (
-    'A data part holds {"decision_type": "approve"|"deny", "reason"?}, {"decisions": [{"id", "decision_type", '
-    '"reason"?, "confirmation"?}]}, {"approvals": [{"id", "approved", "rejection_reason"?}]} (tool_approval_response) '
-    'or {"answers": [{"id", "answer"} | {"id", "decline": true, "reason"?}]} (ask_user_response).'
+    'A data part holds {"decision_type": "approve"|"deny", "reason"?} (the calls the pause you were sent listed), '
+    '{"decisions": [{"id", "decision_type", "shown_hash"?, "reason"?, "confirmation"?}]}, {"approvals": [{"id", '
+    '"approved", "shown_hash"?, "rejection_reason"?}]} (tool_approval_response) or {"answers": [{"id", "answer"} | '
+    '{"id", "decline": true, "reason"?}]} (ask_user_response). "shown_hash" is the one the pause lists for the call.'
 )
 
 
@@ -37,20 +42,32 @@ class Decision:
     confirmation: str = ""
     value: object = None
     decline: bool = False
+    shown_hash: str = ""  # the version the client was shown; "" when it named none
 
 
-def apply(*, conversation, user, message: pb.Message, pending: list[Approval]) -> int:
-    """Decide what `message` says about the `pending` approvals the task showed. Returns how many
-    were decided; raises Refused, having decided nothing, when any of it cannot stand."""
+@dataclass
+class Outcome:
+    decided: int
+    left_alone: list[Approval]  # pending calls a blanket reply did not decide: its pause never listed them
+
+
+def apply(*, conversation, user, message: pb.Message, pending: list[Approval], shown: dict[int, str]) -> Outcome:
+    """Decide what `message` says about the `pending` approvals of the task, `shown` being what the
+    last pause sent for it listed ({approval id: shown_hash}). Raises Refused, having decided
+    nothing, when any of it cannot stand."""
     texts = [part.text for part in message.parts if part.WhichOneof("content") == "text"]
     data = [MessageToDict(part.data) for part in message.parts if part.WhichOneof("content") == "data"]
     if not data:
         text = "\n".join(texts).strip()
         if not text:
             raise Refused("The message has no text and no data part: nothing to decide. " + SHAPES)
+        if unseen := _not_shown(pending, shown):
+            # The chat's typed rules decide whatever is pending: not a call this client was never sent.
+            raise Refused(f"{_names(unseen)} changed or came after the pause you were sent: read the task "
+                          "again (GetTask) before replying. Nothing was decided.")
         chat_services.post_message(conversation=conversation, user=user, content=text)
-        return 0
-    decisions = _read(data, pending, conversation)
+        return Outcome(0, [])
+    decisions, left_alone = _read(data, pending, conversation, shown)
     for decision in decisions:
         _check(decision, user)
     decided = 0
@@ -59,25 +76,36 @@ def apply(*, conversation, user, message: pb.Message, pending: list[Approval]) -
             _decide(decision, user)
         except services.AlreadyDecided as exc:
             raise Refused(_already(exc.approval) + _so_far(decided), _data(exc.approval)) from None
+        except services.ArgumentsChanged:
+            raise Refused(_changed(decision) + _so_far(decided)) from None
         except (services.DecisionError, Approval.DoesNotExist) as exc:
             raise Refused(f"Approval #{decision.approval.pk}: {exc or 'not found.'}" + _so_far(decided)) from None
         decided += 1
-    return decided
+    return Outcome(decided, left_alone)
+
+
+def left_alone_notice(left_alone: list[Approval]) -> str:
+    """What the reply to a blanket decision says of the calls it did not decide."""
+    if not left_alone:
+        return ""
+    return (f"Not decided: {_names(left_alone)}, pending since the pause you answered (it did not list "
+            f"{'it' if len(left_alone) == 1 else 'them'}). Decide from the pause below.")
 
 
 def refuse_decided(*, conversation, message: pb.Message) -> None:
     """For a task that no longer waits: name who decided first any call the message decides."""
     data = [MessageToDict(part.data) for part in message.parts if part.WhichOneof("content") == "data"]
     try:
-        _read(data, [], conversation)
+        _read(data, [], conversation, {})
     except Refused as exc:
         if exc.data is not None:
             raise
 
 
-def _read(data: list, pending: list[Approval], conversation) -> list[Decision]:
+def _read(data: list, pending: list[Approval], conversation, shown: dict[int, str]) -> tuple[list[Decision], list[Approval]]:
     by_id = {approval.pk: approval for approval in pending}
     seen: dict[int, Decision] = {}
+    left_alone: list[Approval] = []
 
     def add(raw_id, verb: str, **fields) -> None:
         approval_id = _id(raw_id)
@@ -100,33 +128,40 @@ def _read(data: list, pending: list[Approval], conversation) -> list[Decision]:
         if "decision_type" in item:
             verb = _verb(item["decision_type"])
             for approval in pending:
-                if approval.kind != Approval.Kind.QUESTION:
-                    add(approval.pk, verb, reason=_text(item.get("reason")), confirmation=_text(item.get("confirmation")))
+                if approval.pk not in shown:  # pending since the pause this answers: left alone
+                    left_alone.append(approval)
+                elif approval.kind != Approval.Kind.QUESTION:
+                    add(approval.pk, verb, reason=_text(item.get("reason")), confirmation=_text(item.get("confirmation")),
+                        shown_hash=shown[approval.pk])
                 elif verb == DENY:
-                    add(approval.pk, "answer", decline=True, reason=_text(item.get("reason")))
+                    add(approval.pk, "answer", decline=True, reason=_text(item.get("reason")), shown_hash=shown[approval.pk])
         elif "decisions" in item:
             for entry in _list(item["decisions"], "decisions"):
                 add(entry.get("id"), _verb(entry.get("decision_type")), reason=_text(entry.get("reason")),
-                    confirmation=_text(entry.get("confirmation")))
+                    confirmation=_text(entry.get("confirmation")), shown_hash=_hash(entry))
         elif "approvals" in item:
             for entry in _list(item["approvals"], "approvals"):
                 if not isinstance(entry.get("approved"), bool):
                     raise Refused('Each of "approvals" needs "approved": true or false.')
                 add(entry.get("id"), APPROVE if entry["approved"] else DENY, reason=_text(entry.get("rejection_reason")),
-                    confirmation=_text(entry.get("confirmation")))
+                    confirmation=_text(entry.get("confirmation")), shown_hash=_hash(entry))
         elif "answers" in item:
             for entry in _list(item["answers"], "answers"):
                 if entry.get("decline") is True:
-                    add(entry.get("id"), "answer", decline=True, reason=_text(entry.get("reason")))
+                    add(entry.get("id"), "answer", decline=True, reason=_text(entry.get("reason")), shown_hash=_hash(entry))
                 elif "answer" in entry:
-                    add(entry.get("id"), "answer", value=entry["answer"])
+                    add(entry.get("id"), "answer", value=entry["answer"], shown_hash=_hash(entry))
                 else:
                     raise Refused('Each of "answers" needs "answer", or "decline": true.')
         else:
             raise Refused("That data part decides nothing. " + SHAPES)
+    left_alone = [approval for approval in dict.fromkeys(left_alone) if approval.pk not in seen]
+    if not seen and left_alone:
+        raise Refused(f"The pause you were sent listed none of the pending calls: {_names(left_alone)} came after it. "
+                      "Read the task again (GetTask) and decide what it lists. Nothing was decided.")
     if not seen:
         raise Refused("The message decides none of the pending calls. " + SHAPES)
-    return list(seen.values())
+    return list(seen.values()), left_alone
 
 
 def _check(decision: Decision, user) -> None:
@@ -142,17 +177,51 @@ def _check(decision: Decision, user) -> None:
         raise Refused(f"{label} needs an approver other than the requester (four eyes).")
     if decision.verb == APPROVE and approval.confirmation_required and decision.confirmation.strip() != approval.confirmation_hint:
         raise Refused(f'{label} is critical: approve it with "confirmation": "{approval.confirmation_hint}".')
+    try:
+        services.check_decidable(
+            approval.pk, user, approve=decision.verb == APPROVE or (decision.verb == "answer" and not decision.decline),
+            shown_hash=decision.shown_hash,
+        )
+    except services.ArgumentsChanged:
+        raise Refused(_changed(decision) + " Nothing was decided.") from None
+    except services.AlreadyDecided as exc:
+        raise Refused(_already(exc.approval) + " Nothing was decided.", _data(exc.approval)) from None
+    except (services.DecisionError, Approval.DoesNotExist) as exc:
+        raise Refused(f"{label}: {exc or 'not found.'} Nothing was decided.") from None
 
 
 def _decide(decision: Decision, user) -> None:
     approval, via = decision.approval, Approval.Via.A2A
     if decision.verb == "answer":
-        services.answer(approval.pk, user=user, via=via, value=decision.value, decline=decision.decline, reason=decision.reason)
+        services.answer(
+            approval.pk, user=user, via=via, shown_hash=decision.shown_hash,
+            value=decision.value, decline=decision.decline, reason=decision.reason,
+        )
     else:
         services.decide(
-            approval.pk, user=user, approve=decision.verb == APPROVE, via=via,
+            approval.pk, user=user, approve=decision.verb == APPROVE, via=via, shown_hash=decision.shown_hash,
             reason=decision.reason, confirmation=decision.confirmation,
         )
+
+
+def _not_shown(pending: list[Approval], shown: dict[int, str]) -> list[Approval]:
+    """The pending calls the last pause sent did not list, or listed at another version."""
+    return [approval for approval in pending if shown.get(approval.pk) != approval.shown_hash]
+
+
+def _names(approvals: list[Approval]) -> str:
+    return ", ".join(
+        f"#{a.pk}" + ("" if a.kind == Approval.Kind.QUESTION else f" {a.tool_call.name}") for a in approvals
+    )
+
+
+def _changed(decision: Decision) -> str:
+    approval = decision.approval
+    if decision.shown_hash:
+        return (f"Approval #{approval.pk}: the call changed since the version you decided on (it was edited): read the "
+                "task again and decide with the shown_hash it lists now.")
+    return (f"Approval #{approval.pk}: the call changed since it was requested (it was edited): approve it by id with "
+            'the "shown_hash" the pause lists for it, having read the edit.')
 
 
 def _already(approval: Approval) -> str:
@@ -206,6 +275,13 @@ def _id(value) -> int:
 def _list(value, name: str) -> list[dict]:
     if not isinstance(value, list) or not value or not all(isinstance(entry, dict) for entry in value):
         raise Refused(f'"{name}" is a non-empty list of objects.')
+    return value
+
+
+def _hash(entry: dict) -> str:
+    value = entry.get("shown_hash", "")
+    if not isinstance(value, str) or len(value) > 128:
+        raise Refused('"shown_hash" is the string the pause lists for the call.')
     return value
 
 

@@ -1,18 +1,25 @@
 """The A2A request handler: the SDK's JSON-RPC dispatcher calls it, already authenticated (the
 caller's user and the agent are in the call context, see agentlink.app). Thin: the rows are read
-and written by agentlink.runs and agentlink.decisions, through `database_sync_to_async`.
+and written by agentlink.runs and agentlink.decisions, on A2A's own threads (agentlink.pool).
 
 The run happens in a Celery worker, not here, so this is the SDK's abstract RequestHandler rather
 than its DefaultRequestHandler (which runs an AgentExecutor inside the request). A blocking send
 and a stream wait for the task to move by listening to the conversation's channel-layer group,
 the one the chat's pushes go to, and read the rows again at least every second (pushes are best
-effort)."""
+effort).
+
+Every input-required status it sends is recorded on the task (runs.note_shown), so that a blanket
+reply decides only what that pause listed. An error of ours is "internal error" with an id that the
+log carries next to the traceback, never the exception's text."""
 import asyncio
+import functools
+import inspect
 import logging
 import time
+import uuid
 from collections.abc import AsyncGenerator
+from datetime import timezone
 
-from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
@@ -20,6 +27,8 @@ from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.request_handler import RequestHandler, validate_request_params
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import (
+    A2AError,
+    InternalError,
     InvalidParamsError,
     InvalidRequestError,
     PushNotificationNotSupportedError,
@@ -33,6 +42,7 @@ from chat.quotas import QuotaExceeded
 from hitl.live import conversation_group
 
 from . import decisions, runs
+from .pool import database
 
 logger = logging.getLogger(__name__)
 
@@ -40,48 +50,93 @@ State = pb.TaskState
 MOVING = {State.TASK_STATE_SUBMITTED, State.TASK_STATE_WORKING}
 RECHECK_SECONDS = 1.0
 PAGE_SIZE, MAX_PAGE_SIZE = 50, 100
-MAX_FILTERED = 500
+MAX_OFFSET = 2**31  # a pageToken past it is no page we gave
+
+
+def guarded(method):
+    """An exception that is not an A2A error becomes InternalError("internal error (id …)"): the id
+    is logged with the traceback, and nothing of the exception reaches the client."""
+
+    def internal(exc: Exception, context: ServerCallContext) -> InternalError:
+        error_id = uuid.uuid4().hex[:12]
+        logger.error("a2a internal error %s in %s", error_id, context.state.get("method") or method.__name__, exc_info=exc)
+        return InternalError(message=f"internal error (id {error_id})", data={"error_id": error_id})
+
+    if inspect.isasyncgenfunction(method):
+
+        @functools.wraps(method)
+        async def stream(self, params, context: ServerCallContext):
+            inner = method(self, params, context)
+            try:
+                async for event in inner:
+                    yield event
+            except A2AError:
+                raise
+            except Exception as exc:
+                raise internal(exc, context) from None
+            finally:
+                await inner.aclose()
+
+        return stream
+
+    @functools.wraps(method)
+    async def call(self, params, context: ServerCallContext):
+        try:
+            return await method(self, params, context)
+        except A2AError:
+            raise
+        except Exception as exc:
+            raise internal(exc, context) from None
+
+    return call
 
 
 class AgentHandler(RequestHandler):
     """One handler for every agent: the agent and the user come with each call's context."""
 
+    @guarded
     @validate_request_params
     async def on_message_send(self, params: pb.SendMessageRequest, context: ServerCallContext) -> pb.Task:
-        task = await self._receive(params, context)
+        task, notice = await self._receive(params, context)
         if params.configuration.return_immediately:
-            return await self._snapshot(task)
+            return _with_notice(await self._snapshot(task), notice)
         deadline = time.monotonic() + settings.HITL_A2A_WAIT_SECONDS
         async for proto in self._follow(task, deadline=deadline):
             last = proto
-        return last
+        return _with_notice(last, notice)
 
+    @guarded
     @validate_request_params
     async def on_message_send_stream(self, params: pb.SendMessageRequest, context: ServerCallContext) -> AsyncGenerator:
-        task = await self._receive(params, context)
+        task, notice = await self._receive(params, context)
         async for event in self._events(task):
-            yield event
+            yield _with_notice(event, notice) if isinstance(event, pb.Task) else event
+            notice = ""
 
+    @guarded
     @validate_request_params
     async def on_subscribe_to_task(self, params: pb.SubscribeToTaskRequest, context: ServerCallContext) -> AsyncGenerator:
         task = await self._task(params.id, context)
         async for event in self._events(task):
             yield event
 
+    @guarded
     @validate_request_params
     async def on_get_task(self, params: pb.GetTaskRequest, context: ServerCallContext) -> pb.Task:
         task = await self._task(params.id, context)
         history = params.history_length if params.HasField("history_length") else None
         return await self._snapshot(task, history_length=history)
 
+    @guarded
     @validate_request_params
     async def on_list_tasks(self, params: pb.ListTasksRequest, context: ServerCallContext) -> pb.ListTasksResponse:
-        return await database_sync_to_async(_list_tasks)(params, context.state["hitl_user"], context.state["hitl_agent"])
+        return await database(_list_tasks)(params, context.state["hitl_user"], context.state["hitl_agent"])
 
+    @guarded
     @validate_request_params
     async def on_cancel_task(self, params: pb.CancelTaskRequest, context: ServerCallContext) -> pb.Task:
         task = await self._task(params.id, context)
-        await database_sync_to_async(_cancel)(task, context.state["hitl_user"])
+        await database(_cancel)(task, context.state["hitl_user"])
         return await self._snapshot(task)
 
     async def on_create_task_push_notification_config(self, params, context):
@@ -100,27 +155,28 @@ class AgentHandler(RequestHandler):
         raise UnsupportedOperationError(message="This agent has no extended card: its card is the whole of it.")
 
     async def _task(self, task_id: str, context: ServerCallContext) -> runs.Task:
-        task = await database_sync_to_async(runs.task_for)(context.state["hitl_user"], context.state["hitl_agent"], task_id)
+        task = await database(runs.task_for)(context.state["hitl_user"], context.state["hitl_agent"], task_id)
         if task is None:  # unknown, or another user's: the same answer
             raise TaskNotFoundError
         return task
 
-    async def _receive(self, params: pb.SendMessageRequest, context: ServerCallContext) -> runs.Task:
+    async def _receive(self, params: pb.SendMessageRequest, context: ServerCallContext) -> tuple[runs.Task, str]:
+        """The task the message starts or continues, and a word for the client about its reply
+        (the calls it left alone), if any."""
         user, agent = context.state["hitl_user"], context.state["hitl_agent"]
         message = params.message
         if message.task_id:
             task = await self._task(message.task_id, context)
             if message.context_id and message.context_id != str(task.conversation_id):
                 raise InvalidParamsError(message="That task belongs to another contextId.")
-            await database_sync_to_async(_continue)(task, user, message)
-            return task
+            return task, await database(_continue)(task, user, message)
         try:
-            return await database_sync_to_async(_start)(user, agent, message)
+            return await database(_start)(user, agent, message), ""
         except runs.Busy as exc:
             raise InvalidRequestError(message=str(exc)) from None
 
     async def _snapshot(self, task: runs.Task, *, history_length: int | None = None) -> pb.Task:
-        return await database_sync_to_async(_snapshot)(task, history_length)
+        return await database(_snapshot)(task, history_length)
 
     async def _follow(self, task: runs.Task, *, deadline: float) -> AsyncGenerator[pb.Task]:
         """The task each time it changes, until it stops moving (paused, over) or the deadline."""
@@ -180,6 +236,19 @@ async def _wait(layer, channel, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
 
+def _with_notice(proto: pb.Task, notice: str) -> pb.Task:
+    """The task, its status message opening with `notice` (what the reply did not decide)."""
+    if not notice:
+        return proto
+    status = proto.status
+    if not status.HasField("message"):
+        status.message.CopyFrom(pb.Message(
+            message_id=f"{proto.id}-notice", context_id=proto.context_id, task_id=proto.id, role=pb.Role.ROLE_AGENT
+        ))
+    status.message.parts.insert(0, pb.Part(text=notice + "\n\n"))
+    return proto
+
+
 def _text(message: pb.Message) -> str:
     return "\n".join(part.text for part in message.parts if part.WhichOneof("content") == "text").strip()
 
@@ -200,9 +269,11 @@ def _start(user, agent, message: pb.Message) -> runs.Task:
         raise TaskNotFoundError(message="Unknown agent.") from None
 
 
-def _continue(task: runs.Task, user, message: pb.Message) -> None:
-    """A message on an existing task: decisions for its pause. A task that is working, or over,
-    takes none (the next turn of the context is a message without taskId)."""
+def _continue(task: runs.Task, user, message: pb.Message) -> str:
+    """A message on an existing task: decisions for its pause, read against what the last pause
+    sent for it listed (runs.note_shown). A task that is working, or over, takes none (the next turn
+    of the context is a message without taskId). Returns what the client should hear of the calls
+    its reply left alone."""
     reading = runs.read(task)
     if reading.state != State.TASK_STATE_INPUT_REQUIRED:
         try:
@@ -213,17 +284,24 @@ def _continue(task: runs.Task, user, message: pb.Message) -> None:
         after = "send a new message with its contextId and no taskId" if reading.state in runs.TERMINAL else "wait until it asks"
         raise InvalidRequestError(message=f"Task {task.pk} is {name}: it takes no decision now; {after}.")
     try:
-        decisions.apply(conversation=task.conversation, user=user, message=message, pending=reading.pending)
+        outcome = decisions.apply(
+            conversation=task.conversation, user=user, message=message, pending=reading.pending,
+            shown=runs.shown_to_client(task),
+        )
     except decisions.Refused as exc:
         raise InvalidParamsError(message=exc.message, data=exc.data) from None
     except (chat_services.InvalidMessage, QuotaExceeded, chat_services.NotOwner) as exc:
         raise InvalidParamsError(message=str(exc)) from None
     except chat_services.UnknownAgent:
         raise TaskNotFoundError(message="Unknown agent.") from None
+    return decisions.left_alone_notice(outcome.left_alone)
 
 
 def _snapshot(task: runs.Task, history_length: int | None) -> pb.Task:
-    return runs.as_proto(task, runs.read(task), history_length=history_length)
+    """The task as it is sent now: a pause it lists is recorded as shown."""
+    reading = runs.read(task)
+    runs.note_shown(task, reading)
+    return runs.as_proto(task, reading, history_length=history_length)
 
 
 def _cancel(task: runs.Task, user) -> None:
@@ -236,31 +314,29 @@ def _cancel(task: runs.Task, user) -> None:
 
 
 def _list_tasks(params: pb.ListTasksRequest, user, agent) -> pb.ListTasksResponse:
+    """A page of the caller's tasks, newest first; filtered by state (computed in SQL, runs.with_state)
+    and by status time in the database, so that every page costs the same whatever the filter."""
     tasks = runs.visible_tasks(user, agent).order_by("-created_at", "-pk")
     if params.context_id:
         key = runs.parse_id(params.context_id)
         tasks = tasks.filter(conversation_id=key) if key else tasks.none()
+    if params.status:
+        tasks = runs.with_state(tasks).filter(a2a_state=params.status)
+    if params.HasField("status_timestamp_after"):
+        tasks = tasks.filter(conversation__updated_at__gt=params.status_timestamp_after.ToDatetime(tzinfo=timezone.utc))
     size = min(params.page_size, MAX_PAGE_SIZE) if params.page_size > 0 else PAGE_SIZE
     try:
         offset = int(params.page_token or 0)
-        if offset < 0:
+        if not 0 <= offset <= MAX_OFFSET:
             raise ValueError
     except ValueError:
         raise InvalidParamsError(message="pageToken is the nextPageToken of an earlier page.") from None
     history = params.history_length if params.HasField("history_length") else 0
-    filtered = bool(params.status) or params.HasField("status_timestamp_after")
-    if not filtered:  # a page straight from the database
-        total = tasks.count()
-        page = [runs.as_proto(task, runs.read(task), history_length=history) for task in tasks[offset:offset + size]]
-    else:  # states are read, not stored: filter the newest MAX_FILTERED tasks by what they are now
-        protos = []
-        for task in tasks[:MAX_FILTERED]:
-            proto = runs.as_proto(task, runs.read(task), history_length=history)
-            if params.status and proto.status.state != params.status:
-                continue
-            if params.HasField("status_timestamp_after") and proto.status.timestamp.ToDatetime() <= params.status_timestamp_after.ToDatetime():
-                continue
-            protos.append(proto)
-        total, page = len(protos), protos[offset:offset + size]
+    total = tasks.count()
+    page = []
+    for task in tasks[offset:offset + size]:
+        reading = runs.read(task)
+        runs.note_shown(task, reading)
+        page.append(runs.as_proto(task, reading, history_length=history))
     following = str(offset + size) if offset + size < total else ""
     return pb.ListTasksResponse(tasks=page, next_page_token=following, page_size=size, total_size=total)

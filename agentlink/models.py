@@ -10,7 +10,8 @@ class Task(models.Model):
 
     Its state is read from the conversation (`agentlink.runs`), never stored, except once the next
     turn of the conversation has begun (over A2A or in the chat): then this one is over,
-    `final_state` says how it ended and `end_position` where its turn ended."""
+    `final_state` says how it ended and `end_position` where its turn ended. `shown` is what the
+    client was last sent of a pause, so that a reply to it decides only that."""
 
     class FinalState(models.TextChoices):
         COMPLETED = "completed"
@@ -23,6 +24,11 @@ class Task(models.Model):
     canceled = models.BooleanField(default=False, help_text="Cancelled over A2A (the Stop).")
     final_state = models.CharField(max_length=16, choices=FinalState.choices, blank=True)
     end_position = models.PositiveIntegerField(null=True, blank=True, help_text="The first message of the next turn.")
+    shown = models.JSONField(
+        default=dict, blank=True,
+        help_text="{approval id: shown_hash} of the calls the last input-required status sent for this task listed: "
+        "a blanket decision_type decides these, at these versions, and nothing pending since.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -1,11 +1,11 @@
 """A2A tasks read from the conversation: a task is a turn, a context is a conversation, and the
-task's state is what the rows say now (so it survives every restart). Sync: the handler calls it
-through `database_sync_to_async`."""
+task's state is what the rows say now (so it survives every restart), in Python for one task and
+in SQL for a filtered list (`with_state`). Sync: the handler calls it on A2A's threads (agentlink.pool)."""
 import uuid
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Case, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 from google.protobuf.struct_pb2 import Struct, Value
 from google.protobuf.json_format import ParseDict
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -80,6 +80,54 @@ def close_turn(message: Message) -> None:
     state = current_state(conversation, task)
     final = next((name for name, value in FINAL_STATES.items() if value == state), Task.FinalState.COMPLETED)
     Task.objects.filter(pk=task.pk, final_state="").update(final_state=final, end_position=message.position)
+
+
+def with_state(tasks: QuerySet[Task]) -> QuerySet[Task]:
+    """`tasks` annotated with `a2a_state`, the TaskState that `read` would give each, computed in SQL
+    so that a list filtered by state pages in the database. Keep it in step with `current_state`
+    (tests/test_agentlink.py checks the two agree in every state)."""
+    pending = Approval.objects.filter(conversation_id=OuterRef("conversation_id"), status=Approval.Status.PENDING)
+    last_word = (
+        Message.objects.filter(conversation_id=OuterRef("conversation_id"), position__gte=OuterRef("position"))
+        .exclude(role=Message.Role.USER)
+        .order_by("-position")
+        .annotate(stopped=Case(When(role=Message.Role.SYSTEM, content__startswith=STOPPED_BY, then=Value(1)), default=Value(0)))
+        .values("stopped")[:1]
+    )
+    state = Case(
+        *[When(final_state=name, then=Value(value)) for name, value in FINAL_STATES.items()],
+        When(Exists(pending), then=Value(State.TASK_STATE_INPUT_REQUIRED)),
+        When(
+            conversation__status__in=[Conversation.Status.RUNNING, Conversation.Status.WAITING_FOR_APPROVAL],
+            then=Value(State.TASK_STATE_WORKING),
+        ),
+        When(conversation__status=Conversation.Status.FAILED, then=Value(State.TASK_STATE_FAILED)),
+        When(canceled=True, then=Value(State.TASK_STATE_CANCELED)),
+        When(Q(last_stopped__isnull=True), then=Value(State.TASK_STATE_WORKING)),
+        When(last_stopped=1, then=Value(State.TASK_STATE_CANCELED)),
+        default=Value(State.TASK_STATE_COMPLETED),
+        output_field=IntegerField(),
+    )
+    return tasks.annotate(last_stopped=Subquery(last_word, output_field=IntegerField())).annotate(a2a_state=state)
+
+
+def note_shown(task: Task, reading: "Reading") -> None:
+    """Record what an input-required status about to be sent lists ({approval id: shown_hash}): a
+    blanket reply to it decides those calls at those versions and nothing pending since. Written
+    only when it changed, so a client polling a pause costs no writes."""
+    if reading.state != State.TASK_STATE_INPUT_REQUIRED or not reading.pending:
+        return
+    listed = {str(approval.pk): approval.shown_hash for approval in reading.pending}
+    stored = Task.objects.filter(pk=task.pk).values_list("shown", flat=True).first()
+    if stored != listed:
+        Task.objects.filter(pk=task.pk).update(shown=listed)
+    task.shown = listed
+
+
+def shown_to_client(task: Task) -> dict[int, str]:
+    """What the last pause sent for `task` listed, read fresh from its row."""
+    stored = Task.objects.filter(pk=task.pk).values_list("shown", flat=True).first() or {}
+    return {int(key): value for key, value in stored.items()}
 
 
 @dataclass
@@ -197,7 +245,8 @@ def history(task: Task, *, limit: int | None = None) -> list[pb.Message]:
 def pause_parts(pending: list[Approval]) -> list[dict]:
     """The pending calls in the shapes A2A clients read: the seed documents' `action_requests`,
     kagent's `tool_approval_request`, and questions as `ask_user_request`. Every `id` is the
-    approval's id, which a decision names."""
+    approval's id, which a decision names; every `shown_hash` the version shown, which a decision
+    by id sends back (required to approve a call edited since it was requested)."""
     actions = [approval for approval in pending if approval.kind != Approval.Kind.QUESTION]
     questions = [approval for approval in pending if approval.kind == Approval.Kind.QUESTION]
     parts = []
@@ -207,12 +256,15 @@ def pause_parts(pending: list[Approval]) -> list[dict]:
         parts.append({
             "type": "tool_approval_request",
             "tools": [
-                {"id": approval.pk, "call_id": approval.tool_call.call_id, "name": approval.tool_call.name, "args": request["args"]}
+                {"id": approval.pk, "call_id": approval.tool_call.call_id, "name": approval.tool_call.name, "args": request["args"],
+                 "shown_hash": approval.shown_hash}
                 for approval, request in zip(actions, requests)
             ],
         })
     if questions:
-        parts.append({"type": "ask_user_request", "questions": [{"id": approval.pk} | approval.question for approval in questions]})
+        parts.append({"type": "ask_user_request", "questions": [
+            {"id": approval.pk} | approval.question | {"shown_hash": approval.shown_hash} for approval in questions
+        ]})
     return parts
 
 
@@ -222,6 +274,7 @@ def _action_request(approval: Approval) -> dict:
         "name": call.name,
         "args": approval.edited_arguments if approval.is_edited else call.arguments,
         "id": approval.pk,
+        "shown_hash": approval.shown_hash,
         "kind": approval.kind,
         "risk": approval.risk,
         "description": approval.reason,

@@ -273,6 +273,11 @@ HITL_TELEGRAM_STALE_SECONDS = float(os.environ.get("HITL_TELEGRAM_STALE_SECONDS"
 # answers with the task still working), and how long a stream follows one.
 HITL_A2A_WAIT_SECONDS = float(os.environ.get("HITL_A2A_WAIT_SECONDS", "120"))
 HITL_A2A_STREAM_SECONDS = float(os.environ.get("HITL_A2A_STREAM_SECONDS", "3600"))
+# A2A's database work runs on threads of its own (never the sockets' shared thread); each API
+# token may have this many calls running and streams open at once (per daphne process).
+HITL_A2A_DB_THREADS = int(os.environ.get("HITL_A2A_DB_THREADS", "8"))
+HITL_A2A_CALLS_PER_TOKEN = int(os.environ.get("HITL_A2A_CALLS_PER_TOKEN", "4"))
+HITL_A2A_STREAMS_PER_TOKEN = int(os.environ.get("HITL_A2A_STREAMS_PER_TOKEN", "4"))
 HITL_MAX_MESSAGE_CHARS = int(os.environ.get("HITL_MAX_MESSAGE_CHARS", "20000"))
 # Links in webhook payloads point here.
 HITL_BASE_URL = os.environ.get("HITL_BASE_URL", "http://127.0.0.1:8000").rstrip("/")

@@ -6,6 +6,8 @@ import asyncio
 
 import httpx
 import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
 from google.protobuf.json_format import MessageToDict
 
 from a2a.types import a2a_pb2 as pb
@@ -15,7 +17,8 @@ from agentlink.models import Task
 from approvals.models import Approval
 from approvals.services import decide
 from chat import services
-from chat.models import ApiToken, Conversation, Message
+from chat.models import ApiToken, Conversation, Message, OutboxEmail
+from chat.tools import arguments_hash
 from tests.conftest import pending_approvals
 
 pytestmark = pytest.mark.django_db(transaction=True)  # real commits: the loop runs on them (eager Celery)
@@ -27,8 +30,18 @@ State = pb.TaskState
 
 
 def a2a_task(user, agent, text: str, conversation=None) -> Task:
-    """A task started as the A2A handler starts one (the loop has run by the time it returns)."""
-    return runs.start(user=user, agent=agent, text=text, conversation=conversation)
+    """A task started as the A2A handler starts one (the loop has run by the time it returns), its
+    pause, if any, sent to the client as the blocking answer sends it (recorded as shown)."""
+    task = runs.start(user=user, agent=agent, text=text, conversation=conversation)
+    sent(task)
+    return task
+
+
+def sent(task: Task) -> pb.Task:
+    """The task as the server sends it now (GetTask, a stream's update): a pause it lists is recorded."""
+    reading = runs.read(task)
+    runs.note_shown(task, reading)
+    return runs.as_proto(task, reading)
 
 
 def message(*parts) -> pb.Message:
@@ -48,10 +61,16 @@ def message(*parts) -> pb.Message:
 
 
 def send(task: Task, user, *parts, pending=None) -> int:
-    """decisions.apply as the handler calls it: on what the task shows as pending now."""
+    """decisions.apply as the handler calls it: on what is pending now, and what the last pause sent
+    listed. Returns how many calls it decided."""
+    return apply(task, user, *parts, pending=pending).decided
+
+
+def apply(task: Task, user, *parts, pending=None) -> decisions.Outcome:
     reading = runs.read(task)
-    shown = (reading.pending or []) if pending is None else pending
-    return decisions.apply(conversation=task.conversation, user=user, message=message(*parts), pending=shown)
+    now = (reading.pending or []) if pending is None else pending
+    return decisions.apply(conversation=task.conversation, user=user, message=message(*parts), pending=now,
+                           shown=runs.shown_to_client(task))
 
 
 def refused(task: Task, user, *parts, pending=None) -> decisions.Refused:
@@ -111,7 +130,7 @@ def test_an_id_that_is_not_one_of_the_tasks_pending_calls_is_refused(alice, agen
 def test_an_id_already_decided_names_who_decided_and_via_what(alice, agent):
     task = a2a_task(alice, agent, "write hello to a.txt")
     [approval] = pending_approvals(task.conversation)
-    decide(approval.pk, user=alice, approve=False, via="api", reason="no")
+    decide(approval.pk, user=alice, approve=False, via="api", reason="no", shown_hash=approval.shown_hash)
 
     refusal = refused(task, alice, {"decisions": [{"id": approval.pk, "decision_type": "approve"}]})
 
@@ -125,16 +144,16 @@ def test_a_decision_that_loses_the_race_to_another_surface_is_refused_naming_the
     task = a2a_task(alice, agent, "delete a.txt and b.txt")
     shown = runs.read(task).pending  # what the task showed before bob decided in the dashboard
     first, second = shown
-    decide(second.pk, user=bob, approve=False, via="dashboard", reason="keep b")
+    decide(second.pk, user=bob, approve=False, via="dashboard", reason="keep b", shown_hash=second.shown_hash)
 
     refusal = refused(task, alice, {"decisions": [{"id": first.pk, "decision_type": "deny"},
                                                   {"id": second.pk, "decision_type": "approve"}]}, pending=shown)
 
     assert refusal.message.startswith(f"Approval #{second.pk} was already rejected by bob via dashboard.")
-    assert refusal.message.endswith("The 1 decision(s) before it in this message stand.")
+    assert refusal.message.endswith("Nothing was decided.")  # every decision is checked before any is made
     assert refusal.data["decided_by"] == "bob" and refusal.data["decided_via"] == "dashboard"
     assert [(a.status, a.decided_via) for a in Approval.objects.filter(pk__in=[first.pk, second.pk]).order_by("pk")] == [
-        ("rejected", "a2a"), ("rejected", "dashboard")]
+        ("pending", ""), ("rejected", "dashboard")]
 
 
 def test_a_bad_decision_type_is_refused(alice, agent):
@@ -181,7 +200,7 @@ def test_a_data_part_that_is_not_an_object_is_refused(alice, agent):
     built = pb.Message(role=pb.Role.ROLE_USER, message_id="m-1", parts=[part])
 
     with pytest.raises(decisions.Refused) as caught:
-        decisions.apply(conversation=task.conversation, user=alice, message=built, pending=runs.read(task).pending)
+        decisions.apply(conversation=task.conversation, user=alice, message=built, pending=runs.read(task).pending, shown={})
 
     assert caught.value.message.startswith("A data part must be a JSON object.")
     assert statuses(task) == ["pending"]
@@ -384,7 +403,7 @@ def test_text_beside_a_data_part_is_not_read_as_a_decision(alice, agent):
 def test_refuse_decided_names_the_first_decision_for_a_task_that_no_longer_waits(alice, agent):
     task = a2a_task(alice, agent, "write hello to a.txt")
     [approval] = pending_approvals(task.conversation)
-    decide(approval.pk, user=alice, approve=True, via="chat")
+    decide(approval.pk, user=alice, approve=True, via="chat", shown_hash=approval.shown_hash)
 
     with pytest.raises(decisions.Refused) as caught:
         decisions.refuse_decided(conversation=task.conversation,
@@ -393,6 +412,138 @@ def test_refuse_decided_names_the_first_decision_for_a_task_that_no_longer_waits
     # Anything else about a task that is over says nothing here (the handler says it is over).
     decisions.refuse_decided(conversation=task.conversation, message=message({"decision_type": "approve"}))
     decisions.refuse_decided(conversation=task.conversation, message=message("yes"))
+
+
+# --- decisions bind to the version the client was sent ------------------------------------------------
+
+
+def held_email_then_approved_on_the_page(task: Task, user) -> Approval:
+    """The issue's sequence: while the pause the client was sent (write_file) waits, the owner types
+    an email request in the chat (held until the call is decided), then approves the write on the
+    page; the agent then asks for the email in the same turn. Returns the email's approval."""
+    [write] = pending_approvals(task.conversation)
+    services.post_message(conversation=Conversation.objects.get(pk=task.conversation_id), user=user,
+                          content="email mallory@outside.test about the keys")
+    decide(write.pk, user=user, approve=True, via="chat", shown_hash=write.shown_hash)
+    [email] = pending_approvals(task.conversation)
+    assert email.tool_call.name == "send_email"
+    return email
+
+
+def test_a_blanket_approve_never_decides_a_call_pending_since_the_pause_it_answers(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")  # the pause sent lists write_file only
+    email = held_email_then_approved_on_the_page(task, alice)
+
+    refusal = refused(task, alice, {"decision_type": "approve"})
+
+    assert refusal.message.startswith(f"The pause you were sent listed none of the pending calls: #{email.pk} send_email")
+    email.refresh_from_db()
+    assert email.status == "pending"
+    assert not OutboxEmail.objects.exists()
+
+    # Once a pause listing it is sent (GetTask, a stream), the same reply decides it, at that version.
+    [request] = data_parts(sent(task))["tool_approval"]["action_requests"]
+    assert (request["id"], request["shown_hash"]) == (email.pk, email.shown_hash)
+    assert send(task, alice, {"decision_type": "approve"}) == 1
+    email.refresh_from_db()
+    assert (email.status, email.decided_via) == ("approved", "a2a")
+
+
+def test_a_blanket_reply_decides_what_its_pause_listed_and_says_what_it_left_alone(alice, agent):
+    task = a2a_task(alice, agent, "delete a.txt and b.txt")
+    first, second = pending_approvals(task.conversation)
+    Task.objects.filter(pk=task.pk).update(shown={str(first.pk): first.shown_hash})  # a pause that listed only the first
+
+    outcome = apply(task, alice, {"decision_type": "deny", "reason": "not now"})
+
+    assert (outcome.decided, [a.pk for a in outcome.left_alone]) == (1, [second.pk])
+    assert statuses(task) == ["rejected", "pending"]
+    assert decisions.left_alone_notice(outcome.left_alone).startswith(f"Not decided: #{second.pk} delete_file, pending since")
+
+
+def test_a_blanket_reply_over_json_rpc_answers_with_the_pause_and_the_calls_it_left_alone(alice, agent):
+    task = a2a_task(alice, agent, "delete a.txt and b.txt")
+    first, second = pending_approvals(task.conversation)
+    Task.objects.filter(pk=task.pk).update(shown={str(first.pk): first.shown_hash})
+    blanket = {"message": {"role": "ROLE_USER", "messageId": "m2", "taskId": str(task.pk),
+                           "parts": [{"data": {"decision_type": "approve"}}]}}
+
+    answer = rpc(ApiToken.issue(alice), "SendMessage", blanket)["result"]["task"]
+
+    assert statuses(task) == ["approved", "pending"]
+    assert answer["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert answer["status"]["message"]["parts"][0]["text"].startswith(f"Not decided: #{second.pk} delete_file")
+    assert Task.objects.get(pk=task.pk).shown == {str(second.pk): second.shown_hash}  # the pause it answered with
+
+
+def test_a_blanket_reply_to_a_call_edited_since_its_pause_is_refused_as_changed(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    [approval] = pending_approvals(task.conversation)
+    edit_as_if_by_an_approver(approval, {"path": "a.txt", "content": "HELLO"})
+
+    refusal = refused(task, alice, {"decision_type": "approve"})
+
+    assert "changed" in refusal.message and refusal.message.endswith("Nothing was decided.")
+    assert statuses(task) == ["pending"]
+
+
+def edit_as_if_by_an_approver(approval: Approval, arguments: dict) -> None:
+    """An edit left pending for another decider, as approvals.services.approve_edited stores one."""
+    Approval.objects.filter(pk=approval.pk).update(
+        edited_arguments=arguments, edited_arguments_hash=arguments_hash(arguments), edited_at=timezone.now(),
+        edited_by=User.objects.create_user("approver"),
+    )
+
+
+def test_a_decision_by_id_on_a_call_edited_since_it_was_requested_needs_the_shown_hash(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    [approval] = pending_approvals(task.conversation)
+    requested = approval.shown_hash
+    edit_as_if_by_an_approver(approval, {"path": "a.txt", "content": "HELLO"})
+    token = ApiToken.issue(alice)
+
+    def decision(**entry) -> dict:
+        parts = [{"data": {"decisions": [{"id": approval.pk, "decision_type": "approve"} | entry]}}]
+        return rpc(token, "SendMessage", {"message": {"role": "ROLE_USER", "messageId": "m", "taskId": str(task.pk), "parts": parts}})
+
+    for stale in (decision(), decision(shown_hash=requested)):
+        assert stale["error"]["code"] == -32602 and "changed" in stale["error"]["message"], stale
+    assert statuses(task) == ["pending"]
+
+    [request] = data_parts(sent(task))["tool_approval"]["action_requests"]
+    assert request["args"] == {"path": "a.txt", "content": "HELLO"} and request["shown_hash"] != requested
+    done = decision(shown_hash=request["shown_hash"])["result"]["task"]
+
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_via) == ("approved", "a2a")
+
+
+def test_plain_text_is_refused_while_a_call_its_pause_never_listed_waits(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    email = held_email_then_approved_on_the_page(task, alice)
+    before = Message.objects.filter(conversation_id=task.conversation_id).count()
+
+    refusal = refused(task, alice, "yes")
+
+    assert f"#{email.pk} send_email changed or came after the pause you were sent" in refusal.message
+    assert Message.objects.filter(conversation_id=task.conversation_id).count() == before
+    email.refresh_from_db()
+    assert email.status == "pending" and not OutboxEmail.objects.exists()
+
+
+def test_every_entry_of_a_pause_carries_its_shown_hash(alice, agent):
+    question_task = a2a_task(alice, agent, "ask me to choose between tea, coffee and water")
+    [question] = pending_approvals(question_task.conversation)
+    [asked] = data_parts(sent(question_task))["ask_user_request"]["questions"]
+    assert asked["shown_hash"] == question.shown_hash
+
+    task = a2a_task(alice, agent, "delete a.txt and b.txt")
+    parts = data_parts(sent(task))
+    approvals = pending_approvals(task.conversation)
+    assert [r["shown_hash"] for r in parts["tool_approval"]["action_requests"]] == [a.shown_hash for a in approvals]
+    assert [t["shown_hash"] for t in parts["tool_approval_request"]["tools"]] == [a.shown_hash for a in approvals]
+    assert Task.objects.get(pk=task.pk).shown == {str(a.pk): a.shown_hash for a in approvals}
 
 
 # --- runs: a task's state, read from the rows ----------------------------------------------------------
@@ -416,8 +567,9 @@ def test_a_paused_task_is_input_required_with_action_requests_and_kagents_tool_a
     assert (request["name"], request["args"], request["id"]) == ("write_file", {"path": "a.txt", "content": "hello"}, approval.pk)
     assert request["risk"] == approval.risk and request["confirmation_required"] is False
     [tool] = parts["tool_approval_request"]["tools"]
+    assert request["shown_hash"] == approval.shown_hash
     assert tool == {"id": approval.pk, "call_id": approval.tool_call.call_id, "name": "write_file",
-                    "args": {"path": "a.txt", "content": "hello"}}
+                    "args": {"path": "a.txt", "content": "hello"}, "shown_hash": approval.shown_hash}
     assert "ask_user_request" not in parts
     assert not proto.artifacts
     assert [m.parts[0].text for m in proto.history] == ["write hello to a.txt"]
@@ -678,7 +830,7 @@ def test_a_refused_decision_over_json_rpc_is_invalid_params_with_who_decided(ali
     assert refusal["error"]["code"] == -32602 and '"decision_type" is "approve" or "deny".' in refusal["error"]["message"]
     assert statuses(task) == ["pending"]
 
-    decide(approval.pk, user=alice, approve=False, via="api")
+    decide(approval.pk, user=alice, approve=False, via="api", shown_hash=approval.shown_hash)
     late = {"message": {"role": "ROLE_USER", "messageId": "m2", "taskId": str(task.pk),
                         "parts": [{"data": {"decisions": [{"id": approval.pk, "decision_type": "approve"}]}}]}}
     after = rpc(token, "SendMessage", late)

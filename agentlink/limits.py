@@ -1,0 +1,96 @@
+"""Caps per API token on A2A: how many calls may run at once and how many streams may stay open
+(HITL_A2A_CALLS_PER_TOKEN, HITL_A2A_STREAMS_PER_TOKEN), so that one token holder cannot take the
+pool's threads from everyone else. Counted per daphne process (one event loop: no lock needed).
+Over a cap the request is answered at once with a JSON-RPC error (TOO_MANY, the 429 of JSON-RPC)
+that says when to retry, and a Retry-After header."""
+import json
+from collections import Counter
+
+from django.conf import settings
+
+STREAM_METHODS = {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
+TOO_MANY = -32029  # a server-defined JSON-RPC code (-32000 to -32099), 429 as HTTP says it
+RETRY_SECONDS = 1
+
+
+class Throttle:
+    """Pure ASGI, after Authenticate (which puts the token's hash in `scope["hitl_token"]`): reads
+    the body (already capped in length) to tell a stream from a call, holds a slot for as long as
+    the response lasts (a stream's whole life), and hands the same body on."""
+
+    def __init__(self, app):
+        self.app = app
+        self.held = {"calls": Counter(), "streams": Counter()}
+
+    async def __call__(self, scope, receive, send):
+        token = scope.get("hitl_token")
+        if scope["type"] != "http" or token is None:
+            return await self.app(scope, receive, send)
+        body, receive = await _buffered(receive) if scope["method"] == "POST" else (b"", receive)
+        method, request_id = _method(body)
+        kind = "streams" if method in STREAM_METHODS else "calls"
+        cap = settings.HITL_A2A_STREAMS_PER_TOKEN if kind == "streams" else settings.HITL_A2A_CALLS_PER_TOKEN
+        held = self.held[kind]
+        if held[token] >= cap:
+            return await _too_many(send, kind, cap, request_id)
+        held[token] += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            held[token] -= 1
+            if held[token] <= 0:
+                del held[token]
+
+
+async def _buffered(receive):
+    """The whole body, and a receive that gives it again, then what the client sends next (its
+    disconnect, which a stream listens for)."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks), _replay(b"".join(chunks), receive, first=message)
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks), _replay(b"".join(chunks), receive)
+
+
+def _replay(body: bytes, receive, *, first: dict | None = None):
+    pending = [first] if first else [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed():
+        return pending.pop(0) if pending else await receive()
+
+    return replayed
+
+
+def _method(body: bytes) -> tuple[str, object]:
+    try:
+        request = json.loads(body) if body else None
+    except (ValueError, UnicodeDecodeError):
+        return "", None
+    if not isinstance(request, dict):
+        return "", None
+    method, request_id = request.get("method"), request.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+        request_id = None
+    return (method if isinstance(method, str) else ""), request_id
+
+
+async def _too_many(send, kind: str, cap: int, request_id) -> None:
+    what = "streams open" if kind == "streams" else "calls running"
+    advice = "close one of them, or retry" if kind == "streams" else "retry"
+    error = {
+        "code": TOO_MANY,
+        "message": f"Too many requests: this token already has {cap} A2A {what} at once (the cap); "
+        f"{advice} in {RETRY_SECONDS} s.",
+        "data": {"retry_after_seconds": RETRY_SECONDS, "limit": cap, "kind": kind},
+    }
+    body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(RETRY_SECONDS).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
