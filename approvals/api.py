@@ -60,6 +60,7 @@ class ApprovalOut(Schema):
     decided_via: str
     decided_at: datetime | None
     rejection_reason: str
+    comment: str = Field(description="The decider's optional word on the decision (approving too), kept in the audit chain.")
     arguments: dict = Field(description="The arguments as the model requested them.")
     approved_arguments: dict | None = Field(
         description="What was approved (and so runs): null until approved; equal to `arguments` unless edited."
@@ -77,6 +78,9 @@ class ApprovalOut(Schema):
     rule_id: int | None = Field(description="The rule that decided it at once (`decided_via: \"rule\"`); null for a human's decision.")
     annotations: dict | None = Field(
         description="A tool server's hints about the tool (MCP annotations, as the server gave them), or null: hints, not guarantees."
+    )
+    shown_hash: str = Field(
+        description="The version a decider is shown now (the hash of the arguments as they stand): send it with a decision; it changes when the call is edited."
     )
 
 
@@ -109,8 +113,13 @@ class RememberIn(Schema):
     max_uses: int | None = Field(None, ge=1, le=10**9)
 
 
+SHOWN_HASH = Field("", max_length=64, description="The `shown_hash` you decided on: a decision on a call that changed since is refused (409). Required to approve a call edited since it was requested.")
+
+
 class DecisionIn(Schema):
     decision: Literal["approve", "reject"]
+    shown_hash: str = SHOWN_HASH
+    comment: str = Field("", description="Your word on the decision (approving too), kept in the audit chain and shown in history.")
     reason: str = ""
     steps: list[int] | None = Field(None, description="For a plan: the steps approved (every required one); all if left out.")
     arguments: dict | None = Field(None, description="Approve these arguments instead (checked by the tool's schema and the policy again).")
@@ -124,6 +133,9 @@ class DecisionsIn(Schema):
     decision: Literal["approve", "reject"]
     reason: str = ""
     ids: list[ApprovalId]
+    shown_hashes: dict[str, str] = Field(
+        {}, description="{id: shown_hash} of the approvals as you listed them: one that changed since lands in `changed`. An id without one approves only a call never edited."
+    )
 
 
 class DecisionsOut(Schema):
@@ -136,6 +148,7 @@ class DecisionsOut(Schema):
 
 
 class AnswerIn(Schema):
+    shown_hash: str = SHOWN_HASH
     answer: Any = Field(None, description="Text, a number, a YYYY-MM-DD date, an option, a list of options, or true/false, as the question's type says.")
     decline: bool = Field(False, description="Decline to answer (the agent is told, with `reason`).")
     reason: str = ""
@@ -153,6 +166,7 @@ def approval_out(approval: Approval) -> dict:
         "decided_via": approval.decided_via,
         "decided_at": approval.decided_at,
         "rejection_reason": approval.rejection_reason,
+        "comment": approval.comment,
         "arguments": approval.tool_call.arguments,
         "approved_arguments": approval.approved_arguments,
         "edited_by": approval.edited_by.get_username() if approval.edited_by else None,
@@ -166,6 +180,7 @@ def approval_out(approval: Approval) -> dict:
         "answer": approval.answer,
         "rule_id": approval.rule_id,
         "annotations": approval.annotations,
+        "shown_hash": approval.shown_hash,
     }
 
 
@@ -229,7 +244,7 @@ def decide_approvals(request, payload: DecisionsIn):
     if len(payload.reason) > MAX_REASON:
         raise HttpError(400, f"The reason is longer than {MAX_REASON} characters.")
     outcome = decide_many(
-        payload.ids,
+        {pk: payload.shown_hashes.get(str(pk), "") for pk in payload.ids},
         user=request.auth,
         approve=payload.decision == "approve",
         via=Approval.Via.API,
@@ -258,22 +273,16 @@ def decide_approval(request, approval_id: ApprovalId, payload: DecisionIn):
     if len(payload.reason) > MAX_REASON:
         raise HttpError(400, f"The reason is longer than {MAX_REASON} characters.")
     approve = payload.decision == "approve"
+    seen = {"user": request.auth, "via": Approval.Via.API, "shown_hash": payload.shown_hash, "confirmation": payload.confirmation, "comment": payload.comment}
     try:
         if payload.remember is not None:
             decide_remembering(
-                approval_id, user=request.auth, approve=approve, via=Approval.Via.API, remember=payload.remember.dict(),
-                reason=payload.reason, confirmation=payload.confirmation, arguments=payload.arguments,
+                approval_id, approve=approve, remember=payload.remember.dict(), reason=payload.reason, arguments=payload.arguments, **seen
             )
         elif approve and payload.arguments is not None:
-            approve_edited(
-                approval_id, user=request.auth, arguments=payload.arguments, via=Approval.Via.API,
-                confirmation=payload.confirmation,
-            )
+            approve_edited(approval_id, arguments=payload.arguments, **seen)
         else:
-            decide(
-                approval_id, user=request.auth, approve=approve, via=Approval.Via.API, reason=payload.reason,
-                confirmation=payload.confirmation, steps=payload.steps if approve else None,
-            )
+            decide(approval_id, approve=approve, reason=payload.reason, steps=payload.steps if approve else None, **seen)
     except Approval.DoesNotExist:
         raise Http404("No such approval.") from None
     return approval_item(visible_approvals(request.auth).get(pk=approval_id))
@@ -290,7 +299,7 @@ def answer_question(request, approval_id: ApprovalId, payload: AnswerIn):
         raise HttpError(400, "Send `answer`, or `decline: true` with a `reason`.")
     try:
         answer(
-            approval_id, user=request.auth, via=Approval.Via.API, value=payload.answer,
+            approval_id, user=request.auth, via=Approval.Via.API, shown_hash=payload.shown_hash, value=payload.answer,
             decline=payload.decline, reason=payload.reason,
         )
     except Approval.DoesNotExist:

@@ -17,12 +17,13 @@ def can_see(user: Any, approval: Any) -> bool:
 
 def can_decide(user: Any, approval: Any, *, approve: bool = True) -> bool:
     """The owner decides their own calls, unless the call needs an approver; then only an approver
-    who is not the requester may approve it (four eyes). Saying no needs no second pair of eyes:
-    the owner may always reject (or stop) a call of their own conversation."""
+    who is not the requester, nor the one who edited it, may approve it (four eyes: whoever writes
+    an edit does not also check it). Saying no needs no second pair of eyes: the owner may always
+    reject (or stop) a call of their own conversation."""
     if not can_see(user, approval):
         return False
     if approval.approver_required and approve:
-        return is_approver(user) and user.pk != approval.requested_by_id
+        return is_approver(user) and user.pk not in (approval.requested_by_id, approval.edited_by_id)
     return True
 
 

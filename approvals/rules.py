@@ -8,8 +8,6 @@ The matching (`choose`) is pure. `applicable()` reads the rules that apply to a 
 a turn), and `verdict()` takes a use of the one that decides, by a conditional update, so two
 workers cannot both take a rule's last use."""
 import fnmatch
-import json
-import re
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -19,10 +17,9 @@ from django.utils import timezone
 
 from hitl.visible import has_invisible
 
+from .conditions import holds
 from .models import Approval, Rule
 from .policy import RISKS
-
-MAX_PATTERN_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -50,21 +47,16 @@ def may_auto_approve(call: Call) -> bool:
 
 
 def matches(rule, call: Call) -> bool:
-    """The tool's name fits the rule's name or glob, and every argument condition holds."""
+    """The tool's name fits the rule's name or glob, and every argument condition holds (as
+    approvals.conditions reads it: paths as paths, URLs as URLs, regexes in linear time; in doubt,
+    a deny's condition holds and an allow's does not)."""
     if not fnmatch.fnmatchcase(call.tool, rule.tool):
         return False
-    return all(name in call.arguments and _holds(condition, call.arguments[name]) for name, condition in (rule.arguments or {}).items())
-
-
-def _holds(condition, value) -> bool:
-    """A glob on the argument's text (a non-string argument as its JSON), or {"regex": ...}, whole."""
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
-    if isinstance(condition, dict) and isinstance(condition.get("regex"), str):
-        try:
-            return re.fullmatch(condition["regex"], text) is not None
-        except re.error:
-            return False  # a broken pattern matches nothing (rules are checked when made, too)
-    return isinstance(condition, str) and fnmatch.fnmatchcase(text, condition)
+    deny = rule.effect == Rule.Effect.DENY
+    return all(
+        name in call.arguments and holds(name, condition, call.arguments[name], deny=deny)
+        for name, condition in (rule.arguments or {}).items()
+    )
 
 
 def choose(rules, call: Call) -> list:
@@ -163,3 +155,36 @@ def _live(rules, now):
 def denial_reason(rule: Rule) -> str:
     """What the model reads, and the card shows, of a call a deny rule rejected."""
     return f"Denied by rule #{rule.pk}: {rule.note}" if rule.note else f"Denied by rule #{rule.pk}."
+
+
+@dataclass(frozen=True)
+class Screening:
+    """What the rules say of one version of a call (the model's, or a human's edit), matched before
+    any write transaction so that no condition runs under the write lock. The deciding use of a rule
+    is taken later, inside the transaction that stores the outcome (first_deny, first_allow)."""
+
+    denies: list
+    repeats: Approval | None
+    allows: list
+
+
+def screen(live_rules: list[Rule], call: Call, *, conversation_id, arguments_hash: str) -> Screening:
+    """The one place every version of a call meets the rules: the loop for the model's call, the
+    decision service for an edit. Deny rules first; then the rejection contract (the same call a
+    human just rejected in the conversation); then, if a rule may approve it, the allow rules."""
+    chosen = choose(live_rules, call)
+    return Screening(
+        denies=[rule for rule in chosen if rule.effect == Rule.Effect.DENY],
+        repeats=recent_rejection(conversation_id, call.tool, arguments_hash),
+        allows=[rule for rule in chosen if rule.effect == Rule.Effect.ALLOW],
+    )
+
+
+def first_deny(screening: Screening) -> Rule | None:
+    """The deny rule that rejects the call, a use of it taken; None if none has a use left."""
+    return next((rule for rule in screening.denies if take_use(rule)), None)
+
+
+def first_allow(screening: Screening) -> Rule | None:
+    """The allow rule that approves the call, a use of it taken; None if none has a use left."""
+    return next((rule for rule in screening.allows if take_use(rule)), None)

@@ -40,6 +40,13 @@ class ArgumentsChanged(DecisionError):
     """The call was edited after the decider saw it: they would approve what they were not shown."""
 
 
+class EditForbidden(DecisionError):
+    """An edit the rules refuse (a deny rule, or the rejection contract): nothing is stored."""
+
+
+CHANGED = "The call changed after you saw it (it was edited): look at it again before deciding."
+
+
 class WrongKind(DecisionError):
     """A question is answered (or declined), not approved; an action or a plan is decided, not answered."""
 
@@ -98,16 +105,19 @@ def decide(
     user,
     approve: bool,
     via: str,
+    shown_hash: str,
     reason: str = "",
     confirmation: str = "",
-    shown_hash: str = "",
     steps: list[int] | None = None,
+    comment: str = "",
 ) -> Approval:
     """Record one decision on a tool call or a plan (`steps`: the plan's approved steps, all if None). Raises Approval.DoesNotExist for an approval the user may not see.
 
-    `shown_hash` is the hash of the arguments the decider was shown (the pages send it): if the call
-    was edited since, nothing is decided. A critical call is approved only with `confirmation`
-    equal to its hint. Past `expires_at` the approval expires now, whether or not the sweep ran.
+    `shown_hash` is the version the decider was shown (`Approval.shown_hash` as the surface rendered
+    it), required of every surface: if the call changed since, nothing is decided; "" (a surface that
+    showed no version) approves only a call never edited. A critical call is approved only with
+    `confirmation` equal to its hint. Past `expires_at` the approval expires now, whether or not the
+    sweep ran. `comment` is the decider's optional word on it, kept and chained with the decision.
     """
     approval = _decidable(approval_id, user, approve=approve, shown_hash=shown_hash)
     if approval.kind == Approval.Kind.QUESTION:
@@ -117,7 +127,7 @@ def decide(
     if approve and approval.confirmation_required and not _confirms(approval, confirmation):
         raise ConfirmationRequired(f"Type {approval.confirmation_hint!r} to approve this critical call.")
     status = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
-    decision = _decision(status, user, via, reason)
+    decision = _decision(status, user, via, reason, comment=comment)
     if approve and approval.kind == Approval.Kind.PLAN:
         decision["answer"] = _plan_answer(approval, steps)
     return _store_decision(approval, decision, user=user, via=via)
@@ -148,10 +158,11 @@ def decide_remembering(
     approve: bool,
     via: str,
     remember: dict,
+    shown_hash: str,
     reason: str = "",
     confirmation: str = "",
-    shown_hash: str = "",
     arguments: dict | None = None,
+    comment: str = "",
 ) -> tuple[Approval, Rule | None]:
     """Decide a tool call (approve_edited() with `arguments`, else decide()) and save the rule the
     decider asked to remember (approvals.rulemaking.draft_from_call: `remember` holds its scope and
@@ -163,7 +174,7 @@ def decide_remembering(
     if approval.kind != Approval.Kind.ACTION:
         raise WrongKind("Only a tool call is remembered as a rule; a question or a plan is decided each time.")
     rule = rulemaking.draft_from_call(user, approval, approve=approve, **remember)
-    seen = {"confirmation": confirmation, "shown_hash": shown_hash}
+    seen = {"confirmation": confirmation, "shown_hash": shown_hash, "comment": comment}
     if approve and arguments is not None:
         decided = approve_edited(approval_id, user=user, arguments=arguments, via=via, **seen)
     else:
@@ -175,11 +186,13 @@ def decide_remembering(
     return decided, rule
 
 
-def answer(approval_id: int, *, user, via: str, value=None, decline: bool = False, reason: str = "") -> Approval:
+def answer(
+    approval_id: int, *, user, via: str, shown_hash: str, value=None, decline: bool = False, reason: str = ""
+) -> Approval:
     """Answer a question with `value` (checked against its type), or decline to answer it, with a
     reason. Raises InvalidAnswer (nothing decided, the question stays open) and whatever decide()
-    raises: first answer wins."""
-    approval = _decidable(approval_id, user, approve=not decline, shown_hash="")
+    raises: first answer wins. `shown_hash` as for decide()."""
+    approval = _decidable(approval_id, user, approve=not decline, shown_hash=shown_hash)
     if approval.kind != Approval.Kind.QUESTION:
         raise WrongKind(f"This is {'a plan' if approval.kind == Approval.Kind.PLAN else 'a tool call'}: approve or reject it.")
     if decline:
@@ -218,15 +231,21 @@ def _store_decision(approval: Approval, decision: dict, *, user, via: str) -> Ap
 
 
 def approve_edited(
-    approval_id: int, *, user, arguments, via: str, confirmation: str = "", shown_hash: str = ""
+    approval_id: int, *, user, arguments, via: str, shown_hash: str, confirmation: str = "", comment: str = ""
 ) -> Approval:
-    """Approve the call with arguments a human changed. They are validated with the tool's schema
-    and gated again; if the edit makes the call stricter (riskier, four eyes, critical), the edit is
-    stored and the approval stays pending for whoever the stricter rule names. Returns the approval,
-    approved or still pending. Raises InvalidArguments (nothing stored) for arguments the tool refuses."""
+    """Approve the call with arguments a human changed. They are validated with the tool's schema,
+    gated again and screened by the rules like the model's own call (approvals.rules.screen): an
+    edit a deny rule forbids, or that repeats a call a human just rejected, is refused. If the edit
+    makes the call stricter (riskier, four eyes, critical), or the call needs four eyes (whoever
+    writes an edit does not also check it), the edit is stored and the approval stays pending for
+    whoever may decide it. Returns the approval, approved or still pending. Raises InvalidArguments
+    (nothing stored) for arguments the tool refuses, EditForbidden for an edit the rules refuse."""
     approval = _decidable(approval_id, user, approve=True, shown_hash=shown_hash)
     checked = calls.checker().check(approval, arguments)
-    stricter = _is_stricter(checked, approval)
+    if checked.arguments_hash == approval.shown_hash:  # no change after all: a plain approval
+        return decide(approval_id, user=user, approve=True, via=via, shown_hash=shown_hash, confirmation=confirmation, comment=comment)
+    screening = _screen_edit(approval, checked)
+    stricter = _is_stricter(checked, approval) or approval.approver_required or checked.approver_required
     risk = max(checked.risk, approval.risk, key=RISKS.index)
     edit = {
         "edited_arguments": checked.arguments,
@@ -239,12 +258,12 @@ def approve_edited(
         "preview_state": checked.preview_state,
         "confirmation_hint": checked.confirmation_hint if risk == Risk.CRITICAL else "",
     }
-    if checked.arguments_hash == approval.shown_hash:  # no change after all: a plain approval
-        return decide(approval_id, user=user, approve=True, via=via, confirmation=confirmation)
     if not stricter and approval.confirmation_required and not _confirms(approval, confirmation):
         raise ConfirmationRequired(f"Type {approval.confirmation_hint!r} to approve this critical call.")
-    decision = {} if stricter else _decision(Approval.Status.APPROVED, user, via)
+    decision = {} if stricter else _decision(Approval.Status.APPROVED, user, via, comment=comment)
     with transaction.atomic():
+        if rule := rules.first_deny(screening):
+            raise EditForbidden(f"Rule #{rule.pk} denies this edit: {rules.denial_reason(rule)}")
         # An edit that decides is linked into the audit chain as it leaves the approval.
         link = audit.lock_head().extend([approval], {**edit, **decision}) if decision else {}
         updated = _undecided(approval).update(**edit, **decision, **link)
@@ -257,7 +276,31 @@ def approve_edited(
         else:
             _expire_if_overdue(approval_id)
     approval = _stored(approval, updated, user=user, status=Approval.Status.APPROVED if decision else "edited", via=via)
+    if not decision and (rule := rules.first_allow(screening)):
+        # A stricter edit left pending meets the allow rules as the model's call would have.
+        approval = decide_by_rule(approval, rule)
     return approval
+
+
+def _screen_edit(approval: Approval, checked: calls.CheckedCall) -> "rules.Screening":
+    """What the rules say of an edited version, read before any write transaction (a condition never
+    runs under the write lock). The rejection contract is enforced here at once: an edit into a call a
+    human just rejected in this conversation is refused, naming that rejection."""
+    conversation = approval.conversation
+    screening = rules.screen(
+        rules.applicable(conversation),
+        rules.Call(
+            tool=approval.tool_call.name, arguments=checked.arguments, risk=checked.risk,
+            approver_required=approval.approver_required or checked.approver_required,
+            max_auto_approve_risk=conversation.agent.max_auto_approve_risk,
+        ),
+        conversation_id=approval.conversation_id,
+        arguments_hash=checked.arguments_hash,
+    )
+    if earlier := screening.repeats:
+        who = earlier.decided_by.get_username() if earlier.decided_by else "someone"
+        raise EditForbidden(f"{who} just rejected this same call in this conversation: {earlier.rejection_reason or 'no reason given'}")
+    return screening
 
 
 def cancel_pending(*, conversation_id, user, via: str) -> list[Approval]:
@@ -282,10 +325,10 @@ def cancel_pending(*, conversation_id, user, via: str) -> list[Approval]:
     return approvals
 
 
-def check_decidable(approval_id: int, user, *, approve: bool) -> Approval:
-    """Raise now what deciding it this way would raise (hidden, not allowed, settled), deciding
-    nothing: for a surface that asks for more (a reason, a confirmation) before it decides."""
-    return _decidable(approval_id, user, approve=approve, shown_hash="")
+def check_decidable(approval_id: int, user, *, approve: bool, shown_hash: str) -> Approval:
+    """Raise now what deciding it this way would raise (hidden, not allowed, settled, changed),
+    deciding nothing: for a surface that asks for more (a reason, a confirmation) before it decides."""
+    return _decidable(approval_id, user, approve=approve, shown_hash=shown_hash)
 
 
 def _decidable(approval_id: int, user, *, approve: bool, shown_hash: str) -> Approval:
@@ -295,11 +338,17 @@ def _decidable(approval_id: int, user, *, approve: bool, shown_hash: str) -> App
     if approval is None or not can_see(user, approval):
         raise Approval.DoesNotExist
     if not can_decide(user, approval, approve=approve):
-        raise NotAllowed("This call needs an approver other than the requester (four eyes).")
+        raise NotAllowed("This call needs an approver other than the requester and whoever edited it (four eyes).")
     _refuse_if_settled(approval)
-    if shown_hash and shown_hash != approval.shown_hash:
-        raise ArgumentsChanged("The call was edited after you saw it: look at it again before deciding.")
+    if _unseen(approval, shown_hash, approve=approve):
+        raise ArgumentsChanged(CHANGED)
     return approval
+
+
+def _unseen(approval: Approval, shown_hash: str, *, approve: bool) -> bool:
+    """A stated version that is not the current one decides nothing; nor does an approval that
+    states none of a call edited since it was requested: the decider never saw the edit."""
+    return shown_hash != approval.shown_hash and bool(shown_hash or (approve and approval.is_edited))
 
 
 def _refuse_if_settled(approval: Approval) -> None:
@@ -324,14 +373,17 @@ def _is_stricter(checked: calls.CheckedCall, approval: Approval) -> bool:
     )
 
 
-def _decision(status: str, user, via: str, reason: str = "") -> dict:
-    return {
+def _decision(status: str, user, via: str, reason: str = "", *, comment: str = "") -> dict:
+    decision = {
         "status": status,
         "decided_at": timezone.now(),
         "decided_by": user,
         "decided_via": via,
         "rejection_reason": "" if status in (Approval.Status.APPROVED, Approval.Status.ANSWERED) else reason.strip(),
     }
+    if comment.strip():
+        decision["comment"] = comment.strip()
+    return decision
 
 
 def _undecided(approval: Approval):
@@ -358,7 +410,7 @@ def _stored(approval: Approval, updated: int, *, user, status: str, via: str) ->
     approval.refresh_from_db()
     if not updated:
         if approval.status == Approval.Status.PENDING:
-            raise ArgumentsChanged("The call was edited after you saw it: look at it again before deciding.")
+            raise ArgumentsChanged(CHANGED)
         raise AlreadyDecided(approval)
     logger.info("approval %s %s by %s via %s", approval.pk, status, user, via)
     return approval
@@ -428,11 +480,12 @@ class Outcome:
     needs_answer: list[int] = field(default_factory=list)
 
 
-def decide_many(approval_ids: list[int], *, user, approve: bool, via: str, reason: str = "") -> Outcome:
-    """Decide each approval in `approval_ids` that `user` may decide, with the same rules as
-    decide(), in one transaction and a number of queries that does not grow with the ids."""
+def decide_many(shown: dict[int, str], *, user, approve: bool, via: str, reason: str = "") -> Outcome:
+    """Decide each approval of `shown` (id → the version the decider was shown, "" for none) that
+    `user` may decide, with the same rules as decide(), in one transaction and a number of queries
+    that does not grow with the ids. One whose version moved on lands in `changed`."""
     outcome = Outcome()
-    ids = sorted(set(approval_ids))
+    ids = sorted(set(shown))
     approvals = {a.pk: a for a in Approval.objects.filter(pk__in=ids)}
     allowed = []
     for approval_id in ids:
@@ -443,6 +496,8 @@ def decide_many(approval_ids: list[int], *, user, approve: bool, via: str, reaso
             outcome.not_allowed.append(approval_id)
         elif approval.status != Approval.Status.PENDING:
             outcome.already_decided.append(approval_id)
+        elif _unseen(approval, shown[approval_id], approve=approve):
+            outcome.changed.append(approval_id)
         elif approve and approval.kind != Approval.Kind.ACTION:
             outcome.needs_answer.append(approval_id)
         elif approve and approval.confirmation_required:
@@ -497,17 +552,17 @@ def decide_all(
     conversation_id,
     user,
     via: str,
+    shown: dict[int, str] | None,
     approve: bool = True,
     reason: str = "",
-    approval_ids: list[int] | None = None,
 ) -> Outcome:
-    """Decide every pending approval of a conversation that `user` may decide, or only `approval_ids`.
-
-    An explicit id list is what the user saw: a call that became pending later is left alone.
-    Critical calls are never approved this way (`needs_confirmation`).
-    """
+    """Decide the pending approvals of a conversation that `user` was shown (`shown`: id → version,
+    as decide_many() takes them) and may decide. A call that became pending later is left alone.
+    `shown=None` (a program that names none) means every pending call, its version unstated: then
+    a call edited since it was requested is not approved (`changed`). Critical calls are never
+    approved this way (`needs_confirmation`)."""
     pending = Approval.objects.filter(conversation_id=conversation_id, status=Approval.Status.PENDING)
-    if approval_ids is not None:
-        pending = pending.filter(pk__in=approval_ids)
+    if shown is not None:
+        pending = pending.filter(pk__in=list(shown))
     ids = list(pending.values_list("pk", flat=True))
-    return decide_many(ids, user=user, approve=approve, via=via, reason=reason)
+    return decide_many({pk: (shown or {}).get(pk, "") for pk in ids}, user=user, approve=approve, via=via, reason=reason)

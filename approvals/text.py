@@ -30,6 +30,11 @@ _APPROVALS = (
 )
 _REJECTIONS = ("no", "n", "nope", "nah", "reject", "rejected", "deny", "denied")
 _COURTESIES = ("please", "thanks", "thank you")
+# An acknowledgement of what the agent said is no decision: "ok thanks", "cool", "sure, thx". A weak
+# yes with thanks is read as one; a strong word ("yes", "approve", "go ahead") with thanks still decides.
+_PLEASED = ("cool", "great", "nice", "alright", "got it", "noted", "fine")  # no approval word: pleased, not deciding
+_WEAK = ("ok", "okay", "k", "kk", "sure", "yeah", "yep", "yup") + _PLEASED
+_GRATITUDE = ("thanks", "thank you", "thx", "ty", "cheers", "many thanks")
 _NUMBERS = {
     "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
 }
@@ -72,6 +77,9 @@ def _head(words) -> re.Pattern:
 
 
 _APPROVAL = _head(_APPROVALS)
+_ACKNOWLEDGEMENT = re.compile(
+    rf"(?:{_one_of(_WEAK)} )*{_one_of(_GRATITUDE + _PLEASED)}(?: {_one_of(_WEAK + _GRATITUDE)})*"
+)
 _REJECTION = _head(_REJECTIONS)
 _TAKES_BACK = re.compile(rf"(?:(?:that|it)(?:'s| is) )?{_one_of(_AFFIRMATIONS + _EXCEPTIONS)}")
 _HEDGE = re.compile(rf"\b{_one_of(_HEDGES)}")
@@ -87,6 +95,8 @@ def parse_decision(text: str) -> TextDecision:
     if mark := _REASON_MARK.search(text):
         head, reason = text[: mark.start()], text[mark.end() :].strip()
     words = _canonical(head)
+    if not reason and _ACKNOWLEDGEMENT.fullmatch(words):
+        return TextDecision(Intent.NONE)
     lead = _LEAD.match(words)
     if not lead:
         return TextDecision(Intent.NONE)

@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from hitl.inputs import BadInput, parse_ids
+from hitl.inputs import BadInput, parse_ids, parse_shown
 
 from . import calls, questions
 from .calls import InvalidArguments
@@ -23,6 +23,7 @@ from .services import (
     ArgumentsChanged,
     ConfirmationRequired,
     DecisionError,
+    EditForbidden,
     InvalidAnswer,
     NotAllowed,
     answer,
@@ -70,13 +71,13 @@ def bulk_decide(request):
         raise PermissionDenied("Bulk decisions are for approvers.")
     decision = request.POST.get("decision")
     try:
-        ids = parse_ids(request.POST.getlist("approval_ids"))
+        shown = parse_shown(request.POST.getlist("approval_ids"))
     except BadInput as exc:
         return HttpResponse(str(exc), status=400)
-    if decision not in ("approve", "reject") or not ids:
+    if decision not in ("approve", "reject") or not shown:
         return HttpResponse("Select approvals, then approve or reject them.", status=400)
     outcome = decide_many(
-        ids, user=request.user, approve=decision == "approve", via=Approval.Via.DASHBOARD,
+        shown, user=request.user, approve=decision == "approve", via=Approval.Via.DASHBOARD,
         reason=request.POST.get("reason", "")[:2000],
     )
     if not request.htmx:
@@ -98,6 +99,7 @@ def decide_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> Http
         "reason": request.POST.get("reason", "")[:2000],
         "confirmation": request.POST.get("confirmation", ""),
         "shown_hash": request.POST.get("shown_hash", ""),
+        "comment": request.POST.get("comment", "")[:2000],
     }
     saved_rule = None
     try:
@@ -137,14 +139,13 @@ def answer_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> Http
     type and checked on the server), or decline to answer (`decline`, with a `reason`)."""
     _check_channel(request, via)
     approval = _approval_for(request.user, approval_id)
+    seen = {"user": request.user, "via": via, "shown_hash": request.POST.get("shown_hash", "")}
     try:
         if request.POST.get("decline"):
-            approval = answer(
-                approval_id, user=request.user, via=via, decline=True, reason=request.POST.get("reason", "")[:2000]
-            )
+            approval = answer(approval_id, decline=True, reason=request.POST.get("reason", "")[:2000], **seen)
         else:
             value = questions.from_form(approval.question or {}, request.POST) if approval.question else None
-            approval = answer(approval_id, user=request.user, via=via, value=value)
+            approval = answer(approval_id, value=value, **seen)
     except DecisionError as exc:
         return _refused(request, approval_id, exc, via)
     return _decided(request, approval, via)
@@ -188,7 +189,7 @@ def edit_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> HttpRe
             approval_id, user=request.user, arguments=posted, via=via,
             confirmation=request.POST.get("confirmation", ""), shown_hash=request.POST.get("shown_hash", ""),
         )
-    except (InvalidArguments, ConfirmationRequired) as exc:
+    except (InvalidArguments, ConfirmationRequired, EditForbidden) as exc:
         context = _edit_context(approval, posted, via) | {"error": str(exc)}
         return render(request, "partials/approval_edit.html", context, status=400)
     except DecisionError as exc:

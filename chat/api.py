@@ -25,11 +25,16 @@ class ConversationIn(Schema):
 
 class MessageIn(Schema):
     content: str
+    approval_ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] | None = Field(
+        None, max_length=1000,
+        description="While calls wait: the approvals this reply answers. A reply that reads as a decision decides nothing if another is pending.",
+    )
 
 
 class ApproveAllIn(Schema):
     # Approval ids as the database stores them (64-bit); at most one page of a dashboard at a time.
     ids: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] | None = Field(None, max_length=1000)
+    shown_hashes: dict[str, str] = Field({}, description="{id: shown_hash} as you listed them: a call that changed since is left pending.")
 
 
 class ToolCallOut(Schema):
@@ -149,7 +154,8 @@ def get_conversation(request, conversation_id: UUID, paging: Query[MessagePageIn
 @router.post("/{conversation_id}/messages", response={202: Accepted})
 def post_message(request, conversation_id: UUID, payload: MessageIn):
     conversation = conversation_for(request.auth, conversation_id)
-    message = services.post_message(conversation=conversation, user=request.auth, content=payload.content)
+    shown = None if payload.approval_ids is None else dict.fromkeys(payload.approval_ids, "")
+    message = services.post_message(conversation=conversation, user=request.auth, content=payload.content, shown=shown)
     conversation.refresh_from_db(fields=["status"])
     return Status(202, {"message_id": message.pk, "status": conversation.status})
 
@@ -171,7 +177,7 @@ def approve_all(request, conversation_id: UUID, payload: ApproveAllIn | None = N
         conversation_id=conversation.pk,
         user=request.auth,
         via=Approval.Via.API,
-        approval_ids=payload.ids if payload else None,
+        shown={pk: payload.shown_hashes.get(str(pk), "") for pk in payload.ids} if payload and payload.ids is not None else None,
     )
     return {"approved": [a.pk for a in outcome.decided], "needs_confirmation": outcome.needs_confirmation}
 

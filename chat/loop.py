@@ -10,6 +10,7 @@ import time
 import uuid
 from datetime import timedelta
 from functools import partial
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -17,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from approvals import pauses, rules
-from approvals.models import Approval, Rule
+from approvals.models import Approval
 from approvals.services import decide_by_rule, reject_as_repeat, request_approval
 from hitl import live
 from hitl.db import release_connection
@@ -247,8 +248,11 @@ def _invoke(call: ToolCall, conversation: Conversation, work, note: str = "") ->
 def _ask(call: ToolCall, conversation: Conversation, asked: InputRequired) -> None:
     """The tool asked a human for input: the call waits, its question is a call of its own in the
     turn (`asked_by`, never shown to the model) with a question pause like ask_human's, and what
-    the tool needs to go on is kept on the call. All in one transaction: a crash leaves neither half."""
+    the tool needs to go on is kept on the call. All in one transaction: a crash leaves neither half.
+    The answer shapes what the call does, so it is for whoever may decide the call: a four-eyes
+    call's question needs four eyes too (an approver other than the requester answers it)."""
     turn = call.message
+    gate = getattr(call, "approval", None) if call.is_gated else None
     with transaction.atomic():
         if not _transition(call, Status.RUNNING, Status.WAITING_FOR_INPUT, push=False, input_state=asked.state):
             return
@@ -269,6 +273,7 @@ def _ask(call: ToolCall, conversation: Conversation, asked: InputRequired) -> No
             reason=f"{call.name} asks for input before it can finish.",
             risk="low",
             arguments_hash=question.arguments_hash,
+            approver_required=gate is not None and gate.approver_required,
             timeout_seconds=conversation.agent.approval_timeout_seconds,
             kind=Approval.Kind.QUESTION,
             request=asked.question,
@@ -493,8 +498,9 @@ def _call_model(conversation: Conversation, token: str) -> bool:
         _fail(conversation, token, str(exc))
         return False
     stream.flush()
-    # Validated and gated before the transaction: a preview may ask a tool server (seconds), and
-    # SQLite's one write lock must not wait on it. Inside: the writes and the rules' reads.
+    # Validated, gated and screened by the rules before the transaction: a preview may ask a tool
+    # server (seconds) and a rule's condition is a match of unbounded input, and SQLite's one write
+    # lock must wait on neither. Inside: the writes, and the deciding rule's use taken.
     checked = _check_calls(conversation, turn)
     stored: list[Message] = []
     with transaction.atomic():
@@ -521,9 +527,21 @@ def _turn_landed_html(conversation: Conversation, message: Message) -> str:
     )
 
 
-def _check_calls(conversation: Conversation, turn: ModelTurn) -> list[tuple[ToolCall, GatedCall | None]]:
-    """Each of the turn's calls, unsaved, validated and gated (with its preview), under an id unique in its turn."""
+class _Checked(NamedTuple):
+    """A call of the turn, checked before the turn's transaction: gated, and for a gated action what
+    the rules say of it and what its card would offer to remember."""
+
+    call: ToolCall
+    gated: GatedCall | None
+    screening: rules.Screening | None = None
+    suggestion: dict | None = None
+
+
+def _check_calls(conversation: Conversation, turn: ModelTurn) -> list[_Checked]:
+    """Each of the turn's calls, unsaved, validated, gated (with its preview) and, for a gated
+    action, screened by the rules, under an id unique in its turn."""
     checked = []
+    live_rules = None  # read once a turn, when its first gated action needs them
     seen_ids: set[str] = set()
     for position, model_call in enumerate(turn.tool_calls):
         call_id = _unique_call_id(model_call.call_id, position, seen_ids)
@@ -534,26 +552,37 @@ def _check_calls(conversation: Conversation, turn: ModelTurn) -> list[tuple[Tool
             name=model_call.name[:200],
             raw_arguments=model_call.raw_arguments[:MAX_RAW_ARGUMENTS],
         )
-        checked.append((call, _check_call(call, model_call.raw_arguments, conversation)))
+        gated = _check_call(call, model_call.raw_arguments, conversation)
+        if gated is None or not gated.gate.required or gated.kind != Approval.Kind.ACTION:
+            checked.append(_Checked(call, gated))
+            continue
+        live_rules = rules.applicable(conversation) if live_rules is None else live_rules
+        candidate = _rule_call(call, gated, conversation)
+        screening = rules.screen(live_rules, candidate, conversation_id=conversation.pk, arguments_hash=call.arguments_hash)
+        suggestion = rules.suggestion(conversation, candidate, trust_after=conversation.agent.trust_after)
+        checked.append(_Checked(call, gated, screening, suggestion))
     return checked
 
 
-def _store_turn(conversation: Conversation, turn: ModelTurn, checked: list[tuple[ToolCall, GatedCall | None]]) -> Message:
+def _rule_call(call: ToolCall, gated: GatedCall, conversation: Conversation) -> rules.Call:
+    return rules.Call(
+        tool=call.name, arguments=call.arguments, risk=gated.gate.risk, approver_required=gated.gate.approver_required,
+        max_auto_approve_risk=conversation.agent.max_auto_approve_risk,
+    )
+
+
+def _store_turn(conversation: Conversation, turn: ModelTurn, checked: list[_Checked]) -> Message:
     """Store the assistant message and its checked calls, each gated call with its approval (or
     decided at once by a rule), in one transaction."""
     with transaction.atomic(savepoint=False):
         message = append_message(conversation, role=Message.Role.ASSISTANT, content=turn.text, push=False)
         calls = []
-        live_rules = None  # read once a turn, when its first gated action needs them
-        for call, gated in checked:
+        for call, gated, screening, suggestion in checked:
             call.message = message
             call.save()
             calls.append(call)
             if gated is not None and gated.gate.required:
-                automatic, suggestion = None, None
-                if gated.kind == Approval.Kind.ACTION:
-                    live_rules = rules.applicable(conversation) if live_rules is None else live_rules
-                    automatic, suggestion = _automatic_decision(call, gated, conversation, live_rules)
+                automatic = _automatic_decision(screening) if screening is not None else None
                 call.approval = request_approval(
                     tool_call_id=call.pk,
                     conversation_id=conversation.pk,
@@ -568,7 +597,7 @@ def _store_turn(conversation: Conversation, turn: ModelTurn, checked: list[tuple
                     confirmation_hint=gated.confirmation_hint,
                     kind=gated.kind,
                     request=gated.request,
-                    rule_suggestion=suggestion,
+                    rule_suggestion=None if automatic else suggestion,
                     annotations=gated.annotations,
                 )
                 if automatic is not None:
@@ -577,22 +606,18 @@ def _store_turn(conversation: Conversation, turn: ModelTurn, checked: list[tuple
     return message
 
 
-def _automatic_decision(call: ToolCall, gated: GatedCall, conversation: Conversation, live_rules: list):
-    """(how the call is decided at once, if it is; what its card offers to remember otherwise).
-    In this order, a human's say winning over a saved allow: a deny rule rejects it; the same call,
-    just rejected in this conversation, is rejected again (the rejection contract); an allow rule
-    approves it (approvals.rules). Else a human decides, perhaps offered a trust suggestion."""
-    candidate = rules.Call(
-        tool=call.name, arguments=call.arguments, risk=gated.gate.risk, approver_required=gated.gate.approver_required,
-        max_auto_approve_risk=conversation.agent.max_auto_approve_risk,
-    )
-    if rule := rules.verdict(live_rules, candidate, effect=Rule.Effect.DENY):
-        return partial(decide_by_rule, rule=rule), None
-    if earlier := rules.recent_rejection(conversation.pk, call.name, call.arguments_hash):
-        return partial(reject_as_repeat, earlier=earlier), None
-    if rule := rules.verdict(live_rules, candidate, effect=Rule.Effect.ALLOW):
-        return partial(decide_by_rule, rule=rule), None
-    return None, rules.suggestion(conversation, candidate, trust_after=conversation.agent.trust_after)
+def _automatic_decision(screening: rules.Screening):
+    """How the call is decided at once, if it is, in this order, a human's say winning over a saved
+    allow: a deny rule rejects it; the same call, just rejected in this conversation, is rejected
+    again (the rejection contract); an allow rule approves it (approvals.rules). Else None: a human
+    decides, perhaps offered a trust suggestion."""
+    if rule := rules.first_deny(screening):
+        return partial(decide_by_rule, rule=rule)
+    if earlier := screening.repeats:
+        return partial(reject_as_repeat, earlier=earlier)
+    if rule := rules.first_allow(screening):
+        return partial(decide_by_rule, rule=rule)
+    return None
 
 
 def _unique_call_id(call_id: str, position: int, seen: set[str]) -> str:

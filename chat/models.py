@@ -159,13 +159,14 @@ class Message(models.Model):
         return f"{self.role} #{self.position}"
 
     @property
-    def approve_all_ids(self) -> list[int]:
-        """Pending approvals of this turn that the owner may decide: what "Approve all" covers.
+    def approve_all_shown(self) -> list[str]:
+        """Pending approvals of this turn that the owner may decide, as "<id>:<version shown>": what
+        "Approve all" covers, and so sends (approvals.services.decide_all decides only those versions).
         (Uses prefetched tool calls and approvals; four-eyes calls are left to an approver, critical
         ones are approved one at a time, with their typed confirmation, and questions and plans are
         answered on their cards.)"""
         return [
-            c.approval.pk
+            f"{c.approval.pk}:{c.approval.shown_hash}"
             for c in self.tool_calls.all()
             if c.status == ToolCallStatus.PENDING_APPROVAL
             and c.approval.kind == "action"  # a question or a plan is answered on its own card

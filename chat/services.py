@@ -32,11 +32,11 @@ class UnknownAgent(LookupError):
 def start_conversation(*, user, agent: Agent, content: str) -> Conversation:
     content = _clean(content)
     _check_agent(user, agent)
-    quotas.check_conversation(user)
-    quotas.check_message(user)
     # What post_message does, less what a conversation made in this same transaction cannot need:
     # no lock, no pending approvals to read, and no pushes (no tab can be open on it yet).
     with transaction.atomic():
+        quotas.check_conversation(user)  # in the transaction that stores what they count (chat.quotas)
+        quotas.check_message(user)
         conversation = Conversation.objects.create(
             owner=user, agent=agent, title=content[:80], status=Conversation.Status.RUNNING
         )
@@ -45,32 +45,48 @@ def start_conversation(*, user, agent: Agent, content: str) -> Conversation:
     return conversation
 
 
-def post_message(*, conversation: Conversation, user, content: str) -> Message:
+def post_message(*, conversation: Conversation, user, content: str, shown: dict[int, str] | None = None) -> Message:
     """Store what the owner typed and set the loop going, or, while calls wait for approval, read
-    it as a decision (a clear yes or no), ask for a clearer one, or hold it until they are decided."""
+    it as a decision (a clear yes or no), ask for a clearer one, or hold it until they are decided.
+
+    `shown` is what the writer had in front of them: the pending approvals the page rendered (id →
+    version), or the ids a program says its reply answers (version ""). A reply decides only those:
+    if anything else is pending, or changed since, it decides nothing and says why. None (a program
+    that names none) decides whatever is pending, by the same rules."""
     content = _clean(content)
     if conversation.owner_id != user.pk:
         raise NotOwner("Only the conversation's owner can write in it.")
     _check_agent(user, conversation.agent)
-    quotas.check_message(user)
     with transaction.atomic():
         messages.lock_conversation(conversation)
+        quotas.check_message(user)
         # Pending approvals, not the status, say whether a reply decides: the status turns to
         # waiting a moment after the calls are stored, and a fast client can answer in between.
         if Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).exists():
-            return _post_while_waiting(conversation, user, content)
+            return _post_while_waiting(conversation, user, content, shown)
         message = messages.append_message(conversation, role=Message.Role.USER, content=content, author=user)
         _set_running(conversation)
     return message
 
 
-def _post_while_waiting(conversation: Conversation, user, content: str) -> Message:
+def _post_while_waiting(conversation: Conversation, user, content: str, shown: dict[int, str] | None) -> Message:
     pending = list(
         Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).select_related("tool_call__message")
     )
+    decision = parse_decision(content)
+    if unseen := _unseen(pending, shown):
+        # Written before the page showed a call (or its edit): the reply cannot be about it.
+        message = messages.append_message(
+            conversation, role=Message.Role.USER, content=content, author=user, in_model_context=decision.intent == Intent.NONE
+        )
+        messages.add_notice(
+            conversation,
+            f"{_calls(len(unseen)).capitalize()} waiting that your page had not shown when you wrote ({_names(unseen)}): "
+            "nothing was decided. Look at the cards, then decide.",
+        )
+        return message
     if any(approval.kind != Approval.Kind.ACTION for approval in pending):
         return _post_to_a_pause(conversation, user, content, pending)
-    decision = parse_decision(content)
     if decision.intent == Intent.NONE:
         message = messages.append_message(conversation, role=Message.Role.USER, content=content, author=user)
         messages.add_notice(conversation, "Your message will be answered once the pending calls are decided.")
@@ -89,7 +105,7 @@ def _post_while_waiting(conversation: Conversation, user, content: str) -> Messa
         via=Approval.Via.TEXT,
         approve=decision.intent == Intent.APPROVE,
         reason=decision.reason,
-        approval_ids=[approval.pk for approval in pending],
+        shown={approval.pk: (shown or {}).get(approval.pk, "") for approval in pending},
     )
     if outcome.needs_confirmation:
         messages.add_notice(
@@ -98,7 +114,20 @@ def _post_while_waiting(conversation: Conversation, user, content: str) -> Messa
         )
     if waiting := len(outcome.not_allowed):
         messages.add_notice(conversation, f"Not approved: {_calls(waiting)} for an approver other than you to decide.")
+    if changed := len(outcome.changed):
+        messages.add_notice(conversation, f"Not approved: {_calls(changed)} edited since it was requested. Approve each on its card.")
     return message
+
+
+def _unseen(pending: list[Approval], shown: dict[int, str] | None) -> list[Approval]:
+    """The pending approvals the writer had not been shown as they stand now ([] when `shown` is None)."""
+    if shown is None:
+        return []
+    return [a for a in pending if a.pk not in shown or shown[a.pk] not in ("", a.shown_hash)]
+
+
+def _names(approvals: list[Approval]) -> str:
+    return ", ".join(approval.tool_call.name for approval in approvals[:5]) + (", …" if len(approvals) > 5 else "")
 
 
 def _post_to_a_pause(conversation: Conversation, user, content: str, pending: list[Approval]) -> Message:
@@ -116,7 +145,10 @@ def _post_to_a_pause(conversation: Conversation, user, content: str, pending: li
         conversation, role=Message.Role.USER, content=content, author=user, in_model_context=False
     )
     try:
-        answer(approval.pk, user=user, via=Approval.Via.TEXT, value=questions.from_text(approval.question, content))
+        answer(
+            approval.pk, user=user, via=Approval.Via.TEXT, shown_hash=approval.shown_hash,
+            value=questions.from_text(approval.question, content),
+        )
     except InvalidAnswer as exc:
         messages.add_notice(conversation, f"That does not answer the question: {exc} Nothing was decided; reply again, or answer on its card.")
     except (AlreadyDecided, NotAllowed) as exc:
@@ -134,8 +166,10 @@ def _why_not_decisive(decision: TextDecision, pending: list[Approval]) -> str:
     harmless "yes please")."""
     if decision.intent == Intent.AMBIGUOUS:
         return f"That is not a clear yes or no ({_calls(len(pending))} pending)."
-    if any("?" in approval.tool_call.message.content for approval in pending):
-        return "The agent asked a question in the same turn as these calls, so a typed reply does not decide them."
+    if any(approval.tool_call.message.content.strip() for approval in pending):
+        # Any words of the agent's beside the calls may ask something a "yes" answers, in any
+        # punctuation ("Reply yes to archive them.", a full-width "？"): the cards decide them.
+        return "The agent wrote to you in the same turn as these calls (it may have asked a question), so a typed reply does not decide them."
     count = decision.count if decision.count is not None else 1
     if count != len(pending):
         said = f"Your reply speaks of {_count(count)}" if decision.count is not None else "Your reply does not say how many calls it decides"
@@ -174,8 +208,9 @@ def retry(*, conversation: Conversation, user) -> None:
     if conversation.owner_id != user.pk:
         raise NotOwner("Only the conversation's owner can retry it.")
     _check_agent(user, conversation.agent)
-    quotas.check_message(user)
     with transaction.atomic():
+        messages.lock_conversation(conversation)  # before the user's, as post_message takes them
+        quotas.check_message(user)
         updated = Conversation.objects.filter(pk=conversation.pk, status=Conversation.Status.FAILED).update(
             status=Conversation.Status.RUNNING, error="", updated_at=timezone.now()
         )

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET, require_POST
 from approvals.models import Approval
 from approvals.permissions import is_approver
 from approvals.services import decide_all
-from hitl.inputs import BadInput, parse_ids
+from hitl.inputs import BadInput, parse_shown
 
 from . import services
 from .quotas import QuotaExceeded
@@ -85,7 +85,12 @@ def post_message(request, conversation_id):
     conversation = conversation_for(request.user, conversation_id)
     content = request.POST.get("content", "")
     try:
-        services.post_message(conversation=conversation, user=request.user, content=content)
+        # The composer sends the pending cards the page rendered (each card's `shown` input
+        # belongs to the composer's form): a typed reply decides only those.
+        shown = parse_shown(request.POST.getlist("shown")) if request.POST.get("page_shows") else None
+        services.post_message(conversation=conversation, user=request.user, content=content, shown=shown)
+    except BadInput as exc:
+        return HttpResponse(str(exc), status=400)
     except services.UnknownAgent as exc:
         raise Http404(str(exc)) from None
     except (services.InvalidMessage, services.NotOwner, QuotaExceeded) as exc:
@@ -124,10 +129,10 @@ def retry(request, conversation_id):
 def approve_all(request, conversation_id):
     conversation = conversation_for(request.user, conversation_id)
     try:
-        ids = parse_ids(request.POST.getlist("approval_ids"))
+        shown = parse_shown(request.POST.getlist("approval_ids"))
     except BadInput as exc:
         return HttpResponse(str(exc), status=400)
-    decide_all(conversation_id=conversation.pk, user=request.user, via=Approval.Via.CHAT, approval_ids=ids)
+    decide_all(conversation_id=conversation.pk, user=request.user, via=Approval.Via.CHAT, shown=shown)
     if request.htmx:
         return HttpResponse(status=204)  # each decided card is pushed to every tab
     return redirect("chat:conversation", conversation_id=conversation.pk)

@@ -12,7 +12,15 @@ from approvals.api import router as approvals_router
 from approvals.rule_api import router as rules_router
 from approvals.rulemaking import InvalidRule, ScopeNotAllowed, TargetNotFound
 from approvals.calls import InvalidArguments
-from approvals.services import AlreadyDecided, ArgumentsChanged, ConfirmationRequired, InvalidAnswer, NotAllowed, WrongKind
+from approvals.services import (
+    AlreadyDecided,
+    ArgumentsChanged,
+    ConfirmationRequired,
+    EditForbidden,
+    InvalidAnswer,
+    NotAllowed,
+    WrongKind,
+)
 from chat.api import router as chat_router
 from chat.models import ApiToken
 from chat.quotas import QuotaExceeded
@@ -99,6 +107,7 @@ def arguments_changed(request, exc: ArgumentsChanged):
 @api.exception_handler(InvalidAnswer)
 @api.exception_handler(WrongKind)
 @api.exception_handler(ConfirmationRequired)
+@api.exception_handler(EditForbidden)
 def refused_decision(request, exc: Exception):
     # Nothing was decided or stored: the approval is still pending.
     return api.create_response(request, {"detail": str(exc)}, status=400)

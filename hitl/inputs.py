@@ -4,6 +4,7 @@ import re
 MAX_ID = 2**63 - 1  # what a 64-bit primary key holds
 _ID = re.compile(r"[0-9]{1,19}")  # ASCII digits only: "²".isdigit() is True, and int("²") fails
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_VERSION = re.compile(r"[0-9a-f]{0,64}")  # Approval.shown_hash: a sha256 in hex
 
 
 class BadInput(ValueError):
@@ -20,6 +21,21 @@ def parse_ids(values: list[str], *, most: int = 1000) -> list[int]:
             raise BadInput(f"{value[:30]!r} is not an id.")
         ids.append(int(value))
     return ids
+
+
+def parse_shown(values: list[str], *, most: int = 1000) -> dict[int, str]:
+    """What a page listed for a decision on several approvals: "<id>:<version shown>" each (a bare
+    id states no version), as approvals.services.decide_many() takes them; anything else is refused
+    as a whole."""
+    shown = {}
+    for value in values:
+        approval_id, _, version = value.partition(":")
+        if not _VERSION.fullmatch(version):
+            raise BadInput(f"{value[:30]!r} is not an approval as a page shows it.")
+        shown[parse_ids([approval_id])[0]] = version
+    if len(shown) > most:
+        raise BadInput(f"Select at most {most} at a time.")
+    return shown
 
 
 def is_storable(text: str) -> bool:

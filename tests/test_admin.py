@@ -26,7 +26,7 @@ def auditor(db):
 def decided(alice, agent):
     conversation = services.start_conversation(user=alice, agent=agent, content="delete a.txt and b.txt")
     first, second = pending_approvals(conversation)
-    decide(first.pk, user=alice, approve=False, via="chat", reason="keep a")
+    decide(first.pk, user=alice, approve=False, via="chat", reason="keep a", shown_hash="")
     return first
 
 

@@ -52,7 +52,7 @@ class World:
     def __init__(self, alice, bob, agent):
         waiting = services.start_conversation(user=alice, agent=agent, content="delete a.txt and b.txt")
         done = services.start_conversation(user=alice, agent=agent, content="write hi to c.txt")
-        decide(Approval.objects.get(conversation=done).pk, user=alice, approve=True, via=Approval.Via.CHAT)
+        decide(Approval.objects.get(conversation=done).pk, user=alice, approve=True, via=Approval.Via.CHAT, shown_hash="")
         # litellm knows no provider "nowhere": the model call fails at once, offline, and is shown as failed.
         broken = Agent.objects.create(open_to_everyone=True, slug="broken", name="Broken", model="nowhere/model")
         failed = services.start_conversation(user=alice, agent=broken, content="hello")

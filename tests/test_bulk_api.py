@@ -25,7 +25,7 @@ def test_the_bulk_route_reports_each_id_in_one_list(alice, bob, agent, ops_agent
     mine = start(alice, agent, "delete a.txt, b.txt and c.txt")
     first, second, third = pending_approvals(mine)
     [own_four_eyes] = pending_approvals(start(bob, ops_agent, "delete d.txt"))
-    decide(second.pk, user=alice, approve=True, via="chat")
+    decide(second.pk, user=alice, approve=True, via="chat", shown_hash="")
 
     ids = [third.pk, first.pk, second.pk, own_four_eyes.pk, 999999, first.pk]
     response = decisions(api_as(bob), ids, "reject", "  freeze  ")
@@ -158,7 +158,7 @@ def test_decide_many_queries_do_not_grow_with_the_number_of_ids(alice, bob, agen
     def decide_counted(ids):
         user = User.objects.get(pk=bob.pk)  # fresh, so each run loads the permissions once
         with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks() as callbacks:
-            outcome = decide_many(ids + [10**9], user=user, approve=True, via="api")
+            outcome = decide_many(dict.fromkeys(ids + [10**9], ""), user=user, approve=True, via="api")
         assert len(outcome.decided) == len(ids) and outcome.not_found == [10**9]
         assert len(callbacks) == 1  # one approvals_decided for all of them
         return len(queries)
@@ -176,10 +176,10 @@ def test_bulk_deciders_racing_single_decisions_decide_each_approval_once(alice, 
     ids = [a.pk for a in approvals]
 
     results = race(
-        lambda: decide_many(ids, user=bob, approve=True, via="api"),
-        lambda: decide_many(list(reversed(ids)), user=carol, approve=False, via="api", reason="no"),
-        lambda: decide(ids[-1], user=alice, approve=True, via="chat"),
-        lambda: decide_many(ids, user=alice, approve=True, via="dashboard"),
+        lambda: decide_many(dict.fromkeys(ids, ""), user=bob, approve=True, via="api"),
+        lambda: decide_many(dict.fromkeys(list(reversed(ids)), ""), user=carol, approve=False, via="api", reason="no"),
+        lambda: decide(ids[-1], user=alice, approve=True, via="chat", shown_hash=""),
+        lambda: decide_many(dict.fromkeys(ids, ""), user=alice, approve=True, via="dashboard"),
     )
 
     winners = [a.pk for r in results if hasattr(r, "decided") for a in r.decided]
@@ -206,7 +206,7 @@ def test_resuming_many_conversations_after_a_bulk_decision_takes_the_same_querie
         ids = [i for _ in range(conversations) for i in make_pending(alice, agent, 1)]
         user = User.objects.get(pk=bob.pk)
         with CaptureQueriesContext(connection) as queries:
-            assert len(decide_many(ids, user=user, approve=True, via="api").decided) == conversations
+            assert len(decide_many(dict.fromkeys(ids, ""), user=user, approve=True, via="api").decided) == conversations
         return len(queries)
 
     assert decide_counted(2) == decide_counted(20)

@@ -52,7 +52,7 @@ def test_bulk_decisions_and_approve_all_skip_critical_calls_and_say_so(alice, ag
     approval.refresh_from_db()
     assert approval.status == "pending"
     # Rejecting needs no confirmation.
-    assert decide_many([approval.pk], user=alice, approve=False, via="api").decided
+    assert decide_many(dict.fromkeys([approval.pk], ""), user=alice, approve=False, via="api").decided
 
 
 def test_the_card_asks_for_the_confirmation_and_the_page_post_checks_it(alice, agent):
@@ -90,7 +90,7 @@ def test_a_bulk_decision_after_the_deadline_expires_instead(alice, agent):
     [approval] = pending_approvals(conversation)
     Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
 
-    outcome = decide_many([approval.pk], user=alice, approve=True, via="api")
+    outcome = decide_many(dict.fromkeys([approval.pk], ""), user=alice, approve=True, via="api")
 
     assert outcome.decided == [] and outcome.already_decided == [approval.pk]
     approval.refresh_from_db()
@@ -126,8 +126,8 @@ def test_a_critical_call_needs_the_confirmation_even_from_an_approver(alice, bob
     [approval] = pending_approvals(conversation)
 
     with pytest.raises(ConfirmationRequired):
-        decide(approval.pk, user=bob, approve=True, via="dashboard")
-    decide(approval.pk, user=bob, approve=True, via="dashboard", confirmation=" DELETE ")
+        decide(approval.pk, user=bob, approve=True, via="dashboard", shown_hash="")
+    decide(approval.pk, user=bob, approve=True, via="dashboard", confirmation=" DELETE ", shown_hash="")
 
     with pytest.raises(AlreadyDecided):
-        decide(approval.pk, user=alice, approve=False, via="chat")
+        decide(approval.pk, user=alice, approve=False, via="chat", shown_hash="")

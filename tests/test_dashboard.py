@@ -87,7 +87,7 @@ def test_bulk_decision_rejects_the_selected_with_one_reason(alice, bob, agent):
 def test_bulk_decision_says_what_happened_to_each_selected_row(alice, bob, carol, agent):
     conversation = start(alice, agent, "delete a.txt, b.txt and c.txt")
     a, b, c = pending_approvals(conversation)
-    decide(c.pk, user=carol, approve=False, via="dashboard")  # another approver got there first
+    decide(c.pk, user=carol, approve=False, via="dashboard", shown_hash="")  # another approver got there first
 
     response = client_for(bob).post(
         "/approvals/bulk/", {"approval_ids": [a.pk, b.pk, c.pk, 999999], "decision": "approve"}, headers=HTMX

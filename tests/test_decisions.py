@@ -21,7 +21,7 @@ def test_high_risk_calls_of_the_ops_agent_need_an_approver(alice, ops_agent):
     assert approval.approver_required and approval.risk == "high"
 
     with pytest.raises(NotAllowed):
-        decide(approval.pk, user=alice, approve=True, via="chat")
+        decide(approval.pk, user=alice, approve=True, via="chat", shown_hash="")
 
     approval.refresh_from_db()
     assert approval.status == "pending"
@@ -31,7 +31,7 @@ def test_an_approver_decides_what_the_owner_may_not(alice, bob, ops_agent):
     conversation = start(alice, ops_agent, "delete a.txt")
     [approval] = pending_approvals(conversation)
 
-    decide(approval.pk, user=bob, approve=False, via="dashboard", reason="ask ops first")
+    decide(approval.pk, user=bob, approve=False, via="dashboard", reason="ask ops first", shown_hash="")
 
     approval.refresh_from_db()
     assert (approval.status, approval.decided_by, approval.decided_via) == ("rejected", bob, "dashboard")
@@ -44,8 +44,8 @@ def test_an_approver_may_not_approve_their_own_high_risk_call(bob, carol, ops_ag
     [approval] = pending_approvals(conversation)
 
     with pytest.raises(NotAllowed):
-        decide(approval.pk, user=bob, approve=True, via="dashboard")
-    decide(approval.pk, user=carol, approve=True, via="dashboard")
+        decide(approval.pk, user=bob, approve=True, via="dashboard", shown_hash="")
+    decide(approval.pk, user=carol, approve=True, via="dashboard", shown_hash="")
 
     approval.refresh_from_db()
     assert approval.decided_by == carol
@@ -56,7 +56,7 @@ def test_the_owner_still_decides_medium_risk_calls_of_the_ops_agent(alice, ops_a
     [approval] = pending_approvals(conversation)
     assert approval.risk == "medium" and not approval.approver_required
 
-    decide(approval.pk, user=alice, approve=True, via="chat")
+    decide(approval.pk, user=alice, approve=True, via="chat", shown_hash="")
 
     assert ToolCall.objects.get(pk=approval.tool_call_id).status == ToolCall.Status.SUCCEEDED
 
@@ -96,7 +96,7 @@ def test_a_decision_after_the_expiry_is_a_conflict(alice, agent):
     expire_overdue(now=timezone.now() + timedelta(seconds=2))
 
     with pytest.raises(AlreadyDecided) as lost:
-        decide(approval.pk, user=alice, approve=True, via="chat")
+        decide(approval.pk, user=alice, approve=True, via="chat", shown_hash="")
 
     assert lost.value.approval.status == "expired"
 
@@ -106,7 +106,7 @@ def test_the_expiry_after_a_decision_changes_nothing(alice, agent):
     agent.save()
     conversation = start(alice, agent, "write hi to a.txt")
     [approval] = pending_approvals(conversation)
-    decide(approval.pk, user=alice, approve=True, via="chat")
+    decide(approval.pk, user=alice, approve=True, via="chat", shown_hash="")
 
     assert expire_overdue(now=timezone.now() + timedelta(seconds=2)) == []
 
@@ -119,9 +119,9 @@ def test_decide_many_reports_each_approval_once(alice, bob, agent, ops_agent):
     four_eyes = start(bob, ops_agent, "delete c.txt")
     first, second = pending_approvals(mine)
     [own_high_risk] = pending_approvals(four_eyes)
-    decide(first.pk, user=alice, approve=True, via="chat")
+    decide(first.pk, user=alice, approve=True, via="chat", shown_hash="")
 
-    outcome = decide_many([first.pk, second.pk, own_high_risk.pk, 999999], user=bob, approve=True, via="dashboard")
+    outcome = decide_many(dict.fromkeys([first.pk, second.pk, own_high_risk.pk, 999999], ""), user=bob, approve=True, via="dashboard")
 
     assert [a.pk for a in outcome.decided] == [second.pk]
     assert outcome.already_decided == [first.pk]
@@ -131,7 +131,7 @@ def test_decide_many_reports_each_approval_once(alice, bob, agent, ops_agent):
 def test_the_database_refuses_to_change_a_decided_approval(alice, agent):
     conversation = start(alice, agent, "write hi to a.txt")
     [approval] = pending_approvals(conversation)
-    decide(approval.pk, user=alice, approve=False, via="chat", reason="original reason")
+    decide(approval.pk, user=alice, approve=False, via="chat", reason="original reason", shown_hash="")
 
     for sql in [
         "UPDATE approvals_approval SET status = 'approved' WHERE id = %s",

@@ -66,10 +66,12 @@ def test_an_edit_that_makes_the_call_riskier_stays_pending_for_an_approver(alice
     assert approval.confirmation_required and approval.confirmation_hint
     # Now only an approver other than alice may approve, and only with the confirmation.
     assert api_as(alice).post(f"approvals/{approval.pk}/decision", {"decision": "approve"}).status_code == 403
-    assert api_as(bob).post(f"approvals/{approval.pk}/decision", {"decision": "approve"}).status_code == 400
-    ok = api_as(bob).post(
-        f"approvals/{approval.pk}/decision", {"decision": "approve", "confirmation": approval.confirmation_hint}
-    )
+    # bob approves what he was shown: the edit, by its version (without it, the edit is unseen: 409).
+    unseen = api_as(bob).post(f"approvals/{approval.pk}/decision", {"decision": "approve"})
+    assert unseen.status_code == 409 and "changed" in unseen.json()["detail"]
+    seen = {"decision": "approve", "shown_hash": approval.shown_hash}
+    assert api_as(bob).post(f"approvals/{approval.pk}/decision", seen).status_code == 400
+    ok = api_as(bob).post(f"approvals/{approval.pk}/decision", seen | {"confirmation": approval.confirmation_hint})
     assert ok.status_code == 200 and ok.json()["approved_arguments"] == spoofed
 
 
@@ -79,7 +81,7 @@ def test_a_decision_over_arguments_edited_since_they_were_shown_decides_nothing(
     conversation = start(alice, agent, "email bob@example.com about lunch")
     [approval] = pending_approvals(conversation)
     shown = approval.shown_hash
-    approve_edited(approval.pk, user=alice, arguments={"to": "x@\u200bexample.com", "subject": "s"}, via="chat")
+    approve_edited(approval.pk, user=alice, arguments={"to": "x@\u200bexample.com", "subject": "s"}, via="chat", shown_hash="")
 
     with pytest.raises(ArgumentsChanged):
         decide(approval.pk, user=bob, approve=True, via="dashboard", shown_hash=shown)
@@ -113,7 +115,7 @@ def test_the_card_edit_form_is_built_from_the_schema_and_approves_edited(alice, 
 def test_the_card_shows_an_edit_as_a_diff(alice, agent):
     conversation = start(alice, agent, "write hello to notes.txt")
     [approval] = pending_approvals(conversation)
-    approve_edited(approval.pk, user=alice, arguments={"path": "other.txt", "content": "hello"}, via="chat")
+    approve_edited(approval.pk, user=alice, arguments={"path": "other.txt", "content": "hello"}, via="chat", shown_hash="")
 
     html = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
 

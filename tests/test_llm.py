@@ -205,7 +205,7 @@ def test_a_rejected_call_reaches_the_model_as_its_tool_result(fake_openai, trans
     assert approval.status == Approval.Status.PENDING
     assert approval.tool_call.call_id == call_id
 
-    decide(approval.pk, user=alice, approve=False, via=Approval.Via.API, reason="keep it")
+    decide(approval.pk, user=alice, approve=False, via=Approval.Via.API, reason="keep it", shown_hash="")
 
     conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.IDLE

@@ -42,7 +42,7 @@ def test_gated_call_waits_then_runs_once_when_approved(alice, agent, settings):
     assert not (sandbox(settings, conversation) / "notes.txt").exists()
 
     [approval] = pending_approvals(conversation)
-    decide(approval.pk, user=alice, approve=True, via=Approval.Via.CHAT)
+    decide(approval.pk, user=alice, approve=True, via=Approval.Via.CHAT, shown_hash="")
 
     conversation.refresh_from_db()
     call.refresh_from_db()
@@ -56,7 +56,7 @@ def test_rejected_call_never_runs_and_the_model_reads_the_reason(alice, agent, s
     conversation = start(alice, agent, "email bob@example.com about the launch")
     [approval] = pending_approvals(conversation)
 
-    decide(approval.pk, user=alice, approve=False, via=Approval.Via.CHAT, reason="Not before Monday")
+    decide(approval.pk, user=alice, approve=False, via=Approval.Via.CHAT, reason="Not before Monday", shown_hash="")
 
     conversation.refresh_from_db()
     assert OutboxEmail.objects.count() == 0
@@ -69,19 +69,19 @@ def test_rejected_call_never_runs_and_the_model_reads_the_reason(alice, agent, s
 
 def test_two_calls_in_one_turn_can_be_decided_differently(alice, agent, settings):
     conversation = start(alice, agent, "write one to a.txt")
-    decide(pending_approvals(conversation)[0].pk, user=alice, approve=True, via="chat")
+    decide(pending_approvals(conversation)[0].pk, user=alice, approve=True, via="chat", shown_hash="")
     conversation = say(conversation, alice, "write two to b.txt")
-    decide(pending_approvals(conversation)[0].pk, user=alice, approve=True, via="chat")
+    decide(pending_approvals(conversation)[0].pk, user=alice, approve=True, via="chat", shown_hash="")
 
     conversation = say(conversation, alice, "delete a.txt and b.txt")
     first, second = pending_approvals(conversation)
     assert conversation.status == Conversation.Status.WAITING_FOR_APPROVAL
 
-    decide(first.pk, user=alice, approve=False, via="chat", reason="keep a")
+    decide(first.pk, user=alice, approve=False, via="chat", reason="keep a", shown_hash="")
     conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.WAITING_FOR_APPROVAL  # b.txt still undecided
 
-    decide(second.pk, user=alice, approve=True, via="chat")
+    decide(second.pk, user=alice, approve=True, via="chat", shown_hash="")
     conversation.refresh_from_db()
     box = sandbox(settings, conversation)
     assert (box / "a.txt").exists() and not (box / "b.txt").exists()
@@ -93,7 +93,7 @@ def test_approve_all_decides_every_pending_call(alice, agent, settings):
     conversation = start(alice, agent, "delete x.txt, y.txt and z.txt")
     assert len(pending_approvals(conversation)) == 3
 
-    decided = decide_all(conversation_id=conversation.pk, user=alice, via="chat").decided
+    decided = decide_all(conversation_id=conversation.pk, user=alice, via="chat", shown=None).decided
 
     assert len(decided) == 3
     conversation.refresh_from_db()
@@ -105,7 +105,7 @@ def test_approve_all_with_ids_leaves_calls_the_user_did_not_see(alice, agent):
     conversation = start(alice, agent, "delete x.txt and y.txt")
     seen, unseen = pending_approvals(conversation)
 
-    decided = decide_all(conversation_id=conversation.pk, user=alice, via="chat", approval_ids=[seen.pk]).decided
+    decided = decide_all(conversation_id=conversation.pk, user=alice, via="chat", shown=dict.fromkeys([seen.pk], "")).decided
 
     assert [a.pk for a in decided] == [seen.pk]
     unseen.refresh_from_db()
@@ -156,10 +156,10 @@ def test_dynamic_gate_runs_allowlisted_domains_and_asks_for_others(alice, agent,
 def test_second_decision_changes_nothing_and_the_call_runs_once(alice, bob, agent, settings):
     conversation = start(alice, agent, "email carol@example.com about lunch")
     [approval] = pending_approvals(conversation)
-    decide(approval.pk, user=alice, approve=True, via="chat")
+    decide(approval.pk, user=alice, approve=True, via="chat", shown_hash="")
 
     with pytest.raises(AlreadyDecided):
-        decide(approval.pk, user=bob, approve=False, via="dashboard", reason="too late")
+        decide(approval.pk, user=bob, approve=False, via="dashboard", reason="too late", shown_hash="")
 
     approval.refresh_from_db()
     assert (approval.status, approval.decided_by, approval.decided_via) == ("approved", alice, "chat")
@@ -205,7 +205,7 @@ def test_other_message_is_held_and_answered_after_the_decision(alice, agent):
         m.get("content") == "what is 6 * 7" for m in SCRIPTED_REQUESTS[-1]["messages"]
     )
 
-    decide(pending_approvals(conversation)[0].pk, user=alice, approve=True, via="chat")
+    decide(pending_approvals(conversation)[0].pk, user=alice, approve=True, via="chat", shown_hash="")
 
     conversation.refresh_from_db()
     # The request after the decision: the held message comes after the tool result, as provider
@@ -218,9 +218,9 @@ def test_other_message_is_held_and_answered_after_the_decision(alice, agent):
 
 def test_two_approval_rounds_in_one_conversation(alice, agent, settings):
     conversation = start(alice, agent, "write first to a.txt")
-    decide(pending_approvals(conversation)[0].pk, user=alice, approve=True, via="chat")
+    decide(pending_approvals(conversation)[0].pk, user=alice, approve=True, via="chat", shown_hash="")
     conversation = say(conversation, alice, "write second to a.txt")
-    decide(pending_approvals(conversation)[0].pk, user=alice, approve=True, via="chat")
+    decide(pending_approvals(conversation)[0].pk, user=alice, approve=True, via="chat", shown_hash="")
 
     conversation.refresh_from_db()
     assert Approval.objects.filter(conversation=conversation, status="approved").count() == 2
@@ -251,7 +251,7 @@ def test_bad_calls_become_error_results_and_the_loop_goes_on(alice, agent, text,
 
 def test_every_tool_call_gets_exactly_one_result_before_the_next_model_call(alice, agent):
     conversation = start(alice, agent, "delete a.txt, b.txt and c.txt")
-    decide_all(conversation_id=conversation.pk, user=alice, via="chat")
+    decide_all(conversation_id=conversation.pk, user=alice, via="chat", shown=None)
 
     sent = SCRIPTED_REQUESTS[-1]["messages"]
     call_ids = [c["id"] for m in sent if m["role"] == "assistant" for c in m.get("tool_calls") or []]
@@ -281,7 +281,7 @@ def test_arguments_changed_after_approval_are_refused(alice, agent, settings):
     [approval] = pending_approvals(conversation)
     ToolCall.objects.filter(pk=approval.tool_call_id).update(arguments={"path": "a.txt", "content": "evil"})
 
-    decide(approval.pk, user=alice, approve=True, via="chat")
+    decide(approval.pk, user=alice, approve=True, via="chat", shown_hash="")
 
     call = ToolCall.objects.get(pk=approval.tool_call_id)
     assert call.status == ToolCall.Status.FAILED and "differ from the ones that were approved" in call.error
@@ -371,7 +371,7 @@ def test_pushes_that_fail_are_logged_and_the_loop_goes_on(alice, agent, settings
     conversation = start(alice, agent, "write hello to notes.txt")
 
     assert conversation.status == Conversation.Status.WAITING_FOR_APPROVAL
-    decide(Approval.objects.get(conversation=conversation).pk, user=alice, approve=True, via="api")
+    decide(Approval.objects.get(conversation=conversation).pk, user=alice, approve=True, via="api", shown_hash="")
     conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.IDLE
     assert (sandbox(settings, conversation) / "notes.txt").read_text() == "hello"

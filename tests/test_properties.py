@@ -193,7 +193,7 @@ class LoopMachine(RuleBasedStateMachine):
         expected = self.expected(user, approval, conversation, approve)
         before = Approval.objects.values().get(pk=approval.pk)
         try:
-            decide(approval.pk, user=user, approve=approve, via=via, reason=reason)
+            decide(approval.pk, user=user, approve=approve, via=via, reason=reason, shown_hash="")
             outcome = "decided"
         except AlreadyDecided:
             outcome = "already_decided"
@@ -292,7 +292,7 @@ class LoopMachine(RuleBasedStateMachine):
         untouched = {a.pk: a.status for a in Approval.objects.filter(pk__in=ids or [])}
         expected = {a.pk for a in pending if (ids is None or a.pk in ids) and self.expected(user, a, conversation) == "decided"}
 
-        result = decide_all(conversation_id=conversation.pk, user=user, via=Approval.Via.CHAT, approval_ids=ids).decided
+        result = decide_all(conversation_id=conversation.pk, user=user, via=Approval.Via.CHAT, shown=None if ids is None else dict.fromkeys(ids, "")).decided
 
         assert {a.pk for a in result} == expected
         left = {a.pk for a in pending} - expected
@@ -369,7 +369,7 @@ class LoopMachine(RuleBasedStateMachine):
         decider = self.second_person(conversation)
         *first, last = pending
         for approval in first:
-            decide(approval.pk, user=decider, approve=True, via=Approval.Via.DASHBOARD)
+            decide(approval.pk, user=decider, approve=True, via=Approval.Via.DASHBOARD, shown_hash="")
         # The last decision commits; the process dies before its on_commit receiver runs.
         assert Approval.objects.filter(pk=last.pk, status=Approval.Status.PENDING).update(
             status=Approval.Status.APPROVED, decided_at=now, decided_by=decider, decided_via=Approval.Via.DASHBOARD
@@ -471,7 +471,7 @@ class LoopMachine(RuleBasedStateMachine):
                 conversation = Conversation.objects.select_related("owner").get(pk=pk)
                 decide_all(
                     conversation_id=pk, user=self.second_person(conversation), via=Approval.Via.DASHBOARD,
-                    approve=False, reason="end of the example",
+                    approve=False, reason="end of the example", shown=None,
                 )
             tasks.recover_stalled()
         self.promises_hold()

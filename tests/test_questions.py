@@ -182,7 +182,7 @@ def test_a_text_question_waits_and_its_answer_is_the_calls_result(alice, agent):
     }
     assert approval.reason == "Demo agent asks you a question."
 
-    answer(approval.pk, user=alice, via=Approval.Via.CHAT, value="notes.txt")
+    answer(approval.pk, user=alice, via=Approval.Via.CHAT, value="notes.txt", shown_hash="")
 
     conversation.refresh_from_db()
     assert conversation.status == Conversation.Status.IDLE
@@ -199,11 +199,11 @@ def test_an_invalid_answer_decides_nothing_and_a_valid_one_then_does(alice, agen
     conversation, approval = asked(alice, agent, "ask me for a number between 1 and 10")
     assert (approval.question["type"], approval.question["min"], approval.question["max"]) == ("number", 1, 10)
     with pytest.raises(InvalidAnswer, match="between 1 and 10"):
-        answer(approval.pk, user=alice, via=Approval.Via.API, value=11)
+        answer(approval.pk, user=alice, via=Approval.Via.API, value=11, shown_hash="")
     approval.refresh_from_db()
     assert approval.status == Approval.Status.PENDING and approval.chain_position is None
 
-    answer(approval.pk, user=alice, via=Approval.Via.API, value=7)
+    answer(approval.pk, user=alice, via=Approval.Via.API, value=7, shown_hash="")
     conversation.refresh_from_db()
     assert last_reply(conversation) == "You answered: 7."
 
@@ -211,19 +211,19 @@ def test_an_invalid_answer_decides_nothing_and_a_valid_one_then_does(alice, agen
 def test_a_choice_and_a_date(alice, agent):
     conversation, approval = asked(alice, agent, "ask me to choose between tea, coffee and water")
     assert approval.question["options"] == ["tea", "coffee", "water"]
-    answer(approval.pk, user=alice, via=Approval.Via.API, value="water")
+    answer(approval.pk, user=alice, via=Approval.Via.API, value="water", shown_hash="")
     assert last_reply(Conversation.objects.get(pk=conversation.pk)) == "You answered: water."
 
     conversation, approval = asked(alice, agent, "ask me for a date")
     with pytest.raises(InvalidAnswer, match="is not a date"):
-        answer(approval.pk, user=alice, via=Approval.Via.API, value="2026-02-30")
-    answer(approval.pk, user=alice, via=Approval.Via.API, value="2026-12-01")
+        answer(approval.pk, user=alice, via=Approval.Via.API, value="2026-02-30", shown_hash="")
+    answer(approval.pk, user=alice, via=Approval.Via.API, value="2026-12-01", shown_hash="")
     assert last_reply(Conversation.objects.get(pk=conversation.pk)) == "You answered: 2026-12-01."
 
 
 def test_a_declined_question_tells_the_model_who_declined_and_why(alice, agent):
     conversation, approval = asked(alice, agent, "ask me my password")
-    answer(approval.pk, user=alice, via=Approval.Via.API, decline=True, reason="I will not say")
+    answer(approval.pk, user=alice, via=Approval.Via.API, decline=True, reason="I will not say", shown_hash="")
     conversation.refresh_from_db()
     assert last_reply(conversation) == "You declined to answer (I will not say)."
     call = ToolCall.objects.get(pk=approval.tool_call_id)
@@ -235,11 +235,11 @@ def test_a_declined_question_tells_the_model_who_declined_and_why(alice, agent):
 
 def test_the_first_answer_wins(alice, bob, agent):
     _, approval = asked(alice, agent, "ask me what to call the file")
-    answer(approval.pk, user=bob, via=Approval.Via.DASHBOARD, value="first")
+    answer(approval.pk, user=bob, via=Approval.Via.DASHBOARD, value="first", shown_hash="")
     from approvals.services import AlreadyDecided
 
     with pytest.raises(AlreadyDecided):
-        answer(approval.pk, user=alice, via=Approval.Via.CHAT, value="second")
+        answer(approval.pk, user=alice, via=Approval.Via.CHAT, value="second", shown_hash="")
     approval.refresh_from_db()
     assert (approval.answer, approval.decided_by) == ("first", bob)
 
@@ -247,10 +247,10 @@ def test_the_first_answer_wins(alice, bob, agent):
 def test_a_question_is_answered_not_approved_and_an_action_is_not_answered(alice, agent):
     _, question_ = asked(alice, agent, "ask me what to call the file")
     with pytest.raises(WrongKind):
-        decide(question_.pk, user=alice, approve=True, via=Approval.Via.API)
+        decide(question_.pk, user=alice, approve=True, via=Approval.Via.API, shown_hash="")
     _, action = asked(alice, agent, "write hi to a.txt")
     with pytest.raises(WrongKind):
-        answer(action.pk, user=alice, via=Approval.Via.API, value="yes")
+        answer(action.pk, user=alice, via=Approval.Via.API, value="yes", shown_hash="")
 
 
 def test_an_expired_question_tells_the_model_no_answer_came(alice, agent):
@@ -269,9 +269,9 @@ def test_a_plan_approved_without_its_optional_step(alice, agent):
     assert approval.kind == "plan"
     assert [(s["index"], s["optional"]) for s in approval.plan["steps"]] == [(1, False), (2, True), (3, False)]
     with pytest.raises(InvalidAnswer, match="Step 3 .* is required"):
-        decide(approval.pk, user=alice, approve=True, via=Approval.Via.API, steps=[1, 2])
+        decide(approval.pk, user=alice, approve=True, via=Approval.Via.API, steps=[1, 2], shown_hash="")
 
-    decide(approval.pk, user=alice, approve=True, via=Approval.Via.API, steps=[1, 3])
+    decide(approval.pk, user=alice, approve=True, via=Approval.Via.API, steps=[1, 3], shown_hash="")
     conversation.refresh_from_db()
     assert last_reply(conversation) == "Approved steps: 1, 3."
     approval.refresh_from_db()
@@ -282,7 +282,7 @@ def test_a_plan_approved_without_its_optional_step(alice, agent):
 
 def test_a_rejected_plan_tells_the_model_to_take_none_of_it(alice, agent):
     conversation, approval = asked(alice, agent, "plan a tidy-up")
-    decide(approval.pk, user=alice, approve=False, via=Approval.Via.API, reason="not today")
+    decide(approval.pk, user=alice, approve=False, via=Approval.Via.API, reason="not today", shown_hash="")
     conversation.refresh_from_db()
     assert last_reply(conversation) == "You rejected the plan (not today): I will not follow it."
     assert ToolCall.objects.get(pk=approval.tool_call_id).status == ToolCall.Status.REJECTED
@@ -304,16 +304,16 @@ def test_request_human_input_is_the_same_tool_under_its_other_name(alice, agent)
     conversation = start_conversation(alice, agent, f"call request_human_input with {arguments}")
     [approval] = pending_approvals(conversation)
     assert (approval.kind, approval.question["type"]) == ("question", "confirm")
-    answer(approval.pk, user=alice, via=Approval.Via.API, value=True)
+    answer(approval.pk, user=alice, via=Approval.Via.API, value=True, shown_hash="")
     conversation.refresh_from_db()
     assert last_reply(conversation) == "You answered: yes."
 
 
 def test_the_audit_chain_covers_questions_and_plans(alice, agent):
     _, question_ = asked(alice, agent, "ask me what to call the file")
-    answer(question_.pk, user=alice, via=Approval.Via.API, value="notes")
+    answer(question_.pk, user=alice, via=Approval.Via.API, value="notes", shown_hash="")
     _, plan = asked(alice, agent, "plan a tidy-up")
-    decide(plan.pk, user=alice, approve=True, via=Approval.Via.API, steps=[1, 3])
+    decide(plan.pk, user=alice, approve=True, via=Approval.Via.API, steps=[1, 3], shown_hash="")
     assert audit.verify().is_intact
     with triggers_dropped():  # as the tables' owner could
         Approval.objects.filter(pk=question_.pk).update(answer="forged")
@@ -360,10 +360,10 @@ def test_typed_text_decides_nothing_while_calls_are_pending_beside_a_question(al
 def test_approve_all_leaves_questions_and_plans_to_be_answered_and_reject_all_declines_them(alice, agent):
     _, question_ = asked(alice, agent, "ask me what to call the file")
     _, plan = asked(alice, agent, "plan a tidy-up")
-    outcome = decide_many([question_.pk, plan.pk], user=alice, approve=True, via=Approval.Via.API)
+    outcome = decide_many(dict.fromkeys([question_.pk, plan.pk], ""), user=alice, approve=True, via=Approval.Via.API)
     assert (outcome.decided, outcome.needs_answer) == ([], [question_.pk, plan.pk])
 
-    outcome = decide_many([question_.pk, plan.pk], user=alice, approve=False, via=Approval.Via.API, reason="no")
+    outcome = decide_many(dict.fromkeys([question_.pk, plan.pk], ""), user=alice, approve=False, via=Approval.Via.API, reason="no")
     assert {(a.pk, a.status) for a in outcome.decided} == {(question_.pk, "declined"), (plan.pk, "rejected")}
     assert audit.verify().is_intact
 

@@ -48,11 +48,11 @@ def test_approve_reject_approve_all_and_expiry_at_once_make_one_decision(alice, 
     later = timezone.now() + timedelta(seconds=2)
 
     results = race(
-        lambda: decide(approval.pk, user=alice, approve=True, via="chat"),
-        lambda: decide(approval.pk, user=bob, approve=False, via="dashboard", reason="no"),
-        lambda: decide_all(conversation_id=conversation.pk, user=alice, via="api").decided,
+        lambda: decide(approval.pk, user=alice, approve=True, via="chat", shown_hash=""),
+        lambda: decide(approval.pk, user=bob, approve=False, via="dashboard", reason="no", shown_hash=""),
+        lambda: decide_all(conversation_id=conversation.pk, user=alice, via="api", shown=None).decided,
         lambda: expire_overdue(now=later),
-        lambda: decide(approval.pk, user=bob, approve=True, via="api"),
+        lambda: decide(approval.pk, user=bob, approve=True, via="api", shown_hash=""),
     )
 
     approval.refresh_from_db()
@@ -69,7 +69,7 @@ def test_many_approvers_clicking_approve_at_once_run_the_tool_once(alice, bob, c
     [approval] = pending_approvals(conversation)
     users = [alice, bob, carol] * 3
 
-    results = race(*[lambda user=user: decide(approval.pk, user=user, approve=True, via="dashboard") for user in users])
+    results = race(*[lambda user=user: decide(approval.pk, user=user, approve=True, via="dashboard", shown_hash="") for user in users])
 
     assert sum(isinstance(r, Approval) for r in results) == 1
     assert sum(isinstance(r, AlreadyDecided) for r in results) == len(users) - 1

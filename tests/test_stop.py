@@ -91,7 +91,7 @@ def test_a_decision_after_a_stop_finds_the_approval_cancelled(alice, agent):
     services.stop_conversation(conversation=conversation, user=alice, via=Approval.Via.CHAT)
 
     with pytest.raises(AlreadyDecided):
-        decide(approval.pk, user=alice, approve=True, via=Approval.Via.CHAT)
+        decide(approval.pk, user=alice, approve=True, via=Approval.Via.CHAT, shown_hash="")
 
     assert ToolCall.objects.get().status == ToolCall.Status.CANCELLED
 
@@ -99,7 +99,7 @@ def test_a_decision_after_a_stop_finds_the_approval_cancelled(alice, agent):
 def test_stop_after_an_approval_leaves_the_decided_call_alone(alice, agent, settings):
     conversation = start(alice, agent, "write hi to a.txt")
     [approval] = pending_approvals(conversation)
-    decide(approval.pk, user=alice, approve=True, via=Approval.Via.CHAT)  # runs at once (eager Celery)
+    decide(approval.pk, user=alice, approve=True, via=Approval.Via.CHAT, shown_hash="")  # runs at once (eager Celery)
 
     cancelled = services.stop_conversation(conversation=conversation, user=alice, via=Approval.Via.CHAT)
 

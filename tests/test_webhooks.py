@@ -22,7 +22,7 @@ def test_requested_and_decided_events_arrive_signed(alice, agent, webhook_receiv
     Webhook.objects.create(url=webhook_receiver.url, secret="s3cret")
     conversation = start(alice, agent, "delete a.txt")
     [approval] = pending_approvals(conversation)
-    decide(approval.pk, user=alice, approve=False, via="api", reason="keep it")
+    decide(approval.pk, user=alice, approve=False, via="api", reason="keep it", shown_hash="")
 
     assert webhook_receiver.events() == ["approval.requested", "approval.decided"]
     for call in webhook_receiver.calls:
@@ -72,7 +72,7 @@ def test_the_decided_event_carries_what_was_shown_and_approved(alice, agent, web
     Webhook.objects.create(url=webhook_receiver.url, secret="s3cret")
     conversation = start(alice, agent, "write hi to a.txt")
     [approval] = pending_approvals(conversation)
-    approve_edited(approval.pk, user=alice, arguments={"path": "a.txt", "content": "edited"}, via="api")
+    approve_edited(approval.pk, user=alice, arguments={"path": "a.txt", "content": "edited"}, via="api", shown_hash="")
 
     decided = webhook_receiver.calls[1].json["approval"]
     assert decided["arguments"] == {"path": "a.txt", "content": "hi"}
