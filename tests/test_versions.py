@@ -238,3 +238,25 @@ def test_whoever_edits_a_four_eyes_call_does_not_also_approve_it(alice, bob, car
         decide(approval.pk, user=carol, approve=True, via="dashboard", shown_hash=approval.shown_hash)
     checked = decide(approval.pk, user=carol, approve=True, via="dashboard", shown_hash=edited.shown_hash)
     assert checked.status == Approval.Status.APPROVED and checked.approved_arguments == {"path": "b.txt"}
+
+
+def test_a_four_eyes_calls_input_question_is_answered_by_someone_who_may_decide_the_call(alice, bob, agent, tmp_path, api_as):
+    from toolservers import discovery
+    from toolservers.demo import ensure_notes_server
+
+    discovery.refresh(ensure_notes_server(agent, notes_dir=tmp_path / "notes"))
+    agent.owner_max_risk = "low"  # every gated call of alice's needs an approver
+    agent.save()
+    conversation = start(alice, agent, "title note a.txt")
+    [approval] = pending_approvals(conversation)
+    assert approval.approver_required
+    assert api_as(bob).post(f"approvals/{approval.pk}/decision", {"decision": "approve"}).status_code == 200
+
+    [question] = pending_approvals(conversation)
+    assert question.kind == "question" and question.approver_required
+
+    by_owner = api_as(alice).post(f"approvals/{question.pk}/answer", {"answer": "Mine"})
+    assert by_owner.status_code == 403 and Approval.objects.get(pk=question.pk).status == Approval.Status.PENDING
+    by_approver = api_as(bob).post(f"approvals/{question.pk}/answer", {"answer": "Checked"})
+    assert by_approver.status_code == 200
+    assert (tmp_path / "notes" / "a.txt").read_text() == "# Checked\n"
