@@ -5,7 +5,8 @@ import uuid
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Case, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db import models
+from django.db.models import Case, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery, When
 from google.protobuf.struct_pb2 import Struct, Value
 from google.protobuf.json_format import ParseDict
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -91,21 +92,21 @@ def with_state(tasks: QuerySet[Task]) -> QuerySet[Task]:
         Message.objects.filter(conversation_id=OuterRef("conversation_id"), position__gte=OuterRef("position"))
         .exclude(role=Message.Role.USER)
         .order_by("-position")
-        .annotate(stopped=Case(When(role=Message.Role.SYSTEM, content__startswith=STOPPED_BY, then=Value(1)), default=Value(0)))
+        .annotate(stopped=Case(When(role=Message.Role.SYSTEM, content__startswith=STOPPED_BY, then=models.Value(1)), default=models.Value(0)))
         .values("stopped")[:1]
     )
     state = Case(
-        *[When(final_state=name, then=Value(value)) for name, value in FINAL_STATES.items()],
-        When(Exists(pending), then=Value(State.TASK_STATE_INPUT_REQUIRED)),
+        *[When(final_state=name, then=models.Value(value)) for name, value in FINAL_STATES.items()],
+        When(Exists(pending), then=models.Value(State.TASK_STATE_INPUT_REQUIRED)),
         When(
             conversation__status__in=[Conversation.Status.RUNNING, Conversation.Status.WAITING_FOR_APPROVAL],
-            then=Value(State.TASK_STATE_WORKING),
+            then=models.Value(State.TASK_STATE_WORKING),
         ),
-        When(conversation__status=Conversation.Status.FAILED, then=Value(State.TASK_STATE_FAILED)),
-        When(canceled=True, then=Value(State.TASK_STATE_CANCELED)),
-        When(Q(last_stopped__isnull=True), then=Value(State.TASK_STATE_WORKING)),
-        When(last_stopped=1, then=Value(State.TASK_STATE_CANCELED)),
-        default=Value(State.TASK_STATE_COMPLETED),
+        When(conversation__status=Conversation.Status.FAILED, then=models.Value(State.TASK_STATE_FAILED)),
+        When(canceled=True, then=models.Value(State.TASK_STATE_CANCELED)),
+        When(Q(last_stopped__isnull=True), then=models.Value(State.TASK_STATE_WORKING)),
+        When(last_stopped=1, then=models.Value(State.TASK_STATE_CANCELED)),
+        default=models.Value(State.TASK_STATE_COMPLETED),
         output_field=IntegerField(),
     )
     return tasks.annotate(last_stopped=Subquery(last_word, output_field=IntegerField())).annotate(a2a_state=state)

@@ -3,6 +3,9 @@ the rows before anything is decided, a task's state read from the conversation, 
 gate (token, agent, body, host) with the JSON-RPC answers. The loop runs inline with the scripted
 model (eager Celery); tests/e2e/test_a2a_e2e.py drives the same through daphne and a worker."""
 import asyncio
+import json
+import threading
+import time
 
 import httpx
 import pytest
@@ -10,8 +13,11 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict
 
+from asgiref.sync import SyncToAsync
+from django.db import connection
+
 from a2a.types import a2a_pb2 as pb
-from agentlink import decisions, runs
+from agentlink import decisions, handler, limits, runs
 from agentlink.app import MAX_BODY_BYTES, application
 from agentlink.models import Task
 from approvals.models import Approval
@@ -888,3 +894,173 @@ def test_cancel_task_is_the_stop_and_list_tasks_shows_only_the_callers_own(alice
     approval = Approval.objects.get(conversation_id=task.conversation_id)
     assert (approval.status, approval.decided_via) == ("cancelled", "a2a")
     assert rpc(token, "CancelTask", {"id": str(task.pk)})["error"]["code"] == -32002  # over: not cancelable
+
+
+
+# --- Under load and bad input ---------------------------------------------------------------------------
+
+
+def test_the_state_computed_in_sql_is_the_state_read_from_the_rows_in_every_state(alice, agent):
+    paused = a2a_task(alice, agent, "write hello to a.txt")
+    completed = a2a_task(alice, agent, "what is 2 + 2")
+    stopped = a2a_task(alice, agent, "write hello to b.txt")
+    services.stop_conversation(conversation=stopped.conversation, user=alice, via="chat")
+    canceled = a2a_task(alice, agent, "write hello to c.txt")
+    Task.objects.filter(pk=canceled.pk).update(canceled=True)
+    services.stop_conversation(conversation=canceled.conversation, user=alice, via="a2a")
+    closed = a2a_task(alice, agent, "what is 3 + 3")
+    a2a_task(alice, agent, "what is 4 + 4", conversation=Conversation.objects.get(pk=closed.conversation_id))
+    failed = a2a_task(alice, agent, "what is 5 + 5")
+    Conversation.objects.filter(pk=failed.conversation_id).update(status=Conversation.Status.FAILED, error="The model is down.")
+    working = a2a_task(alice, agent, "what is 6 + 6")
+    Conversation.objects.filter(pk=working.conversation_id).update(status=Conversation.Status.RUNNING)
+    silent = Task.objects.create(conversation=Conversation.objects.create(owner=alice, agent=agent), position=1)
+
+    in_sql = dict(runs.with_state(Task.objects.all()).values_list("pk", "a2a_state"))
+    read = {task.pk: runs.read(task).state for task in Task.objects.all()}
+
+    assert in_sql == read
+    assert {in_sql[t.pk] for t in (paused, completed, stopped, canceled, closed, failed, working, silent)} == {
+        State.TASK_STATE_INPUT_REQUIRED, State.TASK_STATE_COMPLETED, State.TASK_STATE_CANCELED,
+        State.TASK_STATE_FAILED, State.TASK_STATE_WORKING}
+
+
+def many_finished_tasks(user, agent, count: int) -> Conversation:
+    """`count` completed tasks in one conversation, written straight to the table (fast)."""
+    conversation = Conversation.objects.create(owner=user, agent=agent)
+    Task.objects.bulk_create(
+        Task(conversation=conversation, position=n, end_position=n + 1, final_state=Task.FinalState.COMPLETED)
+        for n in range(1, count + 1)
+    )
+    return conversation
+
+
+def test_list_tasks_filtered_by_state_pages_in_the_database_past_the_newest_500(alice, agent, django_assert_max_num_queries):
+    paused = a2a_task(alice, agent, "write hello to a.txt")  # the oldest task: 600 newer ones follow
+    many_finished_tasks(alice, agent, 600)
+    token = ApiToken.issue(alice)
+
+    waiting = rpc(token, "ListTasks", {"status": "TASK_STATE_INPUT_REQUIRED"})["result"]
+    first = rpc(token, "ListTasks", {"status": "TASK_STATE_COMPLETED", "pageSize": 100})["result"]
+    last = rpc(token, "ListTasks", {"status": "TASK_STATE_COMPLETED", "pageSize": 100, "pageToken": "500"})["result"]
+
+    assert [t["id"] for t in waiting["tasks"]] == [str(paused.pk)] and waiting["totalSize"] == 1
+    assert (len(first["tasks"]), first["totalSize"], first["nextPageToken"]) == (100, 600, "100")
+    assert (len(last["tasks"]), last.get("nextPageToken", "")) == (100, "")
+    with django_assert_max_num_queries(40):  # the page's reads, not the 600 tasks'
+        handler._list_tasks(pb.ListTasksRequest(status=State.TASK_STATE_INPUT_REQUIRED), alice, agent)
+
+
+def test_a_page_token_past_any_page_is_invalid_params_not_a_database_error(alice, agent):
+    a2a_task(alice, agent, "write hello to a.txt")
+    token = ApiToken.issue(alice)
+
+    for page_token in (str(2**70), str(2**63), "-1", "x"):
+        for params in ({"pageToken": page_token}, {"pageToken": page_token, "status": "TASK_STATE_INPUT_REQUIRED"}):
+            error = rpc(token, "ListTasks", params)["error"]
+            assert (error["code"], error["message"]) == (-32602, "pageToken is the nextPageToken of an earlier page."), params
+
+
+def test_an_internal_error_says_internal_error_with_an_id_that_the_log_carries(alice, agent, caplog):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    token = ApiToken.issue(alice)
+    with connection.cursor() as cursor:  # the database loses a table under the running server
+        cursor.execute("ALTER TABLE approvals_approval RENAME TO approvals_approval_gone")
+    try:
+        error = rpc(token, "GetTask", {"id": str(task.pk)})["error"]
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE approvals_approval_gone RENAME TO approvals_approval")
+
+    error_id = error["message"].removeprefix("internal error (id ").removesuffix(")")
+    assert error["code"] == -32603 and error["message"] == f"internal error (id {error_id})" and len(error_id) == 12
+    assert "approvals_approval" not in str(error) and "no such table" not in str(error)
+    [logged] = [r for r in caplog.records if error_id in r.getMessage()]
+    assert logged.exc_info and "no such table" in str(logged.exc_info[1])
+
+
+def test_calls_over_the_per_token_cap_get_a_too_many_error_with_retry_advice(alice, agent, settings):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    settings.HITL_A2A_CALLS_PER_TOKEN = 0
+    body = {"jsonrpc": "2.0", "id": 7, "method": "GetTask", "params": {"id": str(task.pk)}}
+
+    response = call("POST", "/a2a/demo/", token=ApiToken.issue(alice), headers={"A2A-Version": "1.0"}, json=body)
+
+    assert response.status_code == 200 and response.headers["retry-after"] == "1"
+    error = response.json()["error"]
+    assert response.json()["id"] == 7 and error["code"] == limits.TOO_MANY
+    assert "retry in 1 s" in error["message"]
+    assert error["data"] == {"retry_after_seconds": 1, "limit": 0, "kind": "calls"}
+
+
+def test_a_token_holds_at_most_its_cap_of_calls_and_of_streams_at_once_and_others_are_not_counted(settings):
+    """limits.Throttle around an app whose answers wait until the test lets them go."""
+    settings.HITL_A2A_CALLS_PER_TOKEN, settings.HITL_A2A_STREAMS_PER_TOKEN = 2, 1
+    release = asyncio.Event()
+
+    async def slow_app(scope, receive, send):
+        message = await receive()
+        await release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": message["body"]})
+
+    throttle = limits.Throttle(slow_app)
+
+    async def request(token: str, method: str) -> tuple[int, bytes]:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method}).encode()
+        scope = {"type": "http", "method": "POST", "path": "/a2a/demo/", "headers": [], "hitl_token": token}
+        chunks = iter([{"type": "http.request", "body": body[:10], "more_body": True},
+                       {"type": "http.request", "body": body[10:], "more_body": False}])
+        sent = []
+
+        async def receive():
+            return next(chunks, {"type": "http.disconnect"})
+
+        async def send(message):
+            sent.append(message)
+
+        await throttle(scope, receive, send)
+        return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+    async def scenario():
+        held = [asyncio.create_task(request("t1", "GetTask")) for _ in range(2)]
+        held.append(asyncio.create_task(request("t1", "SubscribeToTask")))
+        held.append(asyncio.create_task(request("t2", "GetTask")))  # another token: its own count
+        await asyncio.sleep(0.05)
+        over_calls = await request("t1", "ListTasks")
+        over_streams = await request("t1", "message/stream")
+        release.set()
+        answered = await asyncio.gather(*held)
+        return over_calls, over_streams, answered, dict(throttle.held["calls"]), dict(throttle.held["streams"])
+
+    over_calls, over_streams, answered, calls_left, streams_left = asyncio.run(scenario())
+
+    assert json.loads(over_calls[1])["error"]["data"]["kind"] == "calls"
+    assert json.loads(over_streams[1])["error"]["data"] == {"retry_after_seconds": 1, "limit": 1, "kind": "streams"}
+    assert all(status == 200 and b'"method"' in body for status, body in answered)  # the body handed on whole
+    assert calls_left == streams_left == {}  # every slot given back
+
+
+def test_a2a_answers_while_the_thread_the_sockets_share_is_busy(alice, agent):
+    """asgiref's one shared thread (what database_sync_to_async uses outside a request context, as
+    the websocket consumers do) blocked: A2A still answers, on its own threads."""
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    token = ApiToken.issue(alice)
+    blocked, started = threading.Event(), threading.Event()
+
+    def hold():
+        started.set()
+        blocked.wait(30)
+
+    shared = SyncToAsync.single_thread_executor.submit(hold)
+    started.wait(5)
+    try:
+        began = time.monotonic()
+        answer = rpc(token, "GetTask", {"id": str(task.pk)})
+        took = time.monotonic() - began
+    finally:
+        blocked.set()
+        shared.result(5)
+
+    assert answer["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert took < 5
