@@ -19,6 +19,7 @@ from telegram.request import HTTPXRequest
 
 from approvals import services as approval_services
 from approvals.models import Approval
+from approvals.permissions import approvers_group
 from chat import services as chat_services
 from telegramlink import accounts, bot, requests, texts, updates
 from telegramlink.models import ApprovalMessage, LinkCode, SentVersion, TelegramAccount
@@ -763,8 +764,9 @@ def test_a_typed_confirmation_decides_the_version_of_the_message_whose_button_as
 
     assert press(fake, CAROL_TG, fake.buttons(new)["Approve (type the confirmation)"], query_id="q2") == "Type the confirmation to approve."
     assert TelegramAccount.objects.get(user=carol).awaiting_shown_hash == Approval.objects.get(pk=approval.pk).shown_hash
-    edited = Approval.objects.get(pk=approval.pk)
-    approval_services.approve_edited(approval.pk, user=bob, arguments={"path": "c\u200b.txt"}, via="chat", shown_hash=edited.shown_hash)
+    edited, dave = Approval.objects.get(pk=approval.pk), User.objects.create_user("dave")
+    dave.groups.add(approvers_group())  # a third approver edits it again, on the site
+    approval_services.approve_edited(approval.pk, user=dave, arguments={"path": "c\u200b.txt"}, via="chat", shown_hash=edited.shown_hash)
     say(CAROL_TG, critical)  # typed for the version its message showed: it changed meanwhile
     assert replies(fake, CAROL_TG)[-1].startswith("The call was edited after this message")
     assert Approval.objects.get(pk=approval.pk).status == "pending"
