@@ -61,6 +61,8 @@ def rule_delete(request, rule_id: int) -> HttpResponse:
         rulemaking.remove(request.user, rule_id)
     except Rule.DoesNotExist:
         raise Http404("No such rule.") from None
+    except rulemaking.ScopeNotAllowed as exc:
+        return HttpResponse(str(exc), status=403)
     if not request.htmx:
         return redirect("rules:page")
     return HttpResponse("")  # 200 with nothing: the row's outerHTML swap removes it

@@ -2,8 +2,6 @@
 checked when it is made. Every surface (the API, the card's "Always…" menus, the rules page) makes
 rules here. Removing a rule keeps its row (`deleted_at`), so the decisions it made still name it."""
 import json
-import os.path
-import re
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -11,9 +9,10 @@ from django.utils import timezone
 from hitl.inputs import is_storable
 from hitl.visible import hidden_as_any
 
+from . import conditions
+from .conditions import MAX_PATTERN_CHARS
 from .models import Rule
 from .permissions import is_approver
-from .rules import MAX_PATTERN_CHARS
 
 APPROVER_SCOPES = (Rule.Scope.AGENT, Rule.Scope.GLOBAL)
 MAX_CONDITIONS = 20
@@ -27,7 +26,7 @@ class InvalidRule(ValueError):
 
 
 class ScopeNotAllowed(PermissionError):
-    """The scope is for approvers only (403)."""
+    """The scope is for approvers only, or the rule is someone else's and the caller no approver (403)."""
 
 
 class TargetNotFound(LookupError):
@@ -153,7 +152,8 @@ def check_tool(tool) -> str:
 
 
 def check_conditions(arguments) -> dict:
-    """{name: glob} or {name: {"regex": ...}}; every regular expression must compile."""
+    """{name: glob} or {name: {"regex": ...}}: every regular expression one RE2 takes (linear time),
+    every condition on a URL argument a URL (approvals.conditions)."""
     if arguments is None:
         return {}
     if not isinstance(arguments, dict):
@@ -169,11 +169,10 @@ def check_conditions(arguments) -> dict:
             raise InvalidRule(
                 f'The condition on {name!r} is a glob, or {{"regex": "..."}}, of at most {MAX_PATTERN_CHARS} characters.'
             )
-        if isinstance(condition, dict):
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise InvalidRule(f"The regular expression for {name!r} does not compile: {exc}.") from None
+        try:
+            conditions.check(name, condition)
+        except ValueError as exc:
+            raise InvalidRule(str(exc)) from None
         checked[name] = condition
     return checked
 
@@ -199,27 +198,22 @@ def _check_note(note) -> str:
 
 def conditions_for(arguments: dict) -> dict:
     """The argument conditions a rule made from this call starts with (the card prefills them, and a
-    trust suggestion offers them): a path-like value becomes its folder's glob (`notes/*`), a short
-    value itself, exactly; what is written rather than where (a file's content, a mail's body: by
-    the argument's name), and long or multi-line text, is left free."""
-    conditions = {}
+    trust suggestion offers them): a URL becomes its scheme, host and folder (`https://docs.vendor.test/*`),
+    a path its folder's glob (`notes/*`), a short value itself, exactly; what is written rather than
+    where (a file's content, a mail's body: by the argument's name), and long or multi-line text, is
+    left free. An invisible or direction-changing character becomes `?` (any one character), so the
+    condition shows what it holds."""
+    prefilled = {}
     for name, value in sorted(arguments.items()):
         if name in FREE_TEXT_ARGUMENTS:
             continue
         if isinstance(value, str):
             if "\n" in value or len(value) > EXACT_VALUE_CHARS:
                 continue
-            folder = os.path.dirname(value) if "/" in value.strip("/") else ""
-            conditions[name] = f"{escape(folder)}/*" if folder else escape(value)
+            prefilled[name] = hidden_as_any(conditions.prefill(name, value))
         else:
-            conditions[name] = escape(json.dumps(value, sort_keys=True, ensure_ascii=False))
-    return conditions
-
-
-def escape(text: str) -> str:
-    """A glob matching exactly `text`: fnmatch's special characters bracketed; an invisible or
-    direction-changing character becomes `?` (any one character), so the condition shows what it holds."""
-    return hidden_as_any(re.sub(r"([*?\[])", r"[\1]", text))
+            prefilled[name] = hidden_as_any(conditions.escape(json.dumps(value, sort_keys=True, ensure_ascii=False)))
+    return prefilled
 
 
 def visible_rules(user) -> QuerySet[Rule]:
@@ -236,10 +230,26 @@ def rule_for(user, rule_id: int) -> Rule:
     return visible_rules(user).get(pk=rule_id)
 
 
+def changeable_rule(user, rule_id: int) -> Rule:
+    """The rule, if `user` may change or remove it: their own, or any they see if they are an
+    approver. A rule someone else made in a non-approver's conversation was made by an approver (only
+    approvers see others' conversations), and the conversation's owner may not undo it (403)."""
+    rule = rule_for(user, rule_id)
+    if not may_change(user, rule):
+        raise ScopeNotAllowed("Only approvers may change or remove a rule an approver made.")
+    return rule
+
+
+def may_change(user, rule: Rule) -> bool:
+    """The one decision on who may disable, enable or remove a rule they can see (the page hides
+    the buttons by it, the API and the page's POSTs refuse by it)."""
+    return rule.created_by_id == user.pk or is_approver(user)
+
+
 def set_enabled(user, rule_id: int, enabled: bool) -> Rule:
     """Disable a rule, or enable it again if its scope is still the user's to use (someone who made
     a global rule as an approver, and is one no more, may switch it off but not back on)."""
-    rule = rule_for(user, rule_id)
+    rule = changeable_rule(user, rule_id)
     if enabled and rule.scope not in allowed_scopes(user):
         raise ScopeNotAllowed(f"Only approvers may enable {rule.scope} rules.")
     Rule.objects.filter(pk=rule.pk).update(enabled=enabled)
@@ -249,7 +259,7 @@ def set_enabled(user, rule_id: int, enabled: bool) -> Rule:
 
 def remove(user, rule_id: int) -> Rule:
     """Disable the rule and mark it removed; the decisions it made keep naming it."""
-    rule = rule_for(user, rule_id)
+    rule = changeable_rule(user, rule_id)
     now = timezone.now()
     Rule.objects.filter(pk=rule.pk).update(enabled=False, deleted_at=now)
     rule.enabled, rule.deleted_at = False, now

@@ -1,6 +1,7 @@
 """Allow and deny rules (issue 14, the engine): what they never approve, that deny wins, scopes,
 uses and expiry, and the whole way through the loop with the scripted model (eager Celery)."""
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -8,7 +9,7 @@ from django.db import connection
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-from approvals import audit, rules
+from approvals import audit, rulemaking, rules
 from approvals.models import Approval, Rule
 from chat import services
 from chat.models import Conversation, Message, ToolCall
@@ -181,3 +182,77 @@ def test_concurrent_workers_cannot_both_take_a_rules_last_use(alice):
     assert sorted(results) == [False, False, False, True]
     last.refresh_from_db()
     assert last.uses == 1
+
+
+# --- Conditions that mean what they say (issue 22) ----------------------------------------------------
+
+
+def test_a_catastrophic_regex_matches_in_linear_time():
+    catastrophic = R("allow", "write_file", {"content": {"regex": "(a+)+b"}})
+    started = time.monotonic()
+    for text in ("a" * 40 + "c", "a" * 100_000 + "c"):  # Python's re takes ~2**n steps on the first
+        assert not rules.matches(catastrophic, rules.Call("write_file", {"path": "x.txt", "content": text}, "medium", False))
+    assert rules.matches(catastrophic, rules.Call("write_file", {"path": "x.txt", "content": "aaab"}, "medium", False))
+    assert time.monotonic() - started < 0.5
+
+
+@pytest.mark.parametrize("path", ["notes/../x.txt", "notes/../../x.txt", "notes/sub/../../x.txt", "notes/a/b.txt", "../notes/a.txt"])
+def test_an_allowed_folder_never_lets_a_path_climb_out_or_into_subfolders(path):
+    allow = R("allow", "write_file", {"path": "notes/*"})
+    assert not rules.matches(allow, rules.Call("write_file", {"path": path}, "medium", False))
+
+
+@pytest.mark.parametrize("path", ["notes/a.txt", "notes//a.txt", "./notes/a.txt"])
+def test_an_allowed_folder_matches_its_files_however_spelled(path):
+    assert rules.matches(R("allow", "write_file", {"path": "notes/*"}), rules.Call("write_file", {"path": path}, "medium", False))
+    assert rules.matches(R("allow", "write_file", {"path": "notes/**"}), rules.Call("write_file", {"path": "notes/a/b/c.txt"}, "medium", False))
+
+
+@pytest.mark.parametrize("path", ["secrets/key", "secrets/../secrets/key", "/secrets/key", "secrets/sub/key", "../outside", "secrets/.env"])
+def test_a_denied_folder_denies_every_spelling_of_its_paths(path):
+    deny = R("deny", "write_file", {"path": "secrets/*"})
+    assert rules.matches(deny, rules.Call("write_file", {"path": path}, "medium", False))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://exfil.attacker.test/?secret=s3cr3t",
+        "https://docs.vendor.test.attacker.test/",
+        "https://docs.vendor.test@attacker.test/",
+        "https://docs.vendor.test:8443/",
+        "http://docs.vendor.test/",
+        "https://docs.vendor.test\\@attacker.test/",
+        "https://docs.vendor.test/a/../../admin",
+        "https:/docs.vendor.test/",
+    ],
+)
+def test_a_url_rule_allows_its_own_host_only(url):
+    allow = R("allow", "web_fetch", {"url": "https://docs.vendor.test/*"})
+    assert not rules.matches(allow, rules.Call("web_fetch", {"url": url}, "medium", False))
+
+
+@pytest.mark.parametrize("url", ["https://docs.vendor.test", "https://docs.vendor.test/guide/a?x=1", "HTTPS://Docs.Vendor.Test:443/b"])
+def test_a_url_rule_allows_every_page_under_its_prefix(url):
+    allow = R("allow", "web_fetch", {"url": "https://docs.vendor.test/*"})
+    assert rules.matches(allow, rules.Call("web_fetch", {"url": url}, "medium", False))
+
+
+def test_a_url_deny_holds_whatever_the_spelling_of_its_host():
+    deny = R("deny", "web_fetch", {"url": "https://evil.test/*"})
+    for url in ("https://EVIL.test./x", "https://me@evil.test/", "https://evil.test:443/a/../b"):
+        assert rules.matches(deny, rules.Call("web_fetch", {"url": url}, "medium", False)), url
+
+
+@pytest.mark.parametrize(
+    ("arguments", "prefilled"),
+    [
+        ({"url": "https://docs.vendor.test"}, {"url": "https://docs.vendor.test/*"}),
+        ({"url": "https://me:pw@Docs.Vendor.Test/guide/intro.html?q=1"}, {"url": "https://docs.vendor.test/guide/*"}),
+        ({"path": "notes/a.txt", "content": "hi"}, {"path": "notes/*"}),
+        ({"path": "notes/../x.txt"}, {"path": "notes/../x.txt"}),  # never a folder it climbs out of
+        ({"to": "a/b@example.com"}, {"to": "a/b@example.com"}),  # not a path: exactly
+    ],
+)
+def test_the_prefilled_conditions_cover_the_call_and_no_more(arguments, prefilled):
+    assert rulemaking.conditions_for(arguments) == prefilled

