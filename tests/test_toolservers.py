@@ -437,6 +437,9 @@ def test_an_admin_sees_the_change_as_an_escaped_diff_and_accepting_it_enables_th
     assert admin.get("/admin/toolservers/toolpin/").status_code == 200
     server_page = admin.get(f"/admin/toolservers/toolserver/{kv.pk}/change/")
     assert server_page.status_code == 200 and "changed since approved by an admin: review" in server_page.content.decode()
+    assert "export_all (<a " in server_page.content.decode() and "new since the first listing: review" in server_page.content.decode()
+    new = admin.get(f"/admin/toolservers/toolpin/{ToolPin.objects.get(server=kv, name='export_all').pk}/change/")
+    assert new.status_code == 200 and "--- (nothing approved yet)" in new.content.decode() and "new since the first listing: disabled" in new.content.decode()
 
     pin = ToolPin.objects.get(server=kv, name="set_value")
     page = admin.get(f"/admin/toolservers/toolpin/{pin.pk}/change/")
@@ -482,3 +485,18 @@ def test_accepting_needs_the_permission_and_a_post(agent, kv, alice):
     assert response.status_code == 403
     pin.refresh_from_db()
     assert pin.definition_hash != listed and offered(agent) == ["kv__get_value"]
+
+
+def test_an_upgrade_pins_what_servers_listed_before_pins_existed(agent, kv):
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    listed = [tool["name"] for tool in kv.tools]
+    executor = MigrationExecutor(connection)
+    executor.migrate([("toolservers", "0001_initial")])
+    executor.loader.build_graph()
+    executor.migrate([("toolservers", "0002_pinned_definitions_and_trust")])
+    kept = ToolPin.objects.filter(server=kv)
+    assert sorted(pin.name for pin in kept) == sorted(listed)
+    assert all(pin.definition_hash == pins.definition_hash(kv.tool(pin.name)) for pin in kept)
+    assert offered(agent) == ["kv__get_value", "kv__set_value"]

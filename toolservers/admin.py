@@ -39,13 +39,11 @@ class ToolServerAdmin(admin.ModelAdmin):
         if not server.tools:
             return "(none listed yet: use the action “Refresh the tool lists”)"
         unapproved = set(pins.unapproved_tools(server))
-        pinned = dict(ToolPin.objects.filter(server=server, name__in=unapproved).values_list("name", "pk"))
+        kept = ToolPin.objects.filter(server=server, name__in=unapproved).values_list("name", "pk", "definition_hash")
+        kept = {name: (pk, digest) for name, pk, digest in kept}
         return format_html_join(
             ", ", "{}{}",
-            (
-                (tool["name"], _review_link(pinned.get(tool["name"])) if tool["name"] in unapproved else "")
-                for tool in server.tools
-            ),
+            ((tool["name"], _review_link(*kept.get(tool["name"], (None, ""))) if tool["name"] in unapproved else "") for tool in server.tools),
         )
 
     @admin.action(description="Refresh the tool lists")
@@ -66,11 +64,11 @@ class ToolServerAdmin(admin.ModelAdmin):
                 )
 
 
-def _review_link(pin_id: int | None) -> str:
+def _review_link(pin_id: int | None, approved_hash: str) -> str:
+    said = "changed since approved by an admin" if approved_hash else "new since the first listing"
     if pin_id is None:
-        return " (changed since approved by an admin: disabled)"
-    url = reverse("admin:toolservers_toolpin_change", args=[pin_id])
-    return format_html(' (<a href="{}">changed since approved by an admin: review</a>)', url)
+        return f" ({said}: disabled)"
+    return format_html(' (<a href="{}">{}: review</a>)', reverse("admin:toolservers_toolpin_change", args=[pin_id]), said)
 
 
 @admin.register(ToolPin)
@@ -121,7 +119,7 @@ class ToolPinAdmin(admin.ModelAdmin):
         return format_html(
             '<pre class="pin-diff" style="white-space:pre-wrap;overflow-wrap:anywhere;max-width:60rem;margin:0;'
             'padding:.5rem;border:1px solid #d0d7de;font-size:.8rem;line-height:1.4">{}</pre>',
-            format_html_join("\n", '<span style="display:block;{}">{}</span>', ((DIFF_LINE_STYLES.get(line[:1], ""), line) for line in lines)),
+            format_html_join("", '<span style="display:block;{}">{}</span>', ((DIFF_LINE_STYLES.get(line[:1], ""), line) for line in lines)),
         )
 
     def change_view(self, request, object_id, form_url="", extra_context=None):

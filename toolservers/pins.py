@@ -91,7 +91,7 @@ def difference(pin: ToolPin, listed: dict | None) -> list[str]:
     now = reveal_json(definition_of(listed)).splitlines() if listed is not None else []
     return list(
         difflib.unified_diff(
-            approved, now, "approved by an admin" if pin.definition is not None else "(nothing approved yet)",
+            approved, now, "approved" if pin.definition is not None else "(nothing approved yet)",
             "listed now" if listed is not None else "(not listed now)", lineterm="", n=max(len(approved), len(now)),
         )
     )
