@@ -295,8 +295,12 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {
-        "chat": {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")},
-        "approvals": {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")},
+        # Each app of ours logs to the console: the engine and every surface (an A2A internal error's
+        # id, a Telegram poller waiting for the Bot API, a tool server's changed listing).
+        **{
+            app: {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}
+            for app in ("chat", "approvals", "agentlink", "telegramlink", "toolservers", "hitl")
+        },
         "LiteLLM": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
