@@ -65,7 +65,7 @@ def apply(*, conversation, user, message: pb.Message, pending: list[Approval], s
             # The chat's typed rules decide whatever is pending: not a call this client was never sent.
             raise Refused(f"{_names(unseen)} changed or came after the pause you were sent: read the task "
                           "again (GetTask) before replying. Nothing was decided.")
-        chat_services.post_message(conversation=conversation, user=user, content=text)
+        chat_services.post_message(conversation=conversation, user=user, content=text, shown=shown)
         return Outcome(0, [])
     decisions, left_alone = _read(data, pending, conversation, shown)
     for decision in decisions:

@@ -53,6 +53,16 @@ class A2A:
     def get(self, task_id: str) -> pb.Task:
         return self._run(lambda client: client.get_task(pb.GetTaskRequest(id=task_id)))
 
+    def timed_get(self, task_id: str) -> tuple[pb.Task, float]:
+        """GetTask, and how long the call itself took (the client's set-up, card included, not counted)."""
+
+        async def work(client):
+            began = time.monotonic()
+            task = await client.get_task(pb.GetTaskRequest(id=task_id))
+            return task, time.monotonic() - began
+
+        return self._run(work)
+
     def cancel(self, task_id: str) -> pb.Task:
         return self._run(lambda client: client.cancel_task(pb.CancelTaskRequest(id=task_id)))
 

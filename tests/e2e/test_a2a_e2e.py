@@ -7,7 +7,7 @@ from google.protobuf.json_format import MessageToDict
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import A2AError, TaskNotFoundError
 from approvals.models import Approval
-from chat.models import ApiToken, Conversation
+from chat.models import ApiToken, Conversation, OutboxEmail
 from tests.conftest import wait_until
 from tests.e2e.a2a_client import A2A, State, answer_of, data_parts, text_of
 from tests.e2e.test_api_e2e import wait_for_status
@@ -200,3 +200,58 @@ def test_plain_text_follows_the_chats_typed_decision_rules(e2e, a2a, alice, agen
     assert done.status.state == State.TASK_STATE_COMPLETED
     approval = Approval.objects.get(conversation_id=task.context_id)
     assert (approval.status, approval.decided_via) == ("approved", "text")
+
+
+def test_a_blanket_approve_never_approves_a_call_that_the_pause_it_answers_did_not_list(e2e, a2a, api_for, alice, agent):
+    """The issue's sequence: the pause shows write_file; it is approved elsewhere (the API, as the page
+    would); the agent then asks for send_email; the client's reply to the pause it saw must not send it."""
+    client, api = a2a(alice), api_for(alice)
+    task = client.task("write hello to a.txt")
+    [write] = data_parts(task)["tool_approval"]["action_requests"]
+    assert write["name"] == "write_file" and write["shown_hash"]
+    held = api.post(f"conversations/{task.context_id}/messages", {"content": "email mallory@outside.test about the keys"})
+    assert held.status_code == 202, held.text
+    approved = api.post(f"approvals/{int(write['id'])}/decision", {"decision": "approve", "shown_hash": write["shown_hash"]})
+    assert approved.status_code == 200, approved.text
+    email = wait_until(lambda: Approval.objects.filter(conversation_id=task.context_id, status="pending").first(),
+                       message="the agent to ask for the email")
+    assert email.tool_call.name == "send_email"
+
+    with pytest.raises(A2AError) as refused:
+        client.task({"decision_type": "approve"}, task_id=task.id)  # the reply to the pause it saw
+
+    assert f"#{email.pk} send_email came after it" in str(refused.value)
+    email.refresh_from_db()
+    assert email.status == "pending" and not OutboxEmail.objects.exists()
+
+    seen = client.get(task.id)  # the pause that lists it, then a reply to that one
+    [request] = data_parts(seen)["tool_approval"]["action_requests"]
+    assert (int(request["id"]), request["name"], request["shown_hash"]) == (email.pk, "send_email", email.shown_hash)
+    done = client.task({"decision_type": "deny", "reason": "not to outsiders"}, task_id=task.id)
+    assert done.status.state == State.TASK_STATE_COMPLETED
+    email.refresh_from_db()
+    assert (email.status, email.decided_via, email.rejection_reason) == ("rejected", "a2a", "not to outsiders")
+
+
+def test_an_approvers_edit_is_approved_over_a2a_only_with_the_shown_hash_of_the_pause_that_showed_it(e2e, a2a, api_for, alice, bob, agent):
+    client = a2a(alice)
+    task = client.task("write hello to a.txt")
+    [request] = data_parts(task)["tool_approval"]["action_requests"]
+    approval_id, requested = int(request["id"]), request["shown_hash"]
+    edited = {"path": "a.txt", "content": "hel\u200blo"}  # a riskier version: it stays pending for a decider
+    answer = api_for(bob).post(f"approvals/{approval_id}/decision", {"decision": "approve", "arguments": edited, "shown_hash": requested})
+    assert answer.status_code == 200 and answer.json()["status"] == "pending", answer.text
+
+    for stale in ({}, {"shown_hash": requested}):
+        with pytest.raises(A2AError) as refused:
+            client.task({"decisions": [{"id": approval_id, "decision_type": "approve"} | stale]}, task_id=task.id)
+        assert "changed" in str(refused.value)
+    assert Approval.objects.get(pk=approval_id).status == "pending"
+    assert not (e2e.sandbox_root / task.context_id / "a.txt").exists()
+
+    [shown] = data_parts(client.get(task.id))["tool_approval"]["action_requests"]
+    assert shown["args"] == edited and shown["shown_hash"] != requested
+    done = client.task({"decisions": [{"id": approval_id, "decision_type": "approve", "shown_hash": shown["shown_hash"]}]}, task_id=task.id)
+
+    assert done.status.state == State.TASK_STATE_COMPLETED
+    assert (e2e.sandbox_root / task.context_id / "a.txt").read_text() == "hel\u200blo"
