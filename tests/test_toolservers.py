@@ -435,6 +435,7 @@ def test_an_admin_sees_the_change_as_an_escaped_diff_and_accepting_it_enables_th
     assert refreshed.status_code == 200
     assert "Kv: changed since approved by an admin, disabled until accepted (Tool definitions): set_value, export_all." in refreshed.content.decode()
     assert admin.get("/admin/toolservers/toolpin/").status_code == 200
+    assert admin.get("/admin/toolservers/toolpin/999999/change/").status_code == 302  # gone: the admin's redirect, not a 500
     server_page = admin.get(f"/admin/toolservers/toolserver/{kv.pk}/change/")
     assert server_page.status_code == 200 and "changed since approved by an admin: review" in server_page.content.decode()
     assert "export_all (<a " in server_page.content.decode() and "new since the first listing: review" in server_page.content.decode()

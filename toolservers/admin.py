@@ -1,8 +1,10 @@
 """Tool servers are managed here only: a stdio server is a command this host runs, so it is never
 set from a chat, the API or the model. Here too an admin reviews a tool whose definition changed
 since it was approved (a diff) and accepts it, or leaves it disabled."""
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import models
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -17,6 +19,7 @@ class AgentLinkInline(admin.TabularInline):
     model = AgentToolServer
     extra = 0
     fields = ["agent", "tools", "require_approval", "risks"]
+    formfield_overrides = {models.JSONField: {"widget": forms.Textarea(attrs={"rows": 2, "cols": 30})}}  # fits 1280 px
 
 
 @admin.register(ToolServer)
@@ -126,7 +129,9 @@ class ToolPinAdmin(admin.ModelAdmin):
         if request.method == "POST" and "_accept" in request.POST:
             return self._accept(request, object_id)
         pin = self.get_object(request, object_id)
-        listed = pin.server.tool(pin.name) if pin else None
+        if pin is None:  # the admin's own "does not exist" redirect
+            return super().change_view(request, object_id, form_url, extra_context)
+        listed = pin.server.tool(pin.name)
         shown = pins.definition_hash(listed) if listed is not None else ""
         extra_context = (extra_context or {}) | {
             "shown_hash": shown,
