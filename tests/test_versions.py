@@ -260,3 +260,14 @@ def test_a_four_eyes_calls_input_question_is_answered_by_someone_who_may_decide_
     by_approver = api_as(bob).post(f"approvals/{question.pk}/answer", {"answer": "Checked"})
     assert by_approver.status_code == 200
     assert (tmp_path / "notes" / "a.txt").read_text() == "# Checked\n"
+
+
+def test_no_template_comment_reaches_a_page(alice, bob, agent):
+    """Django's {# #} is one line only: one that spans lines is printed on the page as text."""
+    conversation = start(alice, agent, "write hi to a.txt")
+    pages = [
+        client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode(),
+        client_for(bob).get("/approvals/").content.decode(),
+    ]
+    for html in pages:
+        assert "{#" not in html and "#}" not in html and "{% comment" not in html
