@@ -1,20 +1,22 @@
 """Agents over A2A, in process (agentlink): decisions read from a task's message and checked against
 the rows before anything is decided, a task's state read from the conversation, and the ASGI app's
-gate (token, agent, body, host) with the JSON-RPC answers. The loop runs inline with the scripted
-model (eager Celery); tests/e2e/test_a2a_e2e.py drives the same through daphne and a worker."""
+gate (token, agent, body, host, per-token caps) with the JSON-RPC answers; decisions bound to the
+versions the client was sent; ListTasks paged in SQL; internal errors that leak nothing. The loop
+runs inline with the scripted model (eager Celery); tests/e2e/test_a2a_e2e.py drives the same
+through daphne and a worker, tests/e2e/test_a2a_load.py under load."""
 import asyncio
 import json
 import threading
 import time
+from datetime import timedelta
 
 import httpx
 import pytest
+from asgiref.sync import SyncToAsync
 from django.contrib.auth.models import User
+from django.db import connection
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict
-
-from asgiref.sync import SyncToAsync
-from django.db import connection
 
 from a2a.types import a2a_pb2 as pb
 from agentlink import decisions, handler, limits, runs
@@ -949,6 +951,19 @@ def test_list_tasks_filtered_by_state_pages_in_the_database_past_the_newest_500(
     assert (len(last["tasks"]), last.get("nextPageToken", "")) == (100, "")
     with django_assert_max_num_queries(40):  # the page's reads, not the 600 tasks'
         handler._list_tasks(pb.ListTasksRequest(status=State.TASK_STATE_INPUT_REQUIRED), alice, agent)
+
+
+def test_list_tasks_filtered_by_status_time_keeps_the_tasks_that_moved_since(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    moved = Conversation.objects.get(pk=task.conversation_id).updated_at
+    token = ApiToken.issue(alice)
+
+    def listed(after) -> list[str]:
+        stamp = after.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return [t["id"] for t in rpc(token, "ListTasks", {"statusTimestampAfter": stamp})["result"].get("tasks", [])]
+
+    assert listed(moved - timedelta(seconds=1)) == [str(task.pk)]
+    assert listed(moved) == []
 
 
 def test_a_page_token_past_any_page_is_invalid_params_not_a_database_error(alice, agent):
