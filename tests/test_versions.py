@@ -271,3 +271,20 @@ def test_no_template_comment_reaches_a_page(alice, bob, agent):
     ]
     for html in pages:
         assert "{#" not in html and "#}" not in html and "{% comment" not in html
+
+
+def test_an_approvers_comment_on_approving_from_the_dashboard_is_kept_and_shown_in_history(alice, bob, agent):
+    conversation = start(alice, agent, "write hi to a.txt")
+    [approval] = pending_approvals(conversation)
+    dashboard = client_for(bob).get("/approvals/").content.decode()
+    assert 'name="comment"' in dashboard
+
+    client_for(bob).post(
+        f"/approvals/dashboard/{approval.pk}/decide/",
+        {"decision": "approve", "shown_hash": approval.shown_hash, "comment": "checked with <b>ops</b>"},
+    )
+
+    approval.refresh_from_db()
+    assert approval.status == Approval.Status.APPROVED and approval.comment == "checked with <b>ops</b>"
+    history = client_for(bob).get("/approvals/history/").content.decode()
+    assert "checked with &lt;b&gt;ops&lt;/b&gt;" in history
