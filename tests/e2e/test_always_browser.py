@@ -1,6 +1,8 @@
 """Rules from the card, in Chromium against the real stack (daphne, a Celery worker, Redis, the
 scripted model): "Always…" allow and deny, the rejection contract's collapsed line, and a trust
 suggestion accepted. The same through the JSON API as a program would use it."""
+import time
+
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -158,3 +160,21 @@ def test_rules_and_the_rejection_contract_through_the_api(e2e, alice, agent, api
     wait_for_status(asked, Conversation.Status.IDLE)
     repeat = api.get("approvals", status="rejected").json()["items"][-1]
     assert (repeat["status"], repeat["decided_via"], repeat["decided_by"], repeat["rejection_reason"]) == ("rejected", "repeat", None, "no")
+
+
+def test_a_catastrophic_regex_rule_delays_no_one(e2e, alice, bob, agent, api_for):
+    """Issue 22: with Python's re, `(a+)+b` on 40 characters of aaaa…c held the worker, inside the
+    turn's write transaction, for hours; everyone else's writes waited on it."""
+    mine, theirs = api_for(alice), api_for(bob)
+    made = mine.post("rules", {"effect": "allow", "tool": "write_file", "arguments": {"content": {"regex": "(a+)+b"}},
+                               "scope": "agent_user", "agent": "demo"})
+    assert made.status_code == 201, made.text
+    slow = start(mine, f"write {'a' * 39}c to x.txt")
+    took = []
+    for n in range(3):
+        started = time.monotonic()
+        start(theirs, f"what is {n} + 1")
+        took.append(time.monotonic() - started)
+    wait_for_pending(slow, 1)  # the rule does not match: the call waits for a human
+    assert max(took) < 1, took
+    assert Rule.objects.get().uses == 0
