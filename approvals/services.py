@@ -263,7 +263,7 @@ def approve_edited(
     decision = {} if stricter else _decision(Approval.Status.APPROVED, user, via, comment=comment)
     with transaction.atomic():
         if rule := rules.first_deny(screening):
-            raise EditForbidden(f"Rule #{rule.pk} denies this edit: {rules.denial_reason(rule)}")
+            raise EditForbidden(f"Edit not saved. {rules.denial_reason(rule)}")
         # An edit that decides is linked into the audit chain as it leaves the approval.
         link = audit.lock_head().extend([approval], {**edit, **decision}) if decision else {}
         updated = _undecided(approval).update(**edit, **decision, **link)
