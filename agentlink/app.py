@@ -45,6 +45,8 @@ class CallContextBuilder(DefaultServerCallContextBuilder):
         context = super().build(request)
         context.state["hitl_user"] = request.scope["hitl_user"]
         context.state["hitl_agent"] = request.scope["hitl_agent"]
+        # Which client is calling, for what each one was shown (runs.note_shown): its token, hashed.
+        context.state["hitl_client"] = request.scope["hitl_token"][:16]
         return context
 
 

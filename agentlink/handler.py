@@ -130,7 +130,8 @@ class AgentHandler(RequestHandler):
     @guarded
     @validate_request_params
     async def on_list_tasks(self, params: pb.ListTasksRequest, context: ServerCallContext) -> pb.ListTasksResponse:
-        return await database(_list_tasks)(params, context.state["hitl_user"], context.state["hitl_agent"])
+        state = context.state
+        return await database(_list_tasks)(params, state["hitl_user"], state["hitl_agent"], client=state.get("hitl_client", ""))
 
     @guarded
     @validate_request_params
@@ -158,6 +159,7 @@ class AgentHandler(RequestHandler):
         task = await database(runs.task_for)(context.state["hitl_user"], context.state["hitl_agent"], task_id)
         if task is None:  # unknown, or another user's: the same answer
             raise TaskNotFoundError
+        task.client = context.state.get("hitl_client", "")  # what this client is shown is kept as its own
         return task
 
     async def _receive(self, params: pb.SendMessageRequest, context: ServerCallContext) -> tuple[runs.Task, str]:
@@ -171,7 +173,9 @@ class AgentHandler(RequestHandler):
                 raise InvalidParamsError(message="That task belongs to another contextId.")
             return task, await database(_continue)(task, user, message)
         try:
-            return await database(_start)(user, agent, message), ""
+            task = await database(_start)(user, agent, message)
+            task.client = context.state.get("hitl_client", "")
+            return task, ""
         except runs.Busy as exc:
             raise InvalidRequestError(message=str(exc)) from None
 
@@ -313,7 +317,7 @@ def _cancel(task: runs.Task, user) -> None:
     chat_services.stop_conversation(conversation=task.conversation, user=user, via=Approval.Via.A2A)
 
 
-def _list_tasks(params: pb.ListTasksRequest, user, agent) -> pb.ListTasksResponse:
+def _list_tasks(params: pb.ListTasksRequest, user, agent, *, client: str = "") -> pb.ListTasksResponse:
     """A page of the caller's tasks, newest first; filtered by state (computed in SQL, runs.with_state)
     and by status time in the database, so that every page costs the same whatever the filter."""
     tasks = runs.visible_tasks(user, agent).order_by("-created_at", "-pk")
@@ -335,6 +339,7 @@ def _list_tasks(params: pb.ListTasksRequest, user, agent) -> pb.ListTasksRespons
     total = tasks.count()
     page = []
     for task in tasks[offset:offset + size]:
+        task.client = client
         reading = runs.read(task)
         runs.note_shown(task, reading)
         page.append(runs.as_proto(task, reading, history_length=history))

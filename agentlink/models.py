@@ -26,8 +26,8 @@ class Task(models.Model):
     end_position = models.PositiveIntegerField(null=True, blank=True, help_text="The first message of the next turn.")
     shown = models.JSONField(
         default=dict, blank=True,
-        help_text="{approval id: shown_hash} of the calls the last input-required status sent for this task listed: "
-        "a blanket decision_type decides these, at these versions, and nothing pending since.",
+        help_text="{client: {approval id: shown_hash}}: for each client (its token, hashed), the calls the last input-required "
+        "status sent to it for this task listed; its blanket decision_type decides these, at these versions, and nothing pending since.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

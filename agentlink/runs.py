@@ -112,23 +112,35 @@ def with_state(tasks: QuerySet[Task]) -> QuerySet[Task]:
     return tasks.annotate(last_stopped=Subquery(last_word, output_field=IntegerField())).annotate(a2a_state=state)
 
 
+MAX_CLIENTS_SHOWN = 20  # clients (tokens) whose last pause a task keeps; the oldest is forgotten first
+
+
 def note_shown(task: Task, reading: "Reading") -> None:
-    """Record what an input-required status about to be sent lists ({approval id: shown_hash}): a
-    blanket reply to it decides those calls at those versions and nothing pending since. Written
-    only when it changed, so a client polling a pause costs no writes."""
+    """Record what an input-required status about to be sent to the calling client (`task.client`,
+    its token hashed) lists ({approval id: shown_hash}): that client's blanket reply decides those
+    calls at those versions and nothing pending since, whatever another client (a monitor, a second
+    program of the same user) was sent meanwhile. Written only when it changed, so a client polling a
+    pause costs no writes."""
     if reading.state != State.TASK_STATE_INPUT_REQUIRED or not reading.pending:
         return
+    client = getattr(task, "client", "")
     listed = {str(approval.pk): approval.shown_hash for approval in reading.pending}
-    stored = Task.objects.filter(pk=task.pk).values_list("shown", flat=True).first()
-    if stored != listed:
-        Task.objects.filter(pk=task.pk).update(shown=listed)
-    task.shown = listed
+    stored = dict(Task.objects.filter(pk=task.pk).values_list("shown", flat=True).first() or {})
+    if stored.get(client) != listed:
+        stored.pop(client, None)
+        stored[client] = listed  # the newest last
+        while len(stored) > MAX_CLIENTS_SHOWN:
+            stored.pop(next(iter(stored)))
+        Task.objects.filter(pk=task.pk).update(shown=stored)
+    task.shown = stored
 
 
 def shown_to_client(task: Task) -> dict[int, str]:
-    """What the last pause sent for `task` listed, read fresh from its row."""
+    """What the last pause sent for `task` to the calling client (`task.client`) listed, read fresh
+    from its row."""
     stored = Task.objects.filter(pk=task.pk).values_list("shown", flat=True).first() or {}
-    return {int(key): value for key, value in stored.items()}
+    listed = stored.get(getattr(task, "client", ""), {})
+    return {int(key): value for key, value in listed.items() if isinstance(value, str)}
 
 
 @dataclass

@@ -270,8 +270,8 @@ def decide_approval(request, approval_id: ApprovalId, payload: DecisionIn):
     is stored and the approval stays `pending` for whoever must decide it. A critical call needs
     `confirmation` (400 without it). 409 when it was decided, cancelled or expired first (past
     `expires_at` it expires now), or edited since you last read it."""
-    if len(payload.reason) > MAX_REASON:
-        raise HttpError(400, f"The reason is longer than {MAX_REASON} characters.")
+    if len(payload.reason) > MAX_REASON or len(payload.comment) > MAX_REASON:
+        raise HttpError(400, f"The reason and the comment are at most {MAX_REASON} characters each.")
     approve = payload.decision == "approve"
     seen = {"user": request.auth, "via": Approval.Via.API, "shown_hash": payload.shown_hash, "confirmation": payload.confirmation, "comment": payload.comment}
     try:

@@ -27,6 +27,7 @@ import fnmatch
 import json
 import posixpath
 import re
+import unicodedata
 from functools import lru_cache
 from urllib.parse import unquote, urlsplit
 
@@ -34,6 +35,9 @@ import re2
 from wcmatch import glob
 
 MAX_PATTERN_CHARS = 200  # a glob's or a regex's length, checked when a rule is made and when matched
+# RE2 is linear in the text, times the size of the compiled program: `(?:.{0,900}a)+c` is 8,000
+# instructions and takes half a second on 100 kB. Ordinary conditions are tens to a few hundred.
+MAX_PROGRAM_SIZE = 1000
 
 _PATH_NAMES = {"path", "file", "dir", "directory", "folder", "filename"}
 _PATH_ENDINGS = ("path", "_dir", "_file")
@@ -68,7 +72,15 @@ def holds(name: str, condition, value, *, deny: bool) -> bool:
         if is_path_argument(name):
             return _path_holds(condition, value, deny=deny)
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
-    return regex_matches(regex, text) if regex is not None else fnmatch.fnmatchcase(text, condition)
+    if regex is not None:
+        return regex_matches(regex, text) or (deny and regex_matches(regex, _folded(text)))
+    # A deny also meets the value as a mail server or a resolver would read it alike: in any case,
+    # with compatibility characters folded (`ceo@Competitor.test`, a full-width `．`).
+    return fnmatch.fnmatchcase(text, condition) or (deny and fnmatch.fnmatchcase(_folded(text), _folded(condition)))
+
+
+def _folded(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
 
 
 def compile_regex(pattern: str):
@@ -78,13 +90,15 @@ def compile_regex(pattern: str):
     compiled = _compiled(pattern)
     if compiled is None:
         raise ValueError(_error(pattern))
+    if compiled.programsize > MAX_PROGRAM_SIZE:
+        raise ValueError(f"too large once compiled ({compiled.programsize} instructions; at most {MAX_PROGRAM_SIZE}): use fewer or smaller repetitions")
     return compiled
 
 
 def regex_matches(pattern: str, text: str) -> bool:
     """A whole-text match; a pattern RE2 does not take matches nothing (rules are checked when made)."""
     compiled = _compiled(pattern) if len(pattern) <= MAX_PATTERN_CHARS else None
-    return compiled is not None and compiled.fullmatch(text) is not None
+    return compiled is not None and compiled.programsize <= MAX_PROGRAM_SIZE and compiled.fullmatch(text) is not None
 
 
 def _options():
@@ -138,6 +152,15 @@ def _url_holds(condition, value: str, *, deny: bool) -> bool:
     except ValueError:
         return deny
     host = (got.hostname or "").rstrip(".")
+    if not host.isascii():
+        # An HTTP client turns `exfil．attacker．test` into exfil.attacker.test (IDNA): an allow
+        # never holds for such a host, and a deny meets it as the client will.
+        if not deny:
+            return False
+        try:
+            host = _folded(host).rstrip(".").encode("idna").decode("ascii")
+        except UnicodeError:
+            return True
     if "@" in got.netloc and not deny:
         return False  # credentials in a URL: `docs.vendor.test@attacker.test` is attacker.test
     if isinstance(condition, dict):
@@ -153,11 +176,15 @@ def _url_holds(condition, value: str, *, deny: bool) -> bool:
     except ValueError:
         return False
     path = got.path or "/"
+    # An allow holds for its scheme, host and port only; a deny for its host on any scheme and port.
     same_place = (
         bool(host)
-        and fnmatch.fnmatchcase(got.scheme, want.scheme.lower())
         and fnmatch.fnmatchcase(host, (want.hostname or "").rstrip("."))
-        and (got_port or _DEFAULT_PORTS.get(got.scheme)) == (want_port or _DEFAULT_PORTS.get(want.scheme.lower()))
+        and (
+            deny
+            or fnmatch.fnmatchcase(got.scheme, want.scheme.lower())
+            and (got_port or _DEFAULT_PORTS.get(got.scheme)) == (want_port or _DEFAULT_PORTS.get(want.scheme.lower()))
+        )
     )
     if not same_place:
         return False

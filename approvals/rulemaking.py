@@ -82,12 +82,15 @@ def draft(
     return rule
 
 
-def draft_from_call(user, approval, *, approve: bool, scope: str, arguments: dict | None = None, note: str = "", **limits) -> Rule:
+def draft_from_call(
+    user, approval, *, approve: bool, scope: str, call_arguments: dict, arguments: dict | None = None, note: str = "", **limits
+) -> Rule:
     """The rule a decider asks to remember with their decision ("always allow/deny this"): for the
     call's tool, in the call's conversation or with its agent; its conditions `arguments`, or those
-    prefilled from the call (conditions_for) when left out; `{}` matches any arguments."""
+    prefilled (conditions_for) from `call_arguments`, the version decided (an edit's, never the
+    request it replaced), when left out; `{}` matches any arguments."""
     conversation = approval.conversation
-    conditions = conditions_for(approval.tool_call.arguments) if arguments is None else arguments
+    conditions = conditions_for(call_arguments) if arguments is None else arguments
     effect = Rule.Effect.ALLOW if approve else Rule.Effect.DENY
     rule = draft(
         user, effect=effect, tool=approval.tool_call.name, arguments=conditions, scope=scope,

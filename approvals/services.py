@@ -7,6 +7,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from hitl.inputs import storable
+
 from . import audit, calls, plans, questions, rulemaking, rules
 from .models import Approval, Risk, Rule
 from .permissions import can_decide, can_see
@@ -173,7 +175,11 @@ def decide_remembering(
         raise Approval.DoesNotExist
     if approval.kind != Approval.Kind.ACTION:
         raise WrongKind("Only a tool call is remembered as a rule; a question or a plan is decided each time.")
-    rule = rulemaking.draft_from_call(user, approval, approve=approve, **remember)
+    # The rule is drawn from the version decided: the edit being approved, or the call as shown.
+    decided_arguments = arguments if approve and arguments is not None else (
+        approval.edited_arguments if approval.is_edited else approval.tool_call.arguments
+    )
+    rule = rulemaking.draft_from_call(user, approval, approve=approve, call_arguments=decided_arguments, **remember)
     seen = {"confirmation": confirmation, "shown_hash": shown_hash, "comment": comment}
     if approve and arguments is not None:
         decided = approve_edited(approval_id, user=user, arguments=arguments, via=via, **seen)
@@ -241,12 +247,20 @@ def approve_edited(
     whoever may decide it. Returns the approval, approved or still pending. Raises InvalidArguments
     (nothing stored) for arguments the tool refuses, EditForbidden for an edit the rules refuse."""
     approval = _decidable(approval_id, user, approve=True, shown_hash=shown_hash)
+    if approval.kind != Approval.Kind.ACTION:
+        raise WrongKind("Only a tool call's arguments are edited; a question is answered and a plan's steps chosen.")
     checked = calls.checker().check(approval, arguments)
     if checked.arguments_hash == approval.shown_hash:  # no change after all: a plain approval
         return decide(approval_id, user=user, approve=True, via=via, shown_hash=shown_hash, confirmation=confirmation, comment=comment)
-    screening = _screen_edit(approval, checked)
-    stricter = _is_stricter(checked, approval) or approval.approver_required or checked.approver_required
     risk = max(checked.risk, approval.risk, key=RISKS.index)
+    conversation = approval.conversation
+    candidate = rules.Call(
+        tool=approval.tool_call.name, arguments=checked.arguments, risk=risk,
+        approver_required=approval.approver_required or checked.approver_required,
+        max_auto_approve_risk=conversation.agent.max_auto_approve_risk,
+    )
+    screening = _screen_edit(approval, candidate, checked.arguments_hash)
+    stricter = _is_stricter(checked, approval) or approval.approver_required or checked.approver_required
     edit = {
         "edited_arguments": checked.arguments,
         "edited_arguments_hash": checked.arguments_hash,
@@ -258,6 +272,8 @@ def approve_edited(
         "preview_state": checked.preview_state,
         "confirmation_hint": checked.confirmation_hint if risk == Risk.CRITICAL else "",
     }
+    if stricter and approval.rule_suggestion is not None:  # what "Always…" offers: the edit, not the request
+        edit["rule_suggestion"] = rules.suggestion(conversation, candidate, trust_after=conversation.agent.trust_after)
     if not stricter and approval.confirmation_required and not _confirms(approval, confirmation):
         raise ConfirmationRequired(f"Type {approval.confirmation_hint!r} to approve this critical call.")
     decision = {} if stricter else _decision(Approval.Status.APPROVED, user, via, comment=comment)
@@ -282,20 +298,12 @@ def approve_edited(
     return approval
 
 
-def _screen_edit(approval: Approval, checked: calls.CheckedCall) -> "rules.Screening":
+def _screen_edit(approval: Approval, candidate: "rules.Call", arguments_hash: str) -> "rules.Screening":
     """What the rules say of an edited version, read before any write transaction (a condition never
     runs under the write lock). The rejection contract is enforced here at once: an edit into a call a
     human just rejected in this conversation is refused, naming that rejection."""
-    conversation = approval.conversation
     screening = rules.screen(
-        rules.applicable(conversation),
-        rules.Call(
-            tool=approval.tool_call.name, arguments=checked.arguments, risk=checked.risk,
-            approver_required=approval.approver_required or checked.approver_required,
-            max_auto_approve_risk=conversation.agent.max_auto_approve_risk,
-        ),
-        conversation_id=approval.conversation_id,
-        arguments_hash=checked.arguments_hash,
+        rules.applicable(approval.conversation), candidate, conversation_id=approval.conversation_id, arguments_hash=arguments_hash
     )
     if earlier := screening.repeats:
         who = earlier.decided_by.get_username() if earlier.decided_by else "someone"
@@ -373,7 +381,13 @@ def _is_stricter(checked: calls.CheckedCall, approval: Approval) -> bool:
     )
 
 
+MAX_WORDS = 2000  # a reason's or a comment's length, as the decision keeps it
+
+
 def _decision(status: str, user, via: str, reason: str = "", *, comment: str = "") -> dict:
+    """A decision's fields. A reason and a comment are kept as a column can hold them, whatever the
+    surface let through (a NUL that PostgreSQL refuses, a lone surrogate), and at most MAX_WORDS long."""
+    reason, comment = storable(reason)[:MAX_WORDS], storable(comment)[:MAX_WORDS]
     decision = {
         "status": status,
         "decided_at": timezone.now(),

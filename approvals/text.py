@@ -77,6 +77,7 @@ def _head(words) -> re.Pattern:
 
 
 _APPROVAL = _head(_APPROVALS)
+_WEAK_ONLY = re.compile(rf"{_one_of(_WEAK)}(?: {_one_of(_WEAK)})*")
 _ACKNOWLEDGEMENT = re.compile(
     rf"(?:{_one_of(_WEAK)} )*{_one_of(_GRATITUDE + _PLEASED)}(?: {_one_of(_WEAK + _GRATITUDE)})*"
 )
@@ -97,6 +98,8 @@ def parse_decision(text: str) -> TextDecision:
     words = _canonical(head)
     if not reason and _ACKNOWLEDGEMENT.fullmatch(words):
         return TextDecision(Intent.NONE)
+    if reason and _WEAK_ONLY.fullmatch(words) and (not re.search(r"\w", reason) or _ACKNOWLEDGEMENT.fullmatch(_canonical(reason))):
+        return TextDecision(Intent.NONE)  # "ok :)", "sure: thanks", "ok: noted": an acknowledgement
     lead = _LEAD.match(words)
     if not lead:
         return TextDecision(Intent.NONE)

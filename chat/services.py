@@ -95,7 +95,7 @@ def _post_while_waiting(conversation: Conversation, user, content: str, shown: d
     message = messages.append_message(
         conversation, role=Message.Role.USER, content=content, author=user, in_model_context=False
     )
-    refusal = _why_not_decisive(decision, pending)
+    refusal = _why_not_decisive(decision, pending, conversation)
     if refusal:
         messages.add_notice(conversation, refusal + " Nothing was decided. " + _HOW_TO_DECIDE)
         return message
@@ -159,22 +159,32 @@ def _post_to_a_pause(conversation: Conversation, user, content: str, pending: li
 _HOW_TO_DECIDE = "Decide each call on its card, or reply “yes” or “no, because …” when one call is pending, “approve all N” or “reject all N because …” when N are."
 
 
-def _why_not_decisive(decision: TextDecision, pending: list[Approval]) -> str:
+def _why_not_decisive(decision: TextDecision, pending: list[Approval], conversation: Conversation) -> str:
     """Why a typed yes or no may not decide these calls, or "" when it may. It decides only what
     it cannot misread: one call, or exactly the number of calls it states, and never calls the
     agent asked about in words (a question beside a gated call is how a hidden call rides on a
     harmless "yes please")."""
     if decision.intent == Intent.AMBIGUOUS:
         return f"That is not a clear yes or no ({_calls(len(pending))} pending)."
-    if any(approval.tool_call.message.content.strip() for approval in pending):
-        # Any words of the agent's beside the calls may ask something a "yes" answers, in any
-        # punctuation ("Reply yes to archive them.", a full-width "？"): the cards decide them.
+    if _agent_wrote(conversation, pending):
+        # Any words of the agent's in the turn that asked for the calls, beside them or a step
+        # before, may ask something a "yes" answers, in any punctuation ("Reply yes to archive
+        # them.", a full-width "？"): the cards decide them.
         return "The agent wrote to you in the same turn as these calls (it may have asked a question), so a typed reply does not decide them."
     count = decision.count if decision.count is not None else 1
     if count != len(pending):
         said = f"Your reply speaks of {_count(count)}" if decision.count is not None else "Your reply does not say how many calls it decides"
         return f"{said}, and {_calls(len(pending))} pending."
     return ""
+
+
+def _agent_wrote(conversation: Conversation, pending: list[Approval]) -> bool:
+    """Whether the agent wrote words in the turn that asked for these calls: since the last message
+    the user wrote to the model before them."""
+    first = min(approval.tool_call.message.position for approval in pending)
+    user_messages = conversation.messages.filter(role=Message.Role.USER, in_model_context=True, position__lt=first)
+    since = user_messages.order_by("-position").values_list("position", flat=True).first() or 0
+    return conversation.messages.filter(role=Message.Role.ASSISTANT, position__gt=since, content__regex=r"\S").exists()
 
 
 def _count(count: int) -> str:

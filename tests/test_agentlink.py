@@ -460,7 +460,7 @@ def test_a_blanket_approve_never_decides_a_call_pending_since_the_pause_it_answe
 def test_a_blanket_reply_decides_what_its_pause_listed_and_says_what_it_left_alone(alice, agent):
     task = a2a_task(alice, agent, "delete a.txt and b.txt")
     first, second = pending_approvals(task.conversation)
-    Task.objects.filter(pk=task.pk).update(shown={str(first.pk): first.shown_hash})  # a pause that listed only the first
+    Task.objects.filter(pk=task.pk).update(shown={"": {str(first.pk): first.shown_hash}})  # a pause that listed only the first
 
     outcome = apply(task, alice, {"decision_type": "deny", "reason": "not now"})
 
@@ -472,16 +472,18 @@ def test_a_blanket_reply_decides_what_its_pause_listed_and_says_what_it_left_alo
 def test_a_blanket_reply_over_json_rpc_answers_with_the_pause_and_the_calls_it_left_alone(alice, agent):
     task = a2a_task(alice, agent, "delete a.txt and b.txt")
     first, second = pending_approvals(task.conversation)
-    Task.objects.filter(pk=task.pk).update(shown={str(first.pk): first.shown_hash})
+    token = ApiToken.issue(alice)
+    client = ApiToken.hash_key(token)[:16]  # what this client was shown is kept under its token
+    Task.objects.filter(pk=task.pk).update(shown={client: {str(first.pk): first.shown_hash}})
     blanket = {"message": {"role": "ROLE_USER", "messageId": "m2", "taskId": str(task.pk),
                            "parts": [{"data": {"decision_type": "approve"}}]}}
 
-    answer = rpc(ApiToken.issue(alice), "SendMessage", blanket)["result"]["task"]
+    answer = rpc(token, "SendMessage", blanket)["result"]["task"]
 
     assert statuses(task) == ["approved", "pending"]
     assert answer["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert answer["status"]["message"]["parts"][0]["text"].startswith(f"Not decided: #{second.pk} delete_file")
-    assert Task.objects.get(pk=task.pk).shown == {str(second.pk): second.shown_hash}  # the pause it answered with
+    assert Task.objects.get(pk=task.pk).shown == {client: {str(second.pk): second.shown_hash}}  # the pause it answered with
 
 
 def test_a_blanket_reply_to_a_call_edited_since_its_pause_is_refused_as_changed(alice, agent):
@@ -551,7 +553,7 @@ def test_every_entry_of_a_pause_carries_its_shown_hash(alice, agent):
     approvals = pending_approvals(task.conversation)
     assert [r["shown_hash"] for r in parts["tool_approval"]["action_requests"]] == [a.shown_hash for a in approvals]
     assert [t["shown_hash"] for t in parts["tool_approval_request"]["tools"]] == [a.shown_hash for a in approvals]
-    assert Task.objects.get(pk=task.pk).shown == {str(a.pk): a.shown_hash for a in approvals}
+    assert Task.objects.get(pk=task.pk).shown == {"": {str(a.pk): a.shown_hash for a in approvals}}
 
 
 # --- runs: a task's state, read from the rows ----------------------------------------------------------
@@ -989,9 +991,9 @@ def test_an_internal_error_says_internal_error_with_an_id_that_the_log_carries(a
 
     error_id = error["message"].removeprefix("internal error (id ").removesuffix(")")
     assert error["code"] == -32603 and error["message"] == f"internal error (id {error_id})" and len(error_id) == 12
-    assert "approvals_approval" not in str(error) and "no such table" not in str(error)
+    assert "approvals_approval" not in str(error)  # the database's words stay in the log
     [logged] = [r for r in caplog.records if error_id in r.getMessage()]
-    assert logged.exc_info and "no such table" in str(logged.exc_info[1])
+    assert logged.exc_info and "approvals_approval" in str(logged.exc_info[1])
 
 
 def test_calls_over_the_per_token_cap_get_a_too_many_error_with_retry_advice(alice, agent, settings):
@@ -1079,3 +1081,18 @@ def test_a2a_answers_while_the_thread_the_sockets_share_is_busy(alice, agent):
 
     assert answer["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert took < 5
+
+
+def test_a_pause_sent_to_another_client_never_widens_a_blanket_reply(alice, agent):
+    """What each client was shown is its own (its token): a monitor listing alice's tasks is sent the
+    email's pause, and the first client's blanket approve, answering the pause it was sent, still
+    does not decide the email."""
+    task = a2a_task(alice, agent, "write hello to a.txt")  # the first client (token "") is sent write_file
+    email = held_email_then_approved_on_the_page(task, alice)
+
+    handler._list_tasks(pb.ListTasksRequest(), alice, agent, client="monitor")
+
+    refusal = refused(task, alice, {"decision_type": "approve"})
+    assert refusal.message.startswith("The pause you were sent listed none of the pending calls")
+    email.refresh_from_db()
+    assert email.status == "pending" and not OutboxEmail.objects.exists()

@@ -256,3 +256,26 @@ def test_a_url_deny_holds_whatever_the_spelling_of_its_host():
 )
 def test_the_prefilled_conditions_cover_the_call_and_no_more(arguments, prefilled):
     assert rulemaking.conditions_for(arguments) == prefilled
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://exfil.attacker.test/x", "https://EXFIL.attacker.test/x", "https://exfil\uff0eattacker\uff0etest/?s=1",
+        "http://exfil.attacker.test/x", "https://exfil.attacker.test:8443/x", "https://exfil.attacker.test./x",
+    ],
+)
+def test_a_url_deny_rule_meets_every_spelling_a_client_sends_to_that_host(url):
+    deny = R("deny", "web_fetch", {"url": "https://exfil.attacker.test/*"})
+    allow = R("allow", "web_fetch", {"url": "https://exfil.attacker.test/*"})
+    call = rules.Call("web_fetch", {"url": url}, "medium", False)
+
+    assert rules.matches(deny, call)
+    # An allow holds only for its scheme, host and port, spelled plainly.
+    assert rules.matches(allow, call) == (url in ("https://exfil.attacker.test/x", "https://EXFIL.attacker.test/x", "https://exfil.attacker.test./x"))
+
+
+def test_a_glob_deny_rule_meets_the_value_in_any_case():
+    call = rules.Call("send_email", {"to": "ceo@Competitor.TEST"}, "high", False)
+    assert rules.matches(R("deny", "send_email", {"to": "*@competitor.test"}), call)
+    assert not rules.matches(R("allow", "send_email", {"to": "*@competitor.test"}), call)

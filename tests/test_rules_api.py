@@ -86,6 +86,8 @@ def test_another_users_conversation_rule_or_agent_is_not_found(alice, mallory, a
         ({"tool": "x", "scope": "agent_user", "agent": "demo", "arguments": {"path": {"regex": "("}}}, "does not compile"),
         ({"tool": "x", "scope": "agent_user", "agent": "demo", "arguments": {"content": {"regex": "(a)\\1"}}}, "does not compile"),
         ({"tool": "x", "scope": "agent_user", "agent": "demo", "arguments": {"content": {"regex": "a" * 201}}}, "200"),
+        # RE2 is linear in the text times its program's size: an 8,000-instruction program is refused.
+        ({"tool": "x", "scope": "agent_user", "agent": "demo", "arguments": {"content": {"regex": "(?:.{0,900}a){1,}c"}}}, "too large"),
         ({"tool": "web_fetch", "scope": "agent_user", "agent": "demo", "arguments": {"url": "https:/*"}}, "https://docs.vendor.test/*"),
         ({"tool": "x", "scope": "agent_user", "agent": "demo", "arguments": {"path": 3}}, "glob"),
         ({"tool": "x", "scope": "conversation"}, "conversation_id"),

