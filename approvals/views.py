@@ -5,6 +5,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -232,6 +233,12 @@ def _refused(request, approval_id: int, exc: Exception, via: str) -> HttpRespons
     approval = Approval.objects.select_related("tool_call", "decided_by", "edited_by").get(pk=approval_id)
     error = "" if isinstance(exc, AlreadyDecided) else str(exc)  # a decided card says who decided first
     html = approval_controls_html(approval, can_decide=can_decide(request.user, approval), via=via, error=error)
+    if isinstance(exc, AlreadyDecided) and via == Approval.Via.CHAT:
+        # The whole card too (its status, its badge), swapped by id: a tab that missed the push
+        # never shows "pending" around the words of the decision that came first.
+        call = approval.tool_call
+        call.approval = approval
+        html += render_to_string("partials/tool_call_card.html", {"call": call, "oob": True}, request=request)
     return HttpResponse(html, status=status)
 
 

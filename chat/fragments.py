@@ -5,10 +5,11 @@ from django.utils.html import format_html
 from .models import Conversation, Message, ToolCall
 
 
-def message_html(message: Message, *, oob: bool = False) -> str:
+def message_html(message: Message, *, oob: bool = False, replace: bool = False) -> str:
     """A message with its tool cards (prefetch `tool_calls__approval__decided_by`). Pushed, it is
-    appended to #messages: htmx appends the wrapper's children."""
-    html = render_to_string("partials/message.html", {"message": message})
+    appended to #messages: htmx appends the wrapper's children; with `replace`, it takes the place
+    of the message the page shows (a card added to a turn has no element of its own to swap yet)."""
+    html = render_to_string("partials/message.html", {"message": message, "replace": replace})
     return format_html('<div hx-swap-oob="beforeend:#messages">{}</div>', html) if oob else html
 
 

@@ -279,7 +279,8 @@ def _ask(call: ToolCall, conversation: Conversation, asked: InputRequired) -> No
             request=asked.question,
         )
         load_calls(turn)
-        live.push(live.conversation_group(conversation.pk), lambda: _cards_html(turn))
+        # The question is a new card in the turn: the turn is pushed whole, in place of the one shown.
+        live.push(live.conversation_group(conversation.pk), lambda: fragments.message_html(turn, replace=True))
 
 
 def _resume(call: ToolCall, conversation: Conversation) -> None:
@@ -411,7 +412,13 @@ def stop(conversation: Conversation, *, user) -> list[ToolCall]:
         status=Conversation.Status.IDLE, error="", advancing_token="", advancing_until=None, updated_at=timezone.now()
     ) or cancelled:
         conversation.status, conversation.error = Conversation.Status.IDLE, ""
-        add_notice(conversation, f"{STOPPED_BY}{who}.")
+        # A message held while the calls waited was promised an answer once they were decided: say
+        # that the Stop kept that promise from being kept, and what becomes of the message.
+        held = bool(cancelled) and conversation.messages.filter(
+            role=Message.Role.USER, in_model_context=True, position__gt=turn.position
+        ).exists()
+        unanswered = " What you wrote while the calls waited was not answered: the agent reads it with your next message." if held else ""
+        add_notice(conversation, f"{STOPPED_BY}{who}.{unanswered}")
         push_status(conversation)
     return cancelled
 
