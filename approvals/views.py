@@ -234,11 +234,12 @@ def _refused(request, approval_id: int, exc: Exception, via: str) -> HttpRespons
     error = "" if isinstance(exc, AlreadyDecided) else str(exc)  # a decided card says who decided first
     html = approval_controls_html(approval, can_decide=can_decide(request.user, approval), via=via, error=error)
     if isinstance(exc, AlreadyDecided) and via == Approval.Via.CHAT:
-        # The whole card too (its status, its badge), swapped by id: a tab that missed the push
-        # never shows "pending" around the words of the decision that came first.
+        # The whole card too (its status, its badge) and the conversation's status, swapped by id: a
+        # tab that missed the pushes never shows "pending" around the decision that came first.
         call = approval.tool_call
         call.approval = approval
         html += render_to_string("partials/tool_call_card.html", {"call": call, "oob": True}, request=request)
+        html += render_to_string("partials/conversation_status.html", {"conversation": approval.conversation, "oob": True}, request=request)
     return HttpResponse(html, status=status)
 
 

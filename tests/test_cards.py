@@ -70,7 +70,7 @@ def test_a_stale_tab_is_told_who_decided_first_and_its_card_stops_looking_pendin
     assert "Rejected by alice via api" in html and "not now" in html
     card = re.search(rf'<article id="tool-call-{approval.tool_call_id}"[^>]*>', html)
     assert card and 'hx-swap-oob="true"' in card[0] and 'data-status="rejected"' in card[0]
-    assert "Pending approval" not in html
+    assert "Pending approval" not in html and 'id="conversation-status"' in html and "Waiting for a decision" not in html
 
 
 def test_a_message_held_while_calls_waited_is_not_silently_dropped_by_a_stop(alice, agent):
