@@ -4,6 +4,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from contextlib import contextmanager
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -55,8 +56,25 @@ def push_now(group: str, html: str) -> None:
     send_now(group, {"type": "html.push", "html": html})
 
 
+_quiet = threading.local()
+
+
+@contextmanager
+def pushes_off():
+    """No pushes in this thread meanwhile: for a command that runs before any page can be open (the
+    demo setup that `make run` does before it starts Redis), which has no one to tell and would only
+    log each push as lost."""
+    _quiet.on = True
+    try:
+        yield
+    finally:
+        _quiet.on = False
+
+
 def send_now(group: str, event: dict) -> None:
     """Send any event to a group at once, best effort like every push (see push_now)."""
+    if getattr(_quiet, "on", False):
+        return
     for attempt in (1, 2):
         try:
             _send(group, event)
