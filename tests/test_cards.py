@@ -84,3 +84,13 @@ def test_a_message_held_while_calls_waited_is_not_silently_dropped_by_a_stop(ali
 
     notice = conversation.messages.filter(role="system").last().content
     assert notice.startswith("Stopped by alice.") and "was not answered" in notice
+
+
+def test_an_approver_reading_a_conversation_sees_the_owners_messages_as_the_owners(alice, bob, agent):
+    conversation = start(alice, agent, "write hi to a.txt")
+
+    as_owner = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
+    as_approver = client_for(bob).get(f"/conversations/{conversation.pk}/").content.decode()
+
+    assert 'data-viewer="owner"' in as_owner and 'data-viewer="other"' in as_approver
+    assert '<span class="who-you">You</span><span class="who-name">Owner</span>' in as_approver

@@ -378,7 +378,7 @@ def test_markup_in_tool_arguments_is_shown_as_text(e2e, page, alice, agent):
     expect(written.locator("pre.arguments")).to_contain_text(f'"content": "{markup}"')
     expect(written.locator(".preview pre")).to_contain_text(markup)  # the preview, as text too
     expect(written.locator("img")).to_have_count(0)
-    expect(page.locator("#messages .message-user").first).to_have_text(f"You write {markup} to x.html")
+    expect(page.locator("#messages .message-user").first).to_have_text(f"You write {markup} to x.html", use_inner_text=True)
     button(written, "Approve").click()  # the pushed card is rendered by the same partial
     expect(written).to_have_attribute("data-status", "succeeded")
     expect(status_bar(page)).to_have_attribute("data-status", "idle")
