@@ -133,16 +133,20 @@ def write_file_preview(context: ToolContext, path: str, content: str) -> Preview
     if current is None:
         if state == "folder":
             return Preview("text", _shown(f"{path} is a folder: the call will fail."), state)
-        return Preview("file", _shown(f"New file {path}, {len(new)} bytes" + (f":\n{content}" if content else ".")), state)
+        return Preview("file", _shown(f"New file {path}, {_bytes(len(new))}" + (f":\n{content}" if content else ".")), state)
     if current.is_whole and current.head == new:
         return Preview("text", _shown(f"No change: {path} already has this content."), state)
     old = _as_text(current.head) if current.is_whole else None
     if old is None:
         what = "binary content" if current.is_whole else "too much to compare"
         return Preview(
-            "file", _shown(f"{path} has {current.size} bytes ({what}); they become {len(new)} bytes:\n{content}"), state
+            "file", _shown(f"{path} has {_bytes(current.size)} ({what}); they become {_bytes(len(new))}:\n{content}"), state
         )
     return Preview("diff", _shown(_diff(old, content, path)), state)
+
+
+def _bytes(size: int) -> str:
+    return "1 byte" if size == 1 else f"{size} bytes"
 
 
 def delete_file_preview(context: ToolContext, path: str) -> Preview:
@@ -155,8 +159,8 @@ def delete_file_preview(context: ToolContext, path: str) -> Preview:
         return Preview("file", _shown(f"{path} {what}: the call will fail."), state)
     text = _as_text(current.head)
     if text is None:
-        return Preview("file", _shown(f"{path} exists, {current.size} bytes of binary content."), state)
-    return Preview("file", _shown(f"{path} exists, {current.size} bytes. It starts with:\n{text}"), state)
+        return Preview("file", _shown(f"{path} exists, {_bytes(current.size)} of binary content."), state)
+    return Preview("file", _shown(f"{path} exists, {_bytes(current.size)}. It starts with:\n{text}"), state)
 
 
 def delete_all_files_preview(context: ToolContext) -> Preview:
@@ -174,11 +178,11 @@ def delete_all_files_preview(context: ToolContext) -> Preview:
             manifest.update(f"{name}\0link:{os.readlink(entry)}\n".encode(errors="surrogateescape"))
             continue
         current = _examine(entry)
-        listing.append(f"{reveal_line(name)}, {current.size} bytes" if current else reveal_line(name))
+        listing.append(f"{reveal_line(name)}, {_bytes(current.size)}" if current else reveal_line(name))
         manifest.update(f"{name}\0{current.state if current else 'gone'}\n".encode(errors="surrogateescape"))
     if not names:
         return Preview("file", "The sandbox is empty: nothing to delete.", "empty")
-    text = f"{len(names)} file(s) will be deleted:\n" + "\n".join(listing)
+    text = (f"{len(names)} files will be deleted:\n" if len(names) > 1 else "1 file will be deleted:\n") + "\n".join(listing)
     return Preview("file", _shown(text), f"sha256:{manifest.hexdigest()}")
 
 

@@ -94,3 +94,12 @@ def test_an_approver_reading_a_conversation_sees_the_owners_messages_as_the_owne
 
     assert 'data-viewer="owner"' in as_owner and 'data-viewer="other"' in as_approver
     assert '<span class="who-you">You</span><span class="who-name">Owner</span>' in as_approver
+
+
+def test_a_card_counts_bytes_and_files_and_says_just_now_in_words(alice, bob, agent):
+    from chat.previews import _bytes
+
+    assert (_bytes(1), _bytes(2)) == ("1 byte", "2 bytes")
+    start(alice, agent, "write x to a.txt")
+    dashboard = client_for(bob).get("/approvals/").content.decode()
+    assert "New file a.txt, 1 byte:" in dashboard and "just now" in dashboard and "0 minutes ago" not in dashboard

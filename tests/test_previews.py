@@ -106,7 +106,7 @@ def test_state_changes_when_the_file_changes(context, tmp_path):
 def test_delete_all_files_state_changes_when_a_file_is_added(context, tmp_path):
     (tmp_path / "a.txt").write_text("a")
     before = delete_all_files_preview(context)
-    assert before.text == "1 file(s) will be deleted:\na.txt, 1 bytes"
+    assert before.text == "1 file will be deleted:\na.txt, 1 byte"
     (tmp_path / "b.txt").write_text("b")
     assert delete_all_files_preview(context).state != before.state
 

@@ -2,6 +2,8 @@
 import json
 
 from django import template
+from django.utils import timezone
+from django.utils.timesince import timesince
 
 from hitl import visible
 
@@ -30,3 +32,13 @@ def reveal_json_filter(value) -> str:
 @register.filter(name="has_invisible")
 def has_invisible_filter(value) -> bool:
     return visible.has_invisible(value)
+
+
+@register.filter
+def ago(value) -> str:
+    """How long ago, in words: "just now" under a minute (timesince says "0 minutes")."""
+    if not value:
+        return ""
+    if (timezone.now() - value).total_seconds() < 60:
+        return "just now"
+    return f"{timesince(value)} ago"

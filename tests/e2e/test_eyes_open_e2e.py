@@ -135,7 +135,7 @@ def test_delete_all_files_runs_only_with_the_typed_confirmation(e2e, api_for, al
     approval = pending_call(api, conversation_id)
     assert approval["risk"] == "critical"
     assert (approval["confirmation_required"], approval["confirmation_hint"]) == (True, "DELETE")
-    assert approval["preview"]["text"].startswith("2 file(s) will be deleted")
+    assert approval["preview"]["text"].startswith("2 files will be deleted")
 
     unconfirmed = decide(api, approval)
     mistyped = decide(api, approval, confirmation="delete")
