@@ -103,3 +103,21 @@ def test_a_card_counts_bytes_and_files_and_says_just_now_in_words(alice, bob, ag
     start(alice, agent, "write x to a.txt")
     dashboard = client_for(bob).get("/approvals/").content.decode()
     assert "New file a.txt, 1 byte:" in dashboard and "just now" in dashboard and "0 minutes ago" not in dashboard
+
+
+def test_history_says_what_each_call_acted_on_and_folds_an_edit(alice, bob, agent):
+    from approvals.services import approve_edited
+
+    first = start(alice, agent, "email bob@example.com about lunch")
+    [mail] = pending_approvals(first)
+    approve_edited(mail.pk, user=alice, arguments=mail.tool_call.arguments | {"to": "carol@example.com"}, via="chat", shown_hash=mail.shown_hash)
+    second = start(alice, agent, "write hi to notes/a.txt")
+    [write] = pending_approvals(second)
+    decide(write.pk, user=alice, approve=False, via="chat", shown_hash=write.shown_hash, reason="not now")
+
+    html = client_for(bob).get("/approvals/history/").content.decode()
+
+    assert '<main class="page wide">' in html and "<th>Target</th>" in html
+    assert '<td data-label="Target" class="target">carol@example.com</td>' in html  # what ran: the edit's address
+    assert '<td data-label="Target" class="target">notes/a.txt</td>' in html
+    assert re.search(r'<details class="edited"><summary>by alice</summary><pre class="edit-diff">', html)

@@ -25,6 +25,28 @@ def diff_class(line: str) -> str:
     return {"+": "diff-add", "-": "diff-del", "@": "diff-hunk"}.get(line[:1], "")
 
 
+# The arguments that say what a call acts on, in the order to look for them.
+TARGET_ARGUMENTS = ("path", "to", "url", "message", "name", "file", "query", "expression")
+MAX_TARGET_CHARS = 80
+
+
+@register.filter
+def target(approval) -> str:
+    """What the call acted on, in a few words, for a row of the history: the file, the address, the
+    URL, the commit message (the approved version's, after an edit); a question's text, a plan's
+    title. Invisible characters are shown."""
+    if approval.kind == "question":
+        text = (approval.question or {}).get("text", "")
+    elif approval.kind == "plan":
+        text = (approval.plan or {}).get("title", "")
+    else:
+        arguments = (approval.edited_arguments if approval.is_edited else approval.tool_call.arguments) or {}
+        named = [arguments[key] for key in TARGET_ARGUMENTS if isinstance(arguments.get(key), str)]
+        text = named[0] if named else next((value for value in arguments.values() if isinstance(value, str)), "")
+    text = " ".join(text.split())
+    return reveal(text if len(text) <= MAX_TARGET_CHARS else text[: MAX_TARGET_CHARS - 1] + "…")
+
+
 @register.filter
 def edit_diff(approval) -> list[str]:
     """The arguments as requested against the arguments as edited, as unified diff lines of their
