@@ -6,6 +6,7 @@ import logging
 from html import escape
 
 from django.db import transaction
+from django.utils import timezone
 
 from approvals import questions, services
 from approvals.models import Approval
@@ -67,6 +68,7 @@ def on_press(query: dict) -> None:
     # What this very message showed: a press decides that version or nothing.
     row, shown_hash = version.message, version.shown_hash
     approval = row.approval
+    _delivered(row, query.get("message"))
     user = account.user
     try:
         if action == texts.APPROVE:
@@ -174,6 +176,21 @@ def _option(approval: Approval, index: int):
     if not 0 <= index < len(options):
         raise services.InvalidAnswer("That is not one of the options.")
     return options[index]
+
+
+def _delivered(row: ApprovalMessage, message) -> None:
+    """A press proves its message was delivered. If the send was never recorded (the worker died, or
+    Telegram's answer was lost, after Telegram had delivered it), record it now: closing the request
+    then edits this message to the outcome instead of leaving its buttons on the phone."""
+    if row.message_id is not None or not isinstance(message, dict):
+        return
+    chat, message_id = message.get("chat") or {}, message.get("message_id")
+    if not isinstance(message_id, int) or not isinstance(chat, dict) or chat.get("id") != row.chat_id:
+        return
+    if ApprovalMessage.objects.filter(pk=row.pk, message_id__isnull=True).update(
+        status=ApprovalMessage.Status.SENT, message_id=message_id, last_error="", updated_at=timezone.now()
+    ):
+        row.status, row.message_id = ApprovalMessage.Status.SENT, message_id
 
 
 def _close_now(row: ApprovalMessage) -> None:

@@ -26,6 +26,7 @@ class FakeTelegram:
         self.updates: list[dict] = []
         self.changed = threading.Condition()
         self.next_message_id, self.next_update_id = 100, 1
+        self.delivered: dict[int, dict] = {}  # message_id -> the message as a phone shows it
         self.failing: set[str] = set()  # methods that answer 500 until removed
         # Methods carried out whose answer is lost on the way back (502), as after a client-side
         # timeout: the message is delivered, the sender does not know it.
@@ -55,11 +56,15 @@ class FakeTelegram:
         }})
 
     def press(self, user_id: int, data: str) -> str:
+        """Press a button; like Telegram, the update carries the message the button is on."""
         query_id = f"q{self.next_update_id}"
-        self._inject({"callback_query": {
-            "id": query_id, "chat_instance": "1", "data": data,
-            "from": {"id": user_id, "is_bot": False, "first_name": f"user{user_id}"},
-        }})
+        query = {"id": query_id, "chat_instance": "1", "data": data,
+                 "from": {"id": user_id, "is_bot": False, "first_name": f"user{user_id}"}}
+        with self.changed:
+            on = [m for m in self.delivered.values() if m["chat"]["id"] == user_id and data in self.buttons(m).values()]
+        if on:
+            query["message"] = on[-1]
+        self._inject({"callback_query": query})
         return query_id
 
     # What a test reads.
@@ -102,8 +107,13 @@ class FakeTelegram:
         if method in ("sendMessage", "editMessageText"):
             chat = {"id": int(params["chat_id"]), "type": "private"}
             message_id = int(params["message_id"]) if method == "editMessageText" else self._message_id()
-            return {"message_id": message_id, "date": int(time.time()), "chat": chat, "text": params.get("text", ""),
-                    "from": BOT}
+            message = {"message_id": message_id, "date": int(time.time()), "chat": chat, "text": params.get("text", ""),
+                       "from": BOT}
+            if params.get("reply_markup"):
+                message["reply_markup"] = params["reply_markup"]
+            with self.changed:
+                self.delivered[message_id] = message
+            return message
         return True  # answerCallbackQuery, setWebhook, deleteWebhook, ...
 
     def _handler(self):

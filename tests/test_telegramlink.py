@@ -84,10 +84,11 @@ def message_update(telegram_id: int, text: str, *, chat_type: str = "private", c
     }}
 
 
-def press_update(telegram_id: int, data, *, query_id: str = "q1") -> dict:
-    return {"update_id": 2, "callback_query": {
-        "id": query_id, "chat_instance": "1", "data": data, "from": {"id": telegram_id, "is_bot": False, "first_name": "someone"},
-    }}
+def press_update(telegram_id: int, data, *, query_id: str = "q1", message: dict | None = None) -> dict:
+    query = {"id": query_id, "chat_instance": "1", "data": data, "from": {"id": telegram_id, "is_bot": False, "first_name": "someone"}}
+    if message is not None:
+        query["message"] = message
+    return {"update_id": 2, "callback_query": query}
 
 
 def say(telegram_id: int, text: str) -> None:
@@ -889,6 +890,40 @@ def test_a_failed_send_stays_queued_and_the_sweep_sends_it_again(fake, alice, ag
     assert (row.status, row.attempts, row.last_error) == ("sent", 3, "")
     assert row.message_id > 100 and request_to(fake, ALICE_TG, approval)
     assert requests.lost(now=timezone.now() + timedelta(seconds=1)) == ([], [])
+
+
+@through_the_loop
+def test_a_press_on_a_copy_whose_send_was_never_recorded_records_it_and_edits_it_to_the_outcome(fake, alice, agent, settings):
+    """Telegram delivered the request but its answer never came back (or the worker died before
+    recording it): the press carries the message, so the outcome still replaces its buttons."""
+    link(alice, ALICE_TG)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    fake.lost_answers = {"sendMessage"}
+    assert requests.send(row.pk) == requests.Sent.FAILED
+    fake.lost_answers = set()
+    assert ApprovalMessage.objects.get(pk=row.pk).message_id is None
+    (delivered,) = [m for m in fake.delivered.values() if f"(#{approval.pk})" in m["text"]]
+    someone_elses = dict(delivered, chat={"id": BOB_TG, "type": "private"})
+
+    updates.handle(press_update(ALICE_TG, fake.buttons(delivered)["Approve"], query_id="q9", message=someone_elses))
+    assert fake.answer_to("q9") == "Approved."
+    assert ApprovalMessage.objects.get(pk=row.pk).message_id is None  # a message of another chat proves nothing
+    assert not edits_to(fake, ALICE_TG)
+
+    # The same, with the message the button was really on.
+    approval2, row2 = queued_unsent(settings, alice, agent, "write bye to b.txt")
+    fake.lost_answers = {"sendMessage"}
+    requests.send(row2.pk)
+    fake.lost_answers = set()
+    (delivered2,) = [m for m in fake.delivered.values() if f"(#{approval2.pk})" in m["text"]]
+
+    updates.handle(press_update(ALICE_TG, fake.buttons(delivered2)["Approve"], query_id="q10", message=delivered2))
+
+    assert fake.answer_to("q10") == "Approved."
+    row2.refresh_from_db()
+    assert (row2.status, row2.message_id) == ("closed", delivered2["message_id"])
+    (edit,) = edits_to(fake, ALICE_TG)
+    assert edit["message_id"] == delivered2["message_id"] and "Approved by alice via telegram" in edit["text"]
 
 
 @through_the_loop
