@@ -1,0 +1,1 @@
+// inbox.js: the approvers' inbox (keyboard shortcuts, selection count).
