@@ -194,7 +194,7 @@ SUGGESTIONS = [
     "email bob@example.com about lunch",
     "what is (2 + 3) * 4",
     "list files",
-    "fetch https://example.com",
+    "read notes.txt",
     "ask me to choose between tea, coffee and water",
     "plan a tidy-up of the notes",
 ]
@@ -202,7 +202,7 @@ SUGGESTIONS = [
 HELP = (
     "I'm the offline scripted model. Try: \"write hello to notes.txt\", \"read notes.txt\", "
     "\"list files\", \"delete a.txt and b.txt\", \"delete all files\", \"email bob@example.com about lunch\", "
-    "\"what is 2 + 2\", \"fetch https://example.com\", \"ask me what to call the file\", "
+    "\"what is 2 + 2\", \"ask me what to call the file\", "
     "\"ask me to choose between tea, coffee and water\", \"ask me for a number between 1 and 10\", "
     "\"ask me for a date\" or \"plan a tidy-up\"."
 )

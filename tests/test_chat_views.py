@@ -33,6 +33,12 @@ def test_list_shows_my_conversations_with_their_status(alice, mallory, agent):
     assert "write hello to notes.txt" in page  # a suggestion, one click from the first card
 
 
+def test_no_suggestion_or_help_of_the_offline_model_points_outside():
+    from chat.llm import HELP, SUGGESTIONS
+
+    assert not [text for text in SUGGESTIONS + [HELP] if "http" in text]
+
+
 def test_start_from_the_form_redirects_to_the_chat(alice, agent):
     response = client_for(alice).post("/conversations/new/", {"agent": "demo", "content": "write hi to a.txt"})
     conversation = Conversation.objects.get()
