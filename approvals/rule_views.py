@@ -1,8 +1,10 @@
 """The rules page: the rules a user may see, grouped by scope, each with Disable/Enable and Delete
 (the same rulemaking functions as the JSON API)."""
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
 from . import rulemaking
@@ -48,9 +50,13 @@ def rule_enable(request, rule_id: int) -> HttpResponse:
         raise Http404("No such rule.") from None
     except rulemaking.ScopeNotAllowed as exc:
         return HttpResponse(str(exc), status=403)
+    if rule.enabled:
+        said = f"Rule #{rule.pk} enabled: it decides matching calls again."
+    else:
+        said = f"Rule #{rule.pk} disabled: it decides nothing until it is enabled again."
     if not request.htmx:
-        return redirect("rules:page")
-    return render(request, "partials/rule_row.html", {"rule": rule})
+        return _back_to_the_page(request, said)
+    return HttpResponse(render_to_string("partials/rule_row.html", {"rule": rule}, request) + _status_html(said))
 
 
 @login_required
@@ -63,6 +69,18 @@ def rule_delete(request, rule_id: int) -> HttpResponse:
         raise Http404("No such rule.") from None
     except rulemaking.ScopeNotAllowed as exc:
         return HttpResponse(str(exc), status=403)
+    said = f"Rule #{rule_id} deleted: it decides nothing any more; the decisions it made keep naming it."
     if not request.htmx:
-        return redirect("rules:page")
-    return HttpResponse("")  # 200 with nothing: the row's outerHTML swap removes it
+        return _back_to_the_page(request, said)
+    return HttpResponse(_status_html(said))  # no row: the row's outerHTML swap removes it
+
+
+def _back_to_the_page(request, said: str) -> HttpResponse:
+    """Without JavaScript: the page again, saying what the change did."""
+    messages.success(request, said)
+    return redirect("rules:page")
+
+
+def _status_html(said: str) -> str:
+    """What a change did, for the page's status line (beside the row's swap)."""
+    return render_to_string("partials/rules_status.html", {"oob": True, "said": said})

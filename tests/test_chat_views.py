@@ -53,7 +53,8 @@ def test_chat_page_shows_pending_cards_with_their_controls(alice, agent):
 
     assert page.count('data-status="pending_approval"') == 2
     assert page.count(">Approve</button>") == 2 and "Approve all (2)" in page
-    assert "Demo agent needs approval for delete_file." in page and "high risk" in page
+    assert '<span class="card-title">Delete a.txt</span>' in page and "high risk" in page
+    assert "needs approval for delete_file" not in page  # the title and the risk say it: no restating
 
 
 def test_another_users_conversation_is_a_404_page(alice, mallory, agent):
@@ -79,6 +80,7 @@ def test_model_and_tool_text_is_escaped(alice, agent):
 def test_chat_page_queries_do_not_grow_with_the_conversation(alice, agent):
     small = start(alice, agent, "write a to a.txt")
     services.post_message(conversation=small, user=alice, content="yes")
+    services.post_message(conversation=small, user=alice, content="write b to b.txt")  # both wait for a decision
     large = start(alice, agent, "write a to a.txt")
     for i in range(6):
         services.post_message(conversation=large, user=alice, content="yes")

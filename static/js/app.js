@@ -1,5 +1,6 @@
 // hitl's page behaviour: the reject form, Enter to send, catching up after a (re)connect, the
-// dashboard's live list and notifications, time left, and the pending count in the tab title.
+// dashboard's live list and notifications, time left, what changed said aloud, the focus after a
+// decision, and the pending count in the tab title.
 // Everything else is htmx.
 (function () {
   "use strict";
@@ -114,6 +115,176 @@
   }
   setInterval(updateTimeLeft, 1000);
   document.addEventListener("htmx:afterSettle", updateTimeLeft);
+
+  // --- Saying what changed (the polite live region #announcer of base.html) -------------------
+  // Cards pushed to the chat are compared with what the page knew: a new card to decide is announced
+  // in one short sentence ("delete_file needs approval: notes.txt, high risk"; several in one), a
+  // decision made elsewhere in a few words ("write_file approved by bob"). The page's own decisions
+  // are not announced: the focus moves on instead (below).
+  const announcer = document.getElementById("announcer");
+  const knownCards = new Map();  // card id -> was pending
+  const decidedHere = new Set();  // ids of the cards this page has just decided
+  let announceTimer = null;
+
+  function announce(sentence) {
+    if (!announcer || !sentence) return;
+    announcer.textContent = "";  // the same sentence twice is still said twice
+    setTimeout(function () { announcer.textContent = sentence; }, 50);
+  }
+
+  function isPending(card) {
+    return card.dataset.status === "pending_approval";  // a question a tool asks has a card of its own
+  }
+
+  function targetOf(card) {
+    if (card.dataset.target) return card.dataset.target;
+    const args = card.querySelector("pre.arguments");  // before the cards said their target
+    try {
+      const parsed = JSON.parse(args ? args.textContent : "");
+      for (const key of ["path", "paths", "to", "url", "message", "question", "title"]) {
+        if (parsed[key]) return String(parsed[key]);
+      }
+    } catch (error) { /* no arguments to read */ }
+    return "";
+  }
+
+  function needsWhat(card) {
+    const tool = card.dataset.tool || "A tool";
+    const question = card.querySelector(".question-text");
+    if (card.classList.contains("kind-question") || question) {
+      return tool + " asks: " + (question ? question.textContent.replace(/^\s*Question:\s*/, "").trim() : card.dataset.title || "a question");
+    }
+    if (card.classList.contains("kind-plan") || card.querySelector(".plan-title")) {
+      return "A plan needs approval: " + (card.dataset.title || tool);
+    }
+    const riskElement = card.querySelector(".risk");
+    const risk = card.dataset.risk || (riskElement ? riskElement.textContent.replace(/\s*risk\s*$/, "").trim() : "");
+    const target = targetOf(card);
+    return tool + " needs approval" + (target ? ": " + target : "") + (risk ? ", " + risk + " risk" : "");
+  }
+
+  function outcomeOf(card) {
+    const tool = card.dataset.tool || "A call";
+    const approval = card.querySelector('[id^="approval-"]');
+    const decided = card.querySelector(".decided");
+    const by = decided && decided.textContent.match(/\bby (\S+?)(?: via\b|[\s:.,]|$)/);
+    let verb = (card.dataset.status || "decided").replace(/_/g, " ");
+    for (const outcome of ["approved", "rejected", "answered", "declined", "expired", "cancelled"]) {
+      if (approval && approval.classList.contains("approval-" + outcome)) verb = outcome;
+    }
+    return tool + " " + verb + (by && by[1] !== "the" ? " by " + by[1] : "");
+  }
+
+  function noteCards(speak) {
+    const arrived = [];
+    const decidedElsewhere = [];
+    const seen = new Set();
+    for (const card of document.querySelectorAll('#messages .tool-card[id^="tool-call-"]')) {
+      seen.add(card.id);
+      const pending = isPending(card);
+      const wasPending = knownCards.get(card.id);
+      if (pending && wasPending !== true) arrived.push(card);
+      if (!pending && wasPending === true && !decidedHere.has(card.id)) decidedElsewhere.push(card);
+      if (!pending) decidedHere.delete(card.id);
+      knownCards.set(card.id, pending);
+    }
+    if (!speak) return;
+    const sentences = [];
+    if (arrived.length === 1) sentences.push(needsWhat(arrived[0]) + ".");
+    else if (arrived.length > 1) sentences.push(arrived.length + " calls need approval: " + arrived.map(needsWhat).map(function (text) { return text.replace(/ needs approval:? ?/, " "); }).join("; ") + ".");
+    if (decidedElsewhere.length) sentences.push(decidedElsewhere.map(outcomeOf).join(", ") + ".");
+    if (sentences.length) announce(sentences.join(" "));
+  }
+  noteCards(false);  // what the page shows when it opens is read, not announced
+
+  // Several cards pushed at once (one message, or a burst of pushes) make one sentence.
+  function noteCardsSoon() {
+    clearTimeout(announceTimer);
+    announceTimer = setTimeout(function () { noteCards(true); }, 150);
+  }
+  document.addEventListener("htmx:wsAfterMessage", noteCardsSoon);
+  document.addEventListener("htmx:afterSettle", function (event) {
+    if (event.target.id === "conversation-live") noteCardsSoon();
+  });
+
+  // --- Where the focus goes after a decision ------------------------------------------------------
+  // A decision made on a card (its own POST swaps #approval-N) would leave the focus on the body: it
+  // moves to the next card that waits for a decision (the card itself, not its Approve, so that a
+  // second Enter decides nothing unread), or, with none left, to the message box.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    const element = event.detail.elt;
+    if (!element || (event.detail.requestConfig && event.detail.requestConfig.verb !== "post")) return;
+    const card = element.closest('#messages .tool-card[id^="tool-call-"]');
+    if (!card || !element.closest('[id^="approval-"]')) return;
+    decidedHere.add(card.id);
+    element.dataset.decidingCard = card.id;
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    const element = event.detail.elt;
+    const cardId = element && element.dataset.decidingCard;
+    if (!cardId) return;
+    delete element.dataset.decidingCard;
+    if (!event.detail.successful && !event.detail.xhr.status) { decidedHere.delete(cardId); return; }
+    setTimeout(function () { focusAfterDecision(cardId); }, 30);  // after htmx has settled the swap
+  });
+
+  function isShown(element) {
+    return element.getClientRects().length > 0 && getComputedStyle(element).visibility !== "hidden";
+  }
+  function hasControls(card) {
+    for (const control of card.querySelectorAll("button, a[href], input:not([type=hidden]), textarea, select, summary")) {
+      if (!control.disabled && isShown(control)) return true;
+    }
+    return false;
+  }
+
+  function focusAfterDecision(cardId) {
+    const decided = document.getElementById(cardId);
+    const active = document.activeElement;
+    // The person went somewhere else meanwhile: leave them there.
+    if (active && active !== document.body && document.contains(active) && !(decided && decided.contains(active))) return;
+    if (decided && isPending(decided) && hasControls(decided)) return moveFocus(decided);  // not decided (an error): stay
+    const waiting = Array.from(document.querySelectorAll('#messages .tool-card[id^="tool-call-"]')).filter(function (card) {
+      return card.id !== cardId && isPending(card) && hasControls(card);
+    });
+    const after = decided ? waiting.filter(function (card) {
+      return decided.compareDocumentPosition(card) & Node.DOCUMENT_POSITION_FOLLOWING;
+    }) : [];
+    const next = after[0] || waiting[0];
+    if (next) return moveFocus(next);
+    const box = document.getElementById("message-box");
+    if (box) return box.focus();
+    if (decided) moveFocus(decided);
+  }
+
+  function moveFocus(card) {
+    if (!card.hasAttribute("tabindex")) card.setAttribute("tabindex", "-1");
+    card.dataset.focusMoved = "";
+    card.addEventListener("blur", function () { delete card.dataset.focusMoved; }, { once: true });
+    card.focus({ preventScroll: true });
+    card.scrollIntoView({ block: "nearest", behavior: "smooth" });
+  }
+
+  // The rules page: a Disable, Enable or Delete replaces (or removes) the row whose button had the
+  // focus; the focus goes to the new row's first button, or to the status line that says what happened.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    const row = event.detail.elt && event.detail.elt.closest("tr.rule");
+    if (row) event.detail.elt.dataset.changingRule = row.id;
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    const element = event.detail.elt;
+    const rowId = element && element.dataset.changingRule;
+    if (!rowId) return;
+    delete element.dataset.changingRule;
+    setTimeout(function () {
+      if (document.activeElement && document.activeElement !== document.body) return;
+      const row = document.getElementById(rowId);
+      const button = row && row.querySelector("form button");
+      if (button) return button.focus();
+      const status = document.getElementById("rules-status");
+      if (status) status.focus();
+    }, 30);
+  });
 
   // "(2) title" while cards wait for a decision and the tab is hidden; on the dashboard, the count
   // of pending approvals at all times.
