@@ -18,6 +18,27 @@ MAX_FETCH_BYTES = 100_000
 RelativePath = Annotated[str, StringConstraints(min_length=1, max_length=200), Field(description="A path inside the sandbox.")]
 
 
+def _size(text: str) -> str:
+    size = len(text.encode())
+    return "1 byte" if size == 1 else f"{size:,} bytes"
+
+
+# Each tool's call in words, the title of its card (chat.tools, `describe`): what will happen.
+def _describe_list(arguments: dict) -> str:
+    path = arguments.get("path") or "."
+    return "List the sandbox's files" if path in (".", "./", "") else f"List the files in {path}"
+
+
+def _describe_write(arguments: dict) -> str:
+    content = arguments.get("content")
+    return f"Write {arguments['path']}" + (f" ({_size(content)})" if isinstance(content, str) else "")
+
+
+def _describe_email(arguments: dict) -> str:
+    subject = arguments.get("subject")
+    return f"Send an email to {arguments['to']}" + (f": “{subject}”" if isinstance(subject, str) and subject.strip() else "")
+
+
 def sandbox_path(context: ToolContext, path: str) -> Path:
     """Resolve `path` inside the conversation's sandbox; anything that leads outside is refused."""
     root = context.sandbox.resolve()
@@ -28,7 +49,7 @@ def sandbox_path(context: ToolContext, path: str) -> Path:
     return candidate
 
 
-@tool(risk="low")
+@tool(risk="low", describe=_describe_list)
 def list_directory(context: ToolContext, path: str = ".") -> str:
     """List the files in the sandbox (or a folder in it)."""
     folder = sandbox_path(context, path)
@@ -38,7 +59,7 @@ def list_directory(context: ToolContext, path: str = ".") -> str:
     return "\n".join(names) if names else "(empty)"
 
 
-@tool(risk="low")
+@tool(risk="low", describe=lambda arguments: f"Read {arguments['path']}")
 def read_file(context: ToolContext, path: RelativePath) -> str:
     """Read a text file from the sandbox."""
     target = sandbox_path(context, path)
@@ -47,7 +68,7 @@ def read_file(context: ToolContext, path: RelativePath) -> str:
     return target.read_text(errors="replace")[:MAX_FILE_BYTES]
 
 
-@tool(risk="medium", preview=previews.write_file_preview, confirmation=lambda arguments: arguments["path"])
+@tool(risk="medium", preview=previews.write_file_preview, describe=_describe_write, confirmation=lambda arguments: arguments["path"])
 def write_file(
     context: ToolContext, path: RelativePath, content: Annotated[str, StringConstraints(max_length=MAX_FILE_BYTES)]
 ) -> str:
@@ -58,7 +79,9 @@ def write_file(
     return f"Wrote {len(content.encode())} bytes to {path}."
 
 
-@tool(needs_approval=True, risk="high", preview=previews.delete_file_preview, confirmation=lambda arguments: arguments["path"])
+@tool(
+    needs_approval=True, risk="high", preview=previews.delete_file_preview,
+    describe=lambda arguments: f"Delete {arguments['path']}", confirmation=lambda arguments: arguments["path"])
 def delete_file(context: ToolContext, path: RelativePath) -> str:
     """Delete a file from the sandbox."""
     target = sandbox_path(context, path)
@@ -68,7 +91,9 @@ def delete_file(context: ToolContext, path: RelativePath) -> str:
     return f"Deleted {path}."
 
 
-@tool(needs_approval=True, risk="critical", preview=previews.delete_all_files_preview, confirmation=lambda arguments: "DELETE")
+@tool(
+    needs_approval=True, risk="critical", preview=previews.delete_all_files_preview,
+    describe=lambda arguments: "Delete every file in the sandbox", confirmation=lambda arguments: "DELETE")
 def delete_all_files(context: ToolContext) -> str:
     """Delete every file in the sandbox. Always critical: approving it takes a typed confirmation."""
     root = sandbox_path(context, ".")
@@ -80,7 +105,7 @@ def delete_all_files(context: ToolContext) -> str:
     return f"Deleted {len(deleted)} file(s)" + (f": {', '.join(deleted)}." if deleted else ".")
 
 
-@tool(needs_approval=True, risk="high", preview=previews.send_email_preview)
+@tool(needs_approval=True, risk="high", preview=previews.send_email_preview, describe=_describe_email)
 def send_email(
     context: ToolContext,
     to: Annotated[str, StringConstraints(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)],
@@ -125,7 +150,7 @@ def _evaluate(node: ast.AST) -> float | int:
     raise ToolError("Only numbers, + - * / // % ** and parentheses are allowed.")
 
 
-@tool(risk="low")
+@tool(risk="low", describe=lambda arguments: f"Calculate {arguments['expression']}")
 def calculator(expression: Annotated[str, StringConstraints(min_length=1, max_length=200)]) -> str:
     """Evaluate an arithmetic expression, such as (2 + 3) * 4."""
     try:
@@ -146,7 +171,7 @@ def _fetch_gate(arguments: dict, context: ToolContext) -> tuple[bool, str]:
     return True, f"{host or 'this host'} is not on the agent's allowlist."
 
 
-@tool(needs_approval=_fetch_gate, risk="medium", preview=previews.web_fetch_preview)
+@tool(needs_approval=_fetch_gate, risk="medium", preview=previews.web_fetch_preview, describe=lambda arguments: f"Fetch {arguments['url']}")
 def web_fetch(
     context: ToolContext, url: Annotated[str, StringConstraints(pattern=r"^https?://", max_length=2000)]
 ) -> str:

@@ -47,6 +47,16 @@ def propose_plan(
     return _never_run()
 
 
-tool(ask_human, pause="question")
-tool(ask_human, name="request_human_input", pause="question")
-tool(propose_plan, pause="plan")
+def _describe_question(arguments: dict) -> str:
+    return f"Asks you: {arguments['question']}"
+
+
+def _describe_plan(arguments: dict) -> str:
+    steps = arguments.get("steps")
+    count = f" ({len(steps)} step{'' if len(steps) == 1 else 's'})" if isinstance(steps, list) and steps else ""
+    return f"Plan: {arguments['title']}{count}"
+
+
+tool(ask_human, pause="question", describe=_describe_question)
+tool(ask_human, name="request_human_input", pause="question", describe=_describe_question)
+tool(propose_plan, pause="plan", describe=_describe_plan)

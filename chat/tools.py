@@ -10,6 +10,8 @@ from typing import Any, get_type_hints
 
 import pydantic
 
+from approvals import titles
+
 # A function of (arguments, context) returning (required, reason) or (required, reason, risk):
 # the dynamic gate.
 GateFunction = Callable[[dict, "ToolContext"], tuple]
@@ -28,6 +30,10 @@ class Preview:
 
 # A function of (context, **arguments) returning a Preview; it must not change anything.
 PreviewFunction = Callable[..., Preview]
+
+# A function of the call's arguments returning what the call will do, in a few words ("Delete
+# notes.txt"): the title of its card. It only reads its arguments, which may be anything the model sent.
+DescribeFunction = Callable[[dict], str]
 
 
 class ToolError(Exception):
@@ -69,6 +75,7 @@ class ToolSpec:
     approval_timeout: int | None = None  # seconds; overrides the agent's approval timeout
     takes_context: bool = False
     preview: PreviewFunction | None = None  # what the call will do, shown when it is gated
+    describe: DescribeFunction | None = None  # the call in words, the title of its card (title_of)
     confirmation: Callable[[dict], str] | None = None  # what to type to approve it when critical
     pause: str = ""  # "question" or "plan": the call is the agent asking a human, never run (approvals.pauses)
     annotations: dict | None = None  # what the tool's source says of it (an MCP server's hints), shown as hints
@@ -109,6 +116,15 @@ class ToolSpec:
             return request(self.pause, arguments)
         except InvalidRequest as exc:
             raise ToolArgumentsError(f"Invalid arguments for {self.name}: {exc}") from None
+
+    def title_of(self, arguments: Any) -> str:
+        """The call in words, from `describe`; the tool's name when it has none, or when the model's
+        arguments are not what it expects (they may be anything: a title never breaks a card)."""
+        try:
+            text = self.describe(arguments) if self.describe and isinstance(arguments, dict) else ""
+        except Exception:  # noqa: BLE001  (odd arguments: say the name instead)
+            text = ""
+        return text if isinstance(text, str) and text.strip() else self.name
 
     def preview_of(self, arguments: dict, context: ToolContext) -> Preview | None:
         return self.preview(context, **arguments) if self.preview else None
@@ -158,6 +174,15 @@ class Registry:
 registry = Registry()
 
 
+def describe_call(name: str, arguments: Any, annotations: dict | None = None) -> str:
+    """A built-in tool's call in words ("" for a tool not built in: another source says it)."""
+    spec = registry.get(name)
+    return spec.title_of(arguments) if spec else ""
+
+
+titles.add_describer(describe_call)
+
+
 def tool(
     function: Callable | None = None,
     *,
@@ -166,13 +191,15 @@ def tool(
     risk: str = "low",
     approval_timeout: int | None = None,
     preview: PreviewFunction | None = None,
+    describe: DescribeFunction | None = None,
     confirmation: Callable[[dict], str] | None = None,
     pause: str = "",
 ) -> Any:
     """Register a typed function as a tool. A first parameter named `context` receives a ToolContext.
 
     `preview(context, **arguments)` returns a Preview of what the call will do, shown to whoever
-    decides it; `confirmation(arguments)` is what a human types to approve it when it is critical.
+    decides it; `describe(arguments)` says the call in a few words, the title of its card
+    ("Delete notes.txt"); `confirmation(arguments)` is what a human types to approve it when it is critical.
     With `pause` ("question" or "plan") the function is never run: a call always waits for a human,
     and what they answer is the call's result.
     """
@@ -198,6 +225,7 @@ def tool(
             approval_timeout=approval_timeout,
             takes_context=takes_context,
             preview=preview,
+            describe=describe,
             confirmation=confirmation,
             pause=pause,
         )

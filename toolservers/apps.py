@@ -8,8 +8,11 @@ class ToolServersConfig(AppConfig):
     verbose_name = "Tool servers (MCP)"
 
     def ready(self) -> None:
+        from approvals import titles
         from chat.tools import registry
 
         from .specs import tools_for_agent
+        from .titles import describe_call
 
         registry.add_source(tools_for_agent)
+        titles.add_describer(describe_call)

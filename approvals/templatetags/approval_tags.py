@@ -1,13 +1,15 @@
 """Template filters of approval cards: a preview's lines, and an edit shown as a diff."""
 import difflib
 import json
+import re
 
 from django import template
 from django.urls import reverse
+from django.utils.html import json_script
 
 from hitl.visible import reveal
 
-from approvals import hints, questions
+from approvals import hints, questions, titles
 
 register = template.Library()
 
@@ -45,6 +47,71 @@ def target(approval) -> str:
         text = named[0] if named else next((value for value in arguments.values() if isinstance(value, str)), "")
     text = " ".join(text.split())
     return reveal(text if len(text) <= MAX_TARGET_CHARS else text[: MAX_TARGET_CHARS - 1] + "…")
+
+
+def _approval_of(thing):
+    """An Approval itself, or a ToolCall's approval when it was gated (None otherwise)."""
+    if hasattr(thing, "tool_call_id"):
+        return thing
+    return thing.approval if getattr(thing, "is_gated", False) else None
+
+
+@register.filter
+def shown_arguments(thing):
+    """The arguments a card shows: after an edit, the edited ones (what runs, or ran), else the
+    call's own. `thing`: an Approval or a ToolCall."""
+    approval = _approval_of(thing)
+    if approval is not None and approval.is_edited:
+        return approval.edited_arguments
+    return (approval.tool_call if approval is not None else thing).arguments
+
+
+@register.filter
+def call_title(thing) -> str:
+    """What the call does, in words, for a card's title and an inbox row ("Delete notes.txt",
+    "Send an email to bob@example.com"): the tool's `describe` of the arguments shown (the edited
+    ones after an edit); an MCP tool's title and key arguments; else the tool's name. `thing`: an
+    Approval or a ToolCall. Invisible characters are shown."""
+    approval = _approval_of(thing)
+    call = approval.tool_call if approval is not None else thing
+    annotations = approval.annotations if approval is not None else None
+    return reveal(titles.title(call.name, shown_arguments(thing), annotations))
+
+
+# Gate reasons that only say a call was gated ("Demo agent needs approval for write_file."): the
+# card's title and risk say as much.
+ROUTINE_REASON = re.compile(r"^(\S+ always needs approval \(\w+ risk\)\.|.+? needs approval for (every tool call|\S+( on \S+)?)\.)\s*")
+
+
+@register.filter
+def gate_note(reason: str) -> str:
+    """The part of a gate's reason the card does not already say: a rule's words, a host off the
+    allowlist, invisible characters; "" when the reason only says the call was gated."""
+    return ROUTINE_REASON.sub("", reason or "", count=1).strip()
+
+
+# Arguments whose text is prose or a file's content: edited in a text area however short.
+PROSE_ARGUMENTS = {"content", "body", "text", "message", "description", "note", "notes"}
+MAX_EDITOR_ROWS = 16
+
+
+@register.filter
+def edits_as_line(field) -> bool:
+    """Whether an edit form's text field is a one-line input: a short string that is not prose."""
+    return field.widget == "text" and field.name not in PROSE_ARGUMENTS
+
+
+@register.filter
+def editor_rows(field) -> int:
+    """A text area's height: its text's lines and a little room, within MAX_EDITOR_ROWS."""
+    text = field.text if isinstance(field.text, str) else ""
+    return min(max(3, text.count("\n") + 2, len(text) // 70 + 2), MAX_EDITOR_ROWS)
+
+
+@register.filter
+def requested_json(approval) -> str:
+    """The arguments as requested, for the edit form's live diff (static/js/card.js)."""
+    return json_script(approval.tool_call.arguments, f"requested-{approval.pk}")
 
 
 @register.filter

@@ -1,0 +1,35 @@
+"""A call in words ("Delete notes.txt"), the title of its card and its inbox row. Whoever owns the
+tools says how their calls read (chat's registry, the tool servers), registering here, so approvals
+never imports them."""
+from collections.abc import Callable
+from typing import Any
+
+MAX_TITLE_CHARS = 120
+
+# A function of (tool name, arguments, the tool server's annotations or None) returning the call in
+# words, or "" when the tool is not its own.
+Describer = Callable[[str, Any, "dict | None"], str]
+_describers: list[Describer] = []
+
+
+def add_describer(describer: Describer) -> None:
+    if describer not in _describers:
+        _describers.append(describer)
+
+
+def title(name: str, arguments: Any, annotations: dict | None = None) -> str:
+    """The first describer's words for the call, on one line and short; the tool's name when none
+    has any (or one fails: the arguments are whatever the model sent, and a card must still show)."""
+    for describe in _describers:
+        try:
+            text = describe(name, arguments, annotations)
+        except Exception:  # noqa: BLE001  (a describer's bug never hides a call from whoever decides it)
+            text = ""
+        if isinstance(text, str) and text.strip():
+            return shorten(text)
+    return shorten(name)
+
+
+def shorten(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_TITLE_CHARS else text[: MAX_TITLE_CHARS - 1] + "…"

@@ -1,0 +1,37 @@
+"""A tool server's call in words, the title of its card: the tool's title as its server gives it
+(else its name, readably) and the arguments that say what it acts on ("Git commit: Second commit")."""
+from typing import Any
+
+from .specs import SEPARATOR
+
+# The arguments that say what a call acts on, in the order to look for them; others follow if short.
+KEY_ARGUMENTS = ("path", "name", "file", "to", "url", "message", "title", "query", "branch", "target")
+MAX_SHOWN = 2
+MAX_VALUE_CHARS = 60
+
+
+def describe_call(name: str, arguments: Any, annotations: dict | None = None) -> str:
+    """"" for a tool not from a server (its name has no `<server>__`)."""
+    server, separator, tool = name.partition(SEPARATOR)
+    if not (server and separator and tool):
+        return ""
+    given = (annotations or {}).get("title") if isinstance(annotations, dict) else None
+    title = given.strip() if isinstance(given, str) and given.strip() else tool.replace("_", " ").strip().capitalize()
+    shown = key_values(arguments) if isinstance(arguments, dict) else []
+    return f"{title}: {', '.join(shown)}" if shown else title
+
+
+def key_values(arguments: dict) -> list[str]:
+    """Up to MAX_SHOWN short values: the key arguments first, then any other short text or number."""
+    ordered = [key for key in KEY_ARGUMENTS if key in arguments] + [key for key in arguments if key not in KEY_ARGUMENTS]
+    shown = []
+    for key in ordered:
+        value = arguments[key]
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            continue
+        text = " ".join(str(value).split())
+        if text and (len(text) <= MAX_VALUE_CHARS or key in KEY_ARGUMENTS):
+            shown.append(text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…")
+        if len(shown) == MAX_SHOWN:
+            break
+    return shown
