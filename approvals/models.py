@@ -192,6 +192,22 @@ class Approval(models.Model):
         return self.risk == Risk.CRITICAL
 
 
+class Snooze(models.Model):
+    """One approver's "not now" on one pending approval: hidden from that approver's inbox and
+    pending count until `until` (the others still see it). It decides nothing."""
+
+    approval = models.ForeignKey(Approval, on_delete=models.CASCADE, related_name="snoozes")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    until = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["approval", "user"], name="approvals_snooze_one_per_approver")]
+        indexes = [models.Index(fields=["user", "until"], name="approvals_snooze_by_user")]
+
+    def __str__(self) -> str:
+        return f"approval #{self.approval_id} snoozed until {self.until:%H:%M}"
+
+
 class Rule(models.Model):
     """A saved decision: calls of a tool (a name or a glob) whose arguments match are allowed or
     denied at once, without asking, within a scope. Applied only after the tool's own gate asks for

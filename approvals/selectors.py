@@ -22,6 +22,12 @@ class Filters:
     older_than_minutes: int | None = None
     q: str = ""
     kind: str = ""  # action, question or plan
+    snoozed: bool = False  # the inbox: the viewer's snoozed approvals instead of the others
+
+    @property
+    def any_set(self) -> bool:
+        """Whether the list is narrowed by a folded filter (the search stays in sight): they open then."""
+        return any((self.agent, self.tool, self.risk, self.requester, self.older_than_minutes is not None, self.kind))
 
     @classmethod
     def from_query(cls, query) -> "Filters":
@@ -34,6 +40,7 @@ class Filters:
             older_than_minutes=int(older) if OLDER_THAN.fullmatch(older) else None,
             q=query.get("q", "").strip()[:200],
             kind=query.get("kind", "") if query.get("kind", "") in Approval.Kind.values else "",
+            snoozed=query.get("snoozed", "") == "1",
         )
 
 

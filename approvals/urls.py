@@ -10,6 +10,9 @@ urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("history/", views.history, name="history"),
     path("bulk/", views.bulk_decide, name="bulk"),
+    path("group/", views.group_decide, name="group"),
+    path("<int:approval_id>/snooze/", views.snooze_view, name="snooze"),
+    path("<int:approval_id>/wake/", views.wake_view, name="wake"),
     # The same views for the chat's cards and the dashboard's rows: the route says which (decided_via).
     path("<int:approval_id>/", views.controls_view, name="controls"),
     path("<int:approval_id>/decide/", views.decide_view, name="decide"),

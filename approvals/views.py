@@ -3,6 +3,7 @@ service as the API)."""
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db import transaction
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -11,14 +12,14 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from hitl.inputs import BadInput, parse_ids, parse_shown
 
-from . import calls, questions
+from . import calls, inbox, questions
 from .calls import InvalidArguments
 from .forms import arguments_from_form, edit_fields
 from .fragments import approval_controls_html
 from .models import Approval, Risk
 from .rulemaking import InvalidRule, ScopeNotAllowed, TargetNotFound
 from .permissions import can_decide, can_see, is_approver
-from .selectors import Filters, decided_approvals, pending_approvals
+from .selectors import Filters, decided_approvals
 from .services import (
     AlreadyDecided,
     ArgumentsChanged,
@@ -41,18 +42,22 @@ KINDS = [("action", "tool calls"), ("question", "questions"), ("plan", "plans")]
 @login_required
 @require_GET
 def dashboard(request):
+    """The approvers' inbox: compact rows, alike calls grouped, the viewer's snoozes left out."""
     if not is_approver(request.user):
         raise PermissionDenied("The dashboard is for approvers.")
     filters = Filters.from_query(request.GET)
-    approvals = pending_approvals(filters)
-    rows = list(approvals[:DASHBOARD_ROWS])
-    for approval in rows:
-        approval.viewer_may_decide = can_decide(request.user, approval)
-    context = {
-        "rows": rows, "count": approvals.count(), "filters": filters, "risks": Risk.values, "kinds": KINDS, "shown": len(rows),
-    }
     template = "partials/dashboard_rows.html" if request.htmx else "approvals/dashboard.html"
-    return render(request, template, context)
+    return render(request, template, _inbox_context(request.user, filters))
+
+
+def _inbox_context(user, filters: Filters) -> dict:
+    approvals = inbox.inbox_approvals(user, filters)
+    rows = list(approvals[:DASHBOARD_ROWS])
+    return {
+        "items": inbox.inbox_items(user, rows), "count": approvals.count(), "shown": len(rows), "filters": filters,
+        "risks": Risk.values, "kinds": KINDS, "snoozed_count": inbox.snoozed_count(user),
+        "inbox_count": inbox.pending_count(user),
+    }
 
 
 @login_required
@@ -84,6 +89,73 @@ def bulk_decide(request):
     if not request.htmx:
         return redirect("approvals:dashboard")
     return render(request, "partials/bulk_outcome.html", {"outcome": outcome, "decision": decision})
+
+
+class GroupRefused(Exception):
+    """Not every call of a group could be decided as listed: nothing of it is."""
+
+    def __init__(self, outcome):
+        super().__init__("Nothing was decided.")
+        self.outcome = outcome
+
+
+@login_required
+@require_POST
+def group_decide(request):
+    """A group of alike calls decided together: exactly the ids and versions its row listed, all or
+    none (one edited, decided or made critical meanwhile: 409, nothing decided, the list re-read)."""
+    if not is_approver(request.user):
+        raise PermissionDenied("Group decisions are for approvers.")
+    decision = request.POST.get("decision")
+    try:
+        shown = parse_shown(request.POST.getlist("approval_ids"))
+    except BadInput as exc:
+        return HttpResponse(str(exc), status=400)
+    if decision not in ("approve", "reject") or not shown:
+        return HttpResponse("A group decision names its calls and approve or reject.", status=400)
+    try:
+        with transaction.atomic():
+            outcome = decide_many(
+                shown, user=request.user, approve=decision == "approve", via=Approval.Via.DASHBOARD,
+                reason=request.POST.get("reason", "")[:2000],
+            )
+            if len(outcome.decided) != len(shown):
+                raise GroupRefused(outcome)
+    except GroupRefused as refused:
+        context = {"outcome": refused.outcome, "decision": decision, "refused": True}
+        response = render(request, "partials/bulk_outcome.html", context, status=409)
+        response["HX-Trigger"] = "inbox-changed"  # nothing was decided, so no push: re-read the list here
+        return response
+    if not request.htmx:
+        return redirect("approvals:dashboard")
+    return render(request, "partials/bulk_outcome.html", {"outcome": outcome, "decision": decision})
+
+
+@login_required
+@require_POST
+def snooze_view(request, approval_id: int):
+    """Hide a pending approval from this approver's inbox for an hour (only theirs; it decides nothing)."""
+    _check_channel(request, Approval.Via.DASHBOARD)
+    _approval_for(request.user, approval_id)
+    inbox.snooze(request.user, [approval_id])
+    return _inbox_changed(request)
+
+
+@login_required
+@require_POST
+def wake_view(request, approval_id: int):
+    """A snoozed approval back into this approver's inbox now."""
+    _check_channel(request, Approval.Via.DASHBOARD)
+    inbox.wake(request.user, [approval_id])
+    return _inbox_changed(request)
+
+
+def _inbox_changed(request) -> HttpResponse:
+    if not request.htmx:
+        return _back(request)
+    response = HttpResponse(status=204)
+    response["HX-Trigger"] = "inbox-changed"
+    return response
 
 
 @login_required

@@ -82,6 +82,13 @@ def row(page: Page, approval: Approval) -> Locator:
     return page.locator(f"#approval-row-{approval.pk}")
 
 
+def opened(listed: Locator) -> Locator:
+    """The row with its card open: the inbox shows one line per call until asked (a click, or "o")."""
+    listed.locator(":scope > .row-open > summary").click()
+    expect(listed.locator(":scope > .row-open")).to_have_attribute("open", "")
+    return listed
+
+
 def pending_count(page: Page) -> Locator:
     return page.locator("#dashboard-count")
 
@@ -118,12 +125,14 @@ def test_an_approver_approves_from_the_dashboard_and_the_owners_chat_follows_liv
     expect(listed).to_contain_text("medium risk")
     expect(listed).to_contain_text("Demo agent · requested by alice")
     expect(listed.get_by_label("Arguments")).to_contain_text('"path": "a.txt"')
+    listed.get_by_label(f"More for write_file #{approval.pk}").click()  # the row's menu
     expect(listed.get_by_role("link", name="Open in conversation")).to_have_attribute(
         "href", f"/conversations/{conversation_id}/#tool-call-{approval.tool_call_id}"
     )
+    listed.get_by_label(f"More for write_file #{approval.pk}").click()
     expect(listed.get_by_label(f"Select write_file #{approval.pk}", exact=True)).to_be_enabled()
     expect(pending_count(bobs)).to_have_text("1 pending.")
-    button(listed, "Approve").click()
+    button(opened(listed), "Approve").click()
 
     seen_by_alice = card(alices, "write_file", "a.txt")
     expect(seen_by_alice).not_to_have_attribute("data-status", "pending_approval")
@@ -153,7 +162,7 @@ def test_a_reason_typed_on_a_dashboard_row_is_stored_and_quoted_by_the_agent(new
     bobs = logged_in(new_page, bob)
     open_dashboard(bobs)
 
-    listed = row(bobs, approval)
+    listed = opened(row(bobs, approval))
     button(listed, "Reject").click()
     reason_box = listed.get_by_label("Reason for rejecting (optional)")
     expect(reason_box).to_be_focused()
@@ -265,7 +274,7 @@ def test_a_four_eyes_call_waits_for_an_approver_who_decides_it_from_the_dashboar
     expect(listed).to_contain_text("Ops agent (four eyes) · requested by alice")
     expect(listed.get_by_label(f"Select delete_file #{approval.pk}", exact=True)).to_be_enabled()
     expect(listed.get_by_text("Waiting for an approver.")).to_have_count(0)
-    button(listed, "Approve").click()
+    button(opened(listed), "Approve").click()
 
     expect(rendered).to_have_attribute("data-status", "failed")  # it ran: there is no a.txt to delete
     expect(rendered).to_contain_text("No file named 'a.txt'")
@@ -284,7 +293,7 @@ def test_an_approver_may_not_decide_their_own_four_eyes_call_and_another_approve
     bobs = logged_in(new_page, bob)
     open_dashboard(bobs)
 
-    own = row(bobs, approval)
+    own = opened(row(bobs, approval))
     expect(own.get_by_label(f"Select send_email #{approval.pk}", exact=True)).to_be_disabled()
     expect(own.get_by_text("Waiting for an approver.")).to_be_visible()
     expect(own.get_by_role("button", name="Approve", exact=True)).to_have_count(0)
@@ -313,6 +322,7 @@ def test_a_filter_narrows_the_list_in_place_and_the_url_keeps_it(new_page, alice
     open_dashboard(bobs)
     expect(bobs.locator(".approval-row")).to_have_count(2)
 
+    bobs.locator(".filters-fold > summary").click()  # the filters are folded but for the search
     bobs.get_by_label("Risk").select_option("medium")
     expect(row(bobs, delete_a)).to_have_count(0)
     expect(row(bobs, write_notes)).to_be_visible()
@@ -345,9 +355,9 @@ def test_the_history_shows_who_decided_each_call_how_and_why(new_page, alice, bo
     delete_a, delete_b, delete_c = wait_for_pending(conversation_id, 3)
     bobs = logged_in(new_page, bob)
     open_dashboard(bobs)
-    button(row(bobs, delete_a), "Approve").click()
+    button(opened(row(bobs, delete_a)), "Approve").click()
     expect(row(bobs, delete_a)).to_have_count(0)
-    button(row(bobs, delete_b), "Reject").click()
+    button(opened(row(bobs, delete_b)), "Reject").click()
     bobs.keyboard.type("keep b.txt")
     button(row(bobs, delete_b), "Confirm reject").click()
     expect(row(bobs, delete_b)).to_have_count(0)
@@ -411,7 +421,7 @@ def test_the_dashboard_fits_a_375px_wide_screen_with_rows(new_page, alice, bob, 
     expect(pending_count(phone)).to_have_text("3 pending.")
 
     assert phone.evaluate("document.documentElement.scrollWidth") <= 375
-    button(row(phone, long_name), "Reject").click()  # the reason form opens too
+    button(opened(row(phone, long_name)), "Reject").click()  # the reason form opens too
     expect(row(phone, long_name).get_by_label("Reason for rejecting (optional)")).to_be_visible()
     assert phone.evaluate("document.documentElement.scrollWidth") <= 375
     decide(api, long_name)  # a decision elsewhere re-reads the list

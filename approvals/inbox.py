@@ -1,0 +1,114 @@
+"""The approvers' inbox: the dashboard's pending approvals for one approver, with the user's request
+that led to each call, alike calls gathered into groups, and the approver's snoozes."""
+import json
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.apps import apps
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.utils import timezone
+
+from .models import Approval, Snooze
+from .permissions import can_decide
+from .selectors import Filters, pending_approvals
+
+SNOOZE_FOR = timedelta(hours=1)
+
+
+@dataclass
+class InboxItem:
+    """One line of the inbox: a single approval, or a group of alike calls decided together."""
+
+    approvals: list[Approval] = field(default_factory=list)
+
+    @property
+    def is_group(self) -> bool:
+        return len(self.approvals) > 1
+
+    @property
+    def first(self) -> Approval:
+        return self.approvals[0]
+
+    @property
+    def requesters(self) -> list[str]:
+        return list(dict.fromkeys(approval.requested_by.get_username() for approval in self.approvals))
+
+    @property
+    def shown(self) -> list[str]:
+        """What the group's decision posts: each id with the version listed."""
+        return [f"{approval.pk}:{approval.shown_hash}" for approval in self.approvals]
+
+
+def inbox_approvals(user, filters: Filters) -> QuerySet[Approval]:
+    """The pending approvals `user` sees in their inbox: the filtered dashboard list without the ones
+    they snoozed (or only those, with `filters.snoozed`), each with `request_text`."""
+    approvals = pending_approvals(filters)
+    snoozed = Snooze.objects.filter(user=user, until__gt=timezone.now()).values("approval_id")
+    approvals = approvals.filter(pk__in=snoozed) if filters.snoozed else approvals.exclude(pk__in=snoozed)
+    return with_request_text(approvals)
+
+
+def with_request_text(approvals: QuerySet[Approval]) -> QuerySet[Approval]:
+    """Each approval's `request_text`: the last message the user wrote before the call, in the same
+    query (a subquery, not one query per row)."""
+    message = apps.get_model("chat", "Message")  # named, not imported: approvals imports nothing of chat
+    requests = message.objects.filter(
+        conversation_id=OuterRef("conversation_id"),
+        role=message.Role.USER,
+        position__lt=OuterRef("tool_call__message__position"),
+    ).order_by("-position")
+    return approvals.annotate(request_text=Subquery(requests.values("content")[:1]))
+
+
+def pending_count(user) -> int:
+    """How many approvals wait in `user`'s inbox (snoozed ones left out): one query."""
+    snoozed = Snooze.objects.filter(user=user, until__gt=timezone.now()).values("approval_id")
+    return Approval.objects.filter(status=Approval.Status.PENDING).exclude(pk__in=snoozed).count()
+
+
+def snoozed_count(user) -> int:
+    return Snooze.objects.filter(user=user, until__gt=timezone.now(), approval__status=Approval.Status.PENDING).count()
+
+
+def snooze(user, approval_ids: list[int], *, until=None) -> int:
+    """Hide the pending approvals among `approval_ids` from `user`'s inbox until `until` (an hour from
+    now by default). Returns how many were snoozed."""
+    until = until or timezone.now() + SNOOZE_FOR
+    pending = list(Approval.objects.filter(pk__in=approval_ids, status=Approval.Status.PENDING).values_list("pk", flat=True))
+    for approval_id in pending:
+        Snooze.objects.update_or_create(approval_id=approval_id, user=user, defaults={"until": until})
+    return len(pending)
+
+
+def wake(user, approval_ids: list[int]) -> None:
+    """Back into `user`'s inbox now."""
+    Snooze.objects.filter(user=user, approval_id__in=approval_ids).delete()
+
+
+def alike_key(approval: Approval) -> tuple | None:
+    """What makes calls alike for the inbox: the same agent, tool and the conditions "Always…" would
+    prefill (so one rule would cover them all). None for what is never grouped: questions, plans,
+    critical calls (each needs its typed confirmation) and calls without a suggestion."""
+    suggestion = approval.rule_suggestion
+    if approval.kind != Approval.Kind.ACTION or approval.confirmation_required or not suggestion:
+        return None
+    conditions = json.dumps(suggestion.get("arguments", {}), sort_keys=True)
+    return (approval.conversation.agent_id, approval.tool_call.name, conditions)
+
+
+def inbox_items(user, approvals: list[Approval]) -> list[InboxItem]:
+    """The inbox's lines, oldest first: alike calls `user` may decide gathered into one group at the
+    place of the oldest; everything else one line each. Sets `viewer_may_decide` on each approval."""
+    items: list[InboxItem] = []
+    groups: dict[tuple, InboxItem] = {}
+    for approval in approvals:
+        approval.viewer_may_decide = can_decide(user, approval)
+        key = alike_key(approval) if approval.viewer_may_decide else None
+        if key is None:
+            items.append(InboxItem([approval]))
+        elif key in groups:
+            groups[key].approvals.append(approval)
+        else:
+            groups[key] = InboxItem([approval])
+            items.append(groups[key])
+    return items
