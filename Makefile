@@ -17,7 +17,7 @@ PROCESSES := $(if $(REDIS_URL),web worker beat,redis web worker beat)
 # With a Telegram bot token and no webhook URL, the bot's poller too (telegramlink).
 PROCESSES += $(if $(TELEGRAM_BOT_TOKEN),$(if $(TELEGRAM_WEBHOOK_URL),,telegram))
 
-.PHONY: run test setup check
+.PHONY: run test setup check screens
 
 $(VENV)/bin/activate:
 	python3 -m venv $(VENV)
@@ -56,6 +56,12 @@ test: $(VENV)/.test-deps $(GIT_MCP)/.installed
 	bin/ensure-system-packages --test
 	for suite in $(SUITES); do $(PY) -m pytest $(PYTEST_ARGS) $$suite || exit 1; done
 	bin/with-postgres sh -c 'for suite in $(SUITES); do $(PY) -m pytest $(PYTEST_ARGS) $$suite || exit 1; done'
+
+# Screenshots of the pages, taken from a real stack of their own (bench/screens.py, about a minute):
+# docs/screens/<scene>-<width>.png and the README's docs/screenshot.png. `bin/screens chat-pending` takes one.
+screens: $(VENV)/.test-deps
+	bin/ensure-system-packages --test
+	bin/screens
 
 check: $(VENV)/.run-deps
 	$(PY) manage.py check
