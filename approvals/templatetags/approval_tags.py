@@ -5,7 +5,6 @@ import re
 
 from django import template
 from django.urls import reverse
-from django.utils.html import json_script
 
 from hitl.visible import reveal
 
@@ -110,8 +109,9 @@ def editor_rows(field) -> int:
 
 @register.filter
 def requested_json(approval) -> str:
-    """The arguments as requested, for the edit form's live diff (static/js/card.js)."""
-    return json_script(approval.tool_call.arguments, f"requested-{approval.pk}")
+    """The arguments as requested, as JSON for an attribute (escaped there) of the edit form, for
+    its live diff (static/js/card.js). Not a <script>: htmx drops scripts from what it swaps in."""
+    return json.dumps(approval.tool_call.arguments, ensure_ascii=False)
 
 
 @register.filter

@@ -92,9 +92,8 @@
   }
   function showDiff(form) {
     const target = document.getElementById(form.dataset.liveDiff);
-    const source = document.getElementById(form.dataset.requested);
-    if (!target || !source) return;
-    const requested = JSON.parse(source.textContent);
+    if (!target || !form.dataset.requested) return;
+    const requested = JSON.parse(form.dataset.requested);
     const lines = diffLines(pretty(requested), pretty(edited(form, requested)));
     const near = lines.map((line, index) => line[0] !== " " ||
       (lines[index - 1] && lines[index - 1][0] !== " ") || (lines[index + 1] && lines[index + 1][0] !== " "));
