@@ -121,3 +121,127 @@ def test_history_says_what_each_call_acted_on_and_folds_an_edit(alice, bob, agen
     assert '<td data-label="Target" class="target">carol@example.com</td>' in html  # what ran: the edit's address
     assert '<td data-label="Target" class="target">notes/a.txt</td>' in html
     assert re.search(r'<details class="edited"><summary>by alice</summary><pre class="edit-diff">', html)
+
+
+# --- The card read in one second (issue 23, item 2) ----------------------------------------------
+
+
+def card_html(page: str, approval) -> str:
+    start_at = page.index(f'<article id="tool-call-{approval.tool_call_id}"')
+    return page[start_at : page.index("</article>", start_at)]
+
+
+def text_of(html: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", "", html).split())
+
+
+def test_a_pending_card_says_what_will_happen_first_and_folds_the_arguments(alice, agent):
+    conversation = start(alice, agent, "write hello to notes.txt")
+    [approval] = pending_approvals(conversation)
+
+    page = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
+    card = card_html(page, approval)
+
+    assert re.search(
+        rf'<article id="tool-call-{approval.tool_call_id}" class="[^"]*" data-status="pending_approval" data-tool="write_file"\s+'
+        rf'data-approval-id="{approval.pk}" data-risk="medium" data-target="notes.txt" data-title="Write notes.txt \(5 bytes\)"',
+        card,
+    )
+    assert '<span class="card-title">Write notes.txt (5 bytes)</span>' in card and "medium risk" in card
+    assert card.index("card-title") < card.index('class="preview') < card.index("<summary>Arguments</summary>") < card.index('class="decision action-row"')
+    assert '<details class="fold arguments-fold"><summary>Arguments</summary><pre class="arguments"' in card
+    assert "needs approval" not in card and "Needs approval" not in card
+    assert "{#" not in page and "#}" not in page
+
+
+def test_constraints_are_one_banner_at_the_top_of_the_card(alice, ops_agent):
+    conversation = start(alice, ops_agent, "delete a.txt")
+    [approval] = pending_approvals(conversation)
+
+    card = card_html(client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode(), approval)
+
+    banner = re.search(r'<p class="card-banner" role="note">(.*?)</p>', card, re.S)
+    assert banner and card.index("card-banner") < card.index('class="preview')
+    assert "⚑ Four eyes: an approver other than alice must approve this high-risk call" in text_of(banner[1])
+    assert "⏱ Expires at" in text_of(banner[1]) and 'class="time-left"' in banner[1]
+    assert card.count("Four eyes") == 1 and card.count("Expires at") == 1
+
+
+def test_a_critical_call_says_so_in_the_banner_and_asks_for_its_confirmation_by_the_buttons(alice, agent):
+    conversation = start(alice, agent, "delete all files")
+    [approval] = pending_approvals(conversation)
+
+    card = card_html(client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode(), approval)
+
+    assert "⚠ Critical: approving takes a typed confirmation." in text_of(card)
+    assert card.index("card-banner") < card.index(f'id="confirm-{approval.pk}"') < card.index('class="decision action-row"')
+    assert f'form="approve-{approval.pk}"' in card and "Delete every file in the sandbox" in card
+
+
+def test_the_action_row_holds_approve_reject_edit_and_always_and_what_they_open_comes_below(alice, agent):
+    conversation = start(alice, agent, "delete a.txt")
+    [approval] = pending_approvals(conversation)
+
+    card = card_html(client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode(), approval)
+    row = re.search(r'<div class="decision action-row"[^>]*>(.*?)\n  </div>', card, re.S)[1]
+
+    assert [text_of(button) for button in re.findall(r"<(?:button|a) [^>]*>.*?</(?:button|a)>", row, re.S)] == ["Approve", "Reject", "Edit", "Always…"]
+    after = card[card.index(row) + len(row):]
+    assert f'<form id="reject-{approval.pk}" class="reject-form stack" hidden' in after
+    assert f'<div id="remember-{approval.pk}" class="remember" hidden' in after
+
+
+def test_a_decided_card_is_one_line_of_what_happened_and_by_whom(alice, bob, agent):
+    conversation = start(alice, agent, "delete a.txt")
+    [approval] = pending_approvals(conversation)
+    decide(approval.pk, user=bob, approve=False, via="dashboard", shown_hash=approval.shown_hash, reason="keep it")
+
+    card = card_html(client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode(), approval)
+
+    decided = re.findall(r'<p class="decided[^"]*">(.*?)</p>', card, re.S)
+    assert len(decided) == 1
+    assert re.fullmatch(r"⊘ Rejected by bob via dashboard · \d\d:\d\d:\d\d: “keep it”", text_of(decided[0]))
+    assert 'class="decision action-row"' not in card and "Pending approval" not in card
+    assert '<details class="fold preview-fold"><summary>Preview, as shown when decided</summary>' in card
+
+
+def test_after_an_approved_edit_the_card_shows_what_ran_and_keeps_the_diff(alice, agent):
+    from approvals.services import approve_edited
+
+    conversation = start(alice, agent, "write hello to notes.txt")
+    [approval] = pending_approvals(conversation)
+    approve_edited(approval.pk, user=alice, arguments={"path": "notes.txt", "content": "hello, edited"}, via="chat", shown_hash=approval.shown_hash)
+
+    card = card_html(client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode(), approval)
+
+    assert '<span class="card-title">Write notes.txt (13 bytes)</span>' in card
+    arguments = re.search(r'<summary>Arguments, as edited and approved</summary><pre class="arguments"[^>]*>(.*?)</pre>', card, re.S)
+    assert arguments and "hello, edited" in arguments[1] and "&quot;hello&quot;" not in arguments[1]
+    assert 'class="edit-diff preview-diff"' in card and "✓ Approved as edited by alice via chat" in text_of(card)
+
+
+def test_the_edit_form_edits_prose_in_a_text_area_with_a_live_diff(alice, agent):
+    conversation = start(alice, agent, "write hello to notes.txt")
+    [approval] = pending_approvals(conversation)
+
+    html = client_for(alice).get(f"/approvals/{approval.pk}/edit/", headers={"HX-Request": "true"}).content.decode()
+
+    assert re.search(rf'<textarea name="arg-content" id="edit-{approval.pk}-content" rows="3" data-argument="content" data-widget="text">\nhello</textarea>', html)
+    assert f'<input type="text" name="arg-path" id="edit-{approval.pk}-path" value="notes.txt"' in html
+    assert f'data-live-diff="edit-diff-{approval.pk}"' in html and f'<pre id="edit-diff-{approval.pk}"' in html
+    assert 'data-requested="{&quot;path&quot;: &quot;notes.txt&quot;, &quot;content&quot;: &quot;hello&quot;}"' in html
+    assert "{#" not in html
+
+
+@pytest.mark.parametrize("message", ["delete a.txt", "ask me to choose between tea, coffee and water", "plan a tidy-up of the notes"])
+def test_no_card_or_push_shows_template_comments(alice, agent, message):
+    from approvals.fragments import approval_controls_html
+    from chat.fragments import tool_card_html
+
+    conversation = start(alice, agent, message)
+    [approval] = pending_approvals(conversation)
+    pushed = tool_card_html(approval.tool_call, oob=True) + approval_controls_html(approval, can_decide=None, via="dashboard")
+    page = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
+
+    for html in (pushed, page):
+        assert "{#" not in html and "#}" not in html
