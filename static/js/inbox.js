@@ -68,7 +68,7 @@
     if (focusFirst(controls, ".answer-form input:not([type=hidden]), .answer-form textarea, .answer-form select, .plan-form button[type=submit]")) return;
     if (focusFirst(controls, "input[name=confirmation]")) return; // critical: its typed confirmation first
     const button = controls.querySelector("form.approve-only button[value=approve]");
-    if (button && !button.disabled) button.form.requestSubmit(button);
+    if (button && !button.disabled) button.click(); // a click: htmx sends the button's name and value
   }
 
   function reject(line) {
