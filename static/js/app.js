@@ -133,7 +133,9 @@
   }
 
   function isPending(card) {
-    return card.dataset.status === "pending_approval";  // a question a tool asks has a card of its own
+    // A decision's answer swaps the card's controls (#approval-N) at once; its status comes with the push.
+    const approval = card.querySelector('[id^="approval-"]');
+    return card.dataset.status === "pending_approval" && (!approval || approval.classList.contains("approval-pending"));
   }
 
   function targetOf(card) {
@@ -217,16 +219,19 @@
     const card = element.closest('#messages .tool-card[id^="tool-call-"]');
     if (!card || !element.closest('[id^="approval-"]')) return;
     decidedHere.add(card.id);
-    element.dataset.decidingCard = card.id;
+    afterAnswer(event.detail.xhr, function (xhr) {
+      if (!xhr.status) return decidedHere.delete(card.id);  // never reached the server
+      focusAfterDecision(card.id);
+    });
   });
-  document.addEventListener("htmx:afterRequest", function (event) {
-    const element = event.detail.elt;
-    const cardId = element && element.dataset.decidingCard;
-    if (!cardId) return;
-    delete element.dataset.decidingCard;
-    if (!event.detail.successful && !event.detail.xhr.status) { decidedHere.delete(cardId); return; }
-    setTimeout(function () { focusAfterDecision(cardId); }, 30);  // after htmx has settled the swap
-  });
+
+  // Runs once htmx has swapped and settled the answer. (htmx's own after-events fire on the element
+  // that sent the request, and the swap has just taken it out of the page, so they reach no listener.)
+  function afterAnswer(xhr, then) {
+    xhr.addEventListener("loadend", function () {
+      setTimeout(function () { then(xhr); }, htmx.config.defaultSettleDelay + 30);
+    }, { once: true });
+  }
 
   function isShown(element) {
     return element.getClientRects().length > 0 && getComputedStyle(element).visibility !== "hidden";
@@ -257,33 +262,41 @@
     if (decided) moveFocus(decided);
   }
 
+  // The card the focus was moved to may be replaced by a push (its preview, its countdown): the
+  // focus, dropped to the body with it, goes back to its new self.
+  let movedTo = null;
   function moveFocus(card) {
+    movedTo = card.id;
     if (!card.hasAttribute("tabindex")) card.setAttribute("tabindex", "-1");
     card.dataset.focusMoved = "";
     card.addEventListener("blur", function () { delete card.dataset.focusMoved; }, { once: true });
     card.focus({ preventScroll: true });
     card.scrollIntoView({ block: "nearest", behavior: "smooth" });
   }
+  document.addEventListener("focusin", function (event) {
+    if (event.target.id !== movedTo) movedTo = null;
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    setTimeout(function () {
+      const card = movedTo && document.getElementById(movedTo);
+      if (card && document.activeElement === document.body && isPending(card)) moveFocus(card);
+    }, htmx.config.defaultSettleDelay + 30);
+  });
 
   // The rules page: a Disable, Enable or Delete replaces (or removes) the row whose button had the
   // focus; the focus goes to the new row's first button, or to the status line that says what happened.
   document.addEventListener("htmx:beforeRequest", function (event) {
     const row = event.detail.elt && event.detail.elt.closest("tr.rule");
-    if (row) event.detail.elt.dataset.changingRule = row.id;
-  });
-  document.addEventListener("htmx:afterRequest", function (event) {
-    const element = event.detail.elt;
-    const rowId = element && element.dataset.changingRule;
-    if (!rowId) return;
-    delete element.dataset.changingRule;
-    setTimeout(function () {
+    if (!row) return;
+    const rowId = row.id;
+    afterAnswer(event.detail.xhr, function () {
       if (document.activeElement && document.activeElement !== document.body) return;
-      const row = document.getElementById(rowId);
-      const button = row && row.querySelector("form button");
+      const replaced = document.getElementById(rowId);
+      const button = replaced && replaced.querySelector("form button");
       if (button) return button.focus();
       const status = document.getElementById("rules-status");
       if (status) status.focus();
-    }, 30);
+    });
   });
 
   // "(2) title" while cards wait for a decision and the tab is hidden; on the dashboard, the count
