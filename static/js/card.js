@@ -11,7 +11,7 @@
     menu.hidden = !open;
     toggle.setAttribute("aria-expanded", String(open));
     if (open) {
-      const first = menu.querySelector("input:checked, input, button");
+      const first = menu.querySelector("input[type=radio]:checked") || menu.querySelector("input:not([type=hidden]), button");
       if (first) first.focus();
     } else {
       toggle.focus();
