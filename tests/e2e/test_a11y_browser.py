@@ -109,6 +109,9 @@ def test_the_rules_and_telegram_pages_have_no_serious_violations(new_page, alice
     page.goto("/rules/")
     expect(page.locator("tr.rule")).to_have_count(1)
     assert_accessible(page, "rules with a rule")
+    button(page.locator("tr.rule"), "Disable").click()
+    expect(page.locator("#rules-status")).not_to_be_empty()
+    assert_accessible(page, "rules with a disabled rule and a status line")
     page.goto("/telegram/")
     assert_accessible(page, "the Telegram page")
 
