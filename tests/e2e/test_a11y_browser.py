@@ -100,7 +100,7 @@ def test_the_dashboard_and_history_have_no_serious_violations(new_page, alice, b
     assert_accessible(page, "history with rows")
 
 
-def test_the_rules_and_telegram_pages_have_no_serious_violations(new_page, alice, agent):
+def test_the_rules_telegram_list_and_login_pages_have_no_serious_violations(new_page, alice, agent):
     rulemaking.create(
         alice, effect="allow", tool="write_file", arguments={"path": "notes/*"}, scope=Rule.Scope.AGENT_USER,
         agent=agent.slug, note="notes are mine",
@@ -114,6 +114,14 @@ def test_the_rules_and_telegram_pages_have_no_serious_violations(new_page, alice
     assert_accessible(page, "rules with a disabled rule and a status line")
     page.goto("/telegram/")
     assert_accessible(page, "the Telegram page")
+    page.goto("/")
+    assert_accessible(page, "the conversation list")
+    page.goto("/no-such-page/")
+    assert_accessible(page, "the page for a wrong address")
+
+    logged_out = new_page(width=1280, height=900)
+    logged_out.goto("/accounts/login/")
+    assert_accessible(logged_out, "the login page")
 
 
 # --- Announcements, focus and order ------------------------------------------------------------
@@ -216,3 +224,41 @@ def test_changing_a_rule_says_what_it_did_and_keeps_the_focus(new_page, alice, a
     expect(row).to_have_count(0)
     expect(status).to_contain_text(f"Rule #{rule.pk} deleted")
     expect(page.locator("#rules-status")).to_be_focused()
+
+
+def test_a_card_is_decided_with_the_keyboard_alone_reject_with_a_reason_and_always(new_page, alice, agent, api_for):
+    api = api_for(alice)
+    conversation_id = start(api, "delete a.txt and b.txt")
+    first, second = wait_for_pending(conversation_id, 2)
+    page = logged_in(new_page, alice)
+    open_conversation(page, conversation_id)
+    expect(page.locator("html")).to_have_attribute("data-live-refreshes", "1")
+    first_card = page.locator(f"#tool-call-{first.tool_call_id}")
+
+    # "Always…" opens its menu from the keyboard, and the toggle again closes it.
+    always = button(first_card, "Always…")
+    always.focus()
+    page.keyboard.press("Enter")
+    expect(always).to_have_attribute("aria-expanded", "true")
+    expect(first_card.locator(".remember-form")).to_be_visible()
+    always.focus()
+    page.keyboard.press("Enter")
+    expect(first_card.locator(".remember-form")).to_be_hidden()
+
+    # Reject opens the reason, the focus in it; Tab reaches Confirm reject; Enter decides.
+    reject = button(first_card, "Reject")
+    reject.focus()
+    page.keyboard.press("Enter")
+    expect(first_card.get_by_label("Reason for rejecting (optional)")).to_be_focused()
+    page.keyboard.type("not now")
+    page.keyboard.press("Tab")
+    expect(button(first_card, "Confirm reject")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(first_card.locator(".decided, .outcome").first).to_contain_text("Rejected")
+    expect(page.locator(f"#tool-call-{second.tool_call_id}")).to_be_focused()
+    stored = Approval.objects.get(pk=first.pk)
+    assert (stored.status, stored.rejection_reason) == ("rejected", "not now")
+
+    # From the focused card, Tab goes to its first control.
+    page.keyboard.press("Tab")
+    assert page.evaluate(f"document.getElementById('tool-call-{second.tool_call_id}').contains(document.activeElement)")
