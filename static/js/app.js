@@ -85,7 +85,19 @@
     const signal = event.target;
     if (!signal || signal.id !== "dashboard-signal") return;
     htmx.trigger("#dashboard-filters", "refresh");
-    if (signal.dataset.event === "approval.requested") notifyNewApproval();
+    if (signal.dataset.event === "approval.requested") {
+      notifyNewApproval();
+      requestedSinceRead += Number(signal.dataset.count || 1);
+    }
+  });
+  // Said once the re-read list has landed, with the count it shows: "1 new call needs approval; 3 pending."
+  let requestedSinceRead = 0;
+  document.addEventListener("htmx:afterSettle", function () {
+    const count = document.getElementById("dashboard-count");
+    if (!count || !requestedSinceRead) return;
+    const fresh = requestedSinceRead;
+    requestedSinceRead = 0;
+    announce((fresh === 1 ? "1 new call needs" : fresh + " new calls need") + " approval; " + Number(count.dataset.count) + " pending.");
   });
   document.addEventListener("htmx:wsOpen", function () {
     if (document.getElementById("dashboard-filters")) htmx.trigger("#dashboard-filters", "refresh");

@@ -262,3 +262,14 @@ def test_a_card_is_decided_with_the_keyboard_alone_reject_with_a_reason_and_alwa
     # From the focused card, Tab goes to its first control.
     page.keyboard.press("Tab")
     assert page.evaluate(f"document.getElementById('tool-call-{second.tool_call_id}').contains(document.activeElement)")
+
+
+def test_the_dashboard_says_when_a_new_call_needs_approval(new_page, alice, bob, agent, api_for):
+    page = logged_in(new_page, bob)
+    page.goto("/approvals/")
+    expect(page.locator("html")).to_have_attribute("data-ws-opens", "1")
+    expect(page.locator("#dashboard-count")).to_have_attribute("data-count", "0")
+
+    conversation_id = start(api_for(alice), "delete a.txt")
+    wait_for_pending(conversation_id, 1)
+    expect(announced(page)).to_have_text("1 new call needs approval; 1 pending.")
