@@ -11,6 +11,7 @@ from django.utils import timezone
 from .models import Approval, Snooze
 from .permissions import can_decide
 from .selectors import Filters, pending_approvals
+from .templatetags.approval_tags import target
 
 SNOOZE_FOR = timedelta(hours=1)
 
@@ -32,6 +33,12 @@ class InboxItem:
     @property
     def requesters(self) -> list[str]:
         return list(dict.fromkeys(approval.requested_by.get_username() for approval in self.approvals))
+
+    @property
+    def other_targets(self) -> list[str]:
+        """What the others act on, after the first's title ("Delete notes/a.txt, notes/b.txt"), each once."""
+        first = target(self.first)
+        return [where for where in dict.fromkeys(target(approval) for approval in self.approvals[1:]) if where != first]
 
     @property
     def shown(self) -> list[str]:
