@@ -51,7 +51,11 @@ def inbox_approvals(user, filters: Filters) -> QuerySet[Approval]:
     they snoozed (or only those, with `filters.snoozed`), each with `request_text`."""
     approvals = pending_approvals(filters)
     snoozed = Snooze.objects.filter(user=user, until__gt=timezone.now()).values("approval_id")
-    approvals = approvals.filter(pk__in=snoozed) if filters.snoozed else approvals.exclude(pk__in=snoozed)
+    if filters.snoozed:
+        until = Snooze.objects.filter(user=user, approval_id=OuterRef("pk")).values("until")[:1]
+        approvals = approvals.filter(pk__in=snoozed).annotate(snoozed_until=Subquery(until))
+    else:
+        approvals = approvals.exclude(pk__in=snoozed)
     return with_request_text(approvals)
 
 

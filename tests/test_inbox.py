@@ -151,8 +151,10 @@ def test_a_snoozed_call_leaves_only_that_approvers_inbox_and_count_for_an_hour(a
     assert f'id="approval-row-{snoozed.pk}"' not in bobs and f'id="approval-row-{kept.pk}"' in bobs
     assert "Snoozed (1)" in bobs and "Approvals (1)" in re.sub(r"<[^>]+>", "", bobs)
     assert f'id="approval-row-{snoozed.pk}"' in page_of(carol)  # another approver still sees it
-    assert f'id="approval-row-{snoozed.pk}"' in page_of(bob, "/approvals/?snoozed=1")
     until = Snooze.objects.get(user=bob).until
+    snoozed_page = page_of(bob, "/approvals/?snoozed=1")
+    assert f'id="approval-row-{snoozed.pk}"' in snoozed_page and f'id="approval-row-{kept.pk}"' not in snoozed_page
+    assert f"snoozed until <time datetime=\"{until.isoformat()}\">{until:%H:%M} UTC</time>" in snoozed_page
     assert timedelta(minutes=59) < until - timezone.now() <= timedelta(hours=1)
 
 
