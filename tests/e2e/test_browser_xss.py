@@ -45,7 +45,7 @@ def test_payloads_in_every_field_render_as_text(new_page, alice, bob, agent, api
     assert_inert(owner, opened)
     open_conversation(owner, conversation_id)
     expect(owner.locator("#messages")).to_contain_text(f"Rejected by alice: {PAYLOAD}")
-    expect(owner.locator('article[data-tool="read_file"] details')).to_contain_text(PAYLOAD)
+    expect(owner.locator('article[data-tool="read_file"] details.result')).to_contain_text(PAYLOAD)
     assert_inert(owner, opened)
 
     approver = new_page()
