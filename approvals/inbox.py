@@ -97,14 +97,15 @@ def wake(user, approval_ids: list[int]) -> None:
 
 
 def alike_key(approval: Approval) -> tuple | None:
-    """What makes calls alike for the inbox: the same agent, tool and the conditions "Always…" would
-    prefill (so one rule would cover them all). None for what is never grouped: questions, plans,
+    """What makes calls alike for the inbox: the same agent, tool, risk and the conditions "Always…"
+    would prefill (so one rule would cover them all). None for what is never grouped: questions, plans,
     critical calls (each needs its typed confirmation) and calls without a suggestion."""
     suggestion = approval.rule_suggestion
     if approval.kind != Approval.Kind.ACTION or approval.confirmation_required or not suggestion:
         return None
     conditions = json.dumps(suggestion.get("arguments", {}), sort_keys=True)
-    return (approval.conversation.agent_id, approval.tool_call.name, conditions)
+    # The risk too: a group's row says one risk, so a riskier alike call is never hidden under it.
+    return (approval.conversation.agent_id, approval.tool_call.name, conditions, approval.risk)
 
 
 def inbox_items(user, approvals: list[Approval]) -> list[InboxItem]:

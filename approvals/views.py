@@ -107,12 +107,17 @@ def group_decide(request):
     if not is_approver(request.user):
         raise PermissionDenied("Group decisions are for approvers.")
     decision = request.POST.get("decision")
+    listed = request.POST.getlist("approval_ids")
     try:
-        shown = parse_shown(request.POST.getlist("approval_ids"))
+        shown = parse_shown(listed)
     except BadInput as exc:
         return HttpResponse(str(exc), status=400)
     if decision not in ("approve", "reject") or not shown:
         return HttpResponse("A group decision names its calls and approve or reject.", status=400)
+    if len(shown) != len(listed) or not all(shown.values()):
+        # A row lists each call once with its version: a bare id (whatever the call is now) or an
+        # id at two versions is not what any row showed.
+        return HttpResponse("A group decision names each call once, at the version its row listed.", status=400)
     try:
         with transaction.atomic():
             outcome = decide_many(

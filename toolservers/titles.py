@@ -8,6 +8,12 @@ from .specs import SEPARATOR
 KEY_ARGUMENTS = ("path", "name", "file", "to", "url", "message", "title", "query", "branch", "target")
 MAX_SHOWN = 2
 MAX_VALUE_CHARS = 60
+# A server's own title kept short, so the card's title still reaches the arguments it acts on.
+MAX_TOOL_TITLE_CHARS = 50
+
+
+def short(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def describe_call(name: str, arguments: Any, annotations: dict | None = None) -> str:
@@ -16,7 +22,8 @@ def describe_call(name: str, arguments: Any, annotations: dict | None = None) ->
     if not (server and separator and tool):
         return ""
     given = (annotations or {}).get("title") if isinstance(annotations, dict) else None
-    title = given.strip() if isinstance(given, str) and given.strip() else tool.replace("_", " ").strip().capitalize()
+    given = " ".join(given.split()) if isinstance(given, str) else ""
+    title = short(given or tool.replace("_", " ").strip().capitalize(), MAX_TOOL_TITLE_CHARS)
     shown = key_values(arguments) if isinstance(arguments, dict) else []
     return f"{title}: {', '.join(shown)}" if shown else title
 
@@ -31,7 +38,7 @@ def key_values(arguments: dict) -> list[str]:
             continue
         text = " ".join(str(value).split())
         if text and (len(text) <= MAX_VALUE_CHARS or key in KEY_ARGUMENTS):
-            shown.append(text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…")
+            shown.append(short(text, MAX_VALUE_CHARS))
         if len(shown) == MAX_SHOWN:
             break
     return shown
