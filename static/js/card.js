@@ -72,9 +72,25 @@
     }
     return values;
   }
+  // The lines compared by their longest common subsequence at most (an n·m table): the arguments
+  // are whatever the model sent, and a list of thousands of items must not freeze the tab at each key.
+  const MAX_COMPARED = 250000;
   function diffLines(before, after) {
-    // Longest common subsequence of lines: small inputs (a call's arguments), so O(n·m) is fine.
+    // The common head and tail as they are (an edit changes a few lines of many), the rest compared.
+    let head = 0, tail = 0;
+    while (head < before.length && head < after.length && before[head] === after[head]) head++;
+    while (tail < before.length - head && tail < after.length - head &&
+      before[before.length - 1 - tail] === after[after.length - 1 - tail]) tail++;
+    const same = (line) => [" ", line];
+    return before.slice(0, head).map(same).concat(
+      compared(before.slice(head, before.length - tail), after.slice(head, after.length - tail)),
+      before.slice(before.length - tail).map(same));
+  }
+  function compared(before, after) {
     const n = before.length, m = after.length;
+    if (n * m > MAX_COMPARED) {  // too many changed lines to match up: all removed, then all added
+      return before.map((line) => ["-", line]).concat(after.map((line) => ["+", line]));
+    }
     const common = Array.from({ length: n + 1 }, () => new Array(m + 1).fill(0));
     for (let i = n - 1; i >= 0; i--) {
       for (let j = m - 1; j >= 0; j--) {
