@@ -118,10 +118,11 @@
     const actions = { o: (line) => open(line), a: approve, r: reject, x: select, e: edit };
     const action = actions[event.key];
     if (!action) return;
-    let line = current();
-    if (!line || !visible(line)) { move(1); line = current(); }
-    if (!line) return;
     event.preventDefault();
+    const line = current();
+    // Nothing focused yet: the key only reaches the first row (a stray "a" never approves a call
+    // the person has not yet come to).
+    if (!line || !visible(line)) { move(1); return; }
     action(line);
   });
 

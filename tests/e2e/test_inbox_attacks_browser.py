@@ -6,7 +6,13 @@ import os
 import time
 from pathlib import Path
 
-from tests.e2e.browser import browser  # noqa: F401  (the fixture)
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
+
+from approvals.models import Approval
+from tests.conftest import wait_until
+from tests.e2e.browser import browser, new_page, start, wait_for_pending  # noqa: F401  (fixtures)
+from tests.e2e.test_dashboard_browser import logged_in, open_dashboard
 
 CARD_JS = Path(os.environ.get("HITL_CARD_JS", Path(__file__).resolve().parents[2] / "static/js/card.js"))
 MARKUP = "<img src=x onerror=window.owned=1>"
@@ -56,3 +62,20 @@ def test_the_live_diff_shows_markup_as_text(browser):  # noqa: F811
         assert page.locator("#diff img").count() == 0 and page.evaluate("() => window.owned") is None
     finally:
         page.close()
+
+
+@pytest.mark.e2e
+def test_a_key_on_an_inbox_with_no_row_focused_only_reaches_the_first_row(new_page, alice, bob, agent, api_for):  # noqa: F811
+    api = api_for(alice)
+    [first] = wait_for_pending(start(api, "write hello to one.txt"), 1)
+    page = logged_in(new_page, bob, width=1280, height=900)
+    open_dashboard(page)
+
+    page.keyboard.press("a")  # nothing focused yet: this only reaches the first row
+    expect(page.locator("#dashboard-rows .is-focused")).to_have_attribute("data-approval-id", str(first.pk))
+    with pytest.raises(PlaywrightTimeout):  # no decision sent within a second
+        page.wait_for_event("request", lambda request: request.method == "POST", timeout=1000)
+    assert Approval.objects.get(pk=first.pk).status == Approval.Status.PENDING
+
+    page.keyboard.press("a")  # on the focused row: approves that one
+    wait_until(lambda: Approval.objects.get(pk=first.pk).status == Approval.Status.APPROVED, message="approved")
