@@ -1,6 +1,7 @@
 """A call in words ("Delete notes.txt"), the title of its card and its inbox row. Whoever owns the
 tools says how their calls read (chat's registry, the tool servers), registering here, so approvals
 never imports them."""
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,15 @@ def title(name: str, arguments: Any, annotations: dict | None = None) -> str:
     return shorten(name)
 
 
+# The spaces and line breaks a title folds into one space. Not str.split()'s whitespace: that also
+# takes U+2028, U+0085 and U+001C-U+001F, which the card must show (hitl.visible), never fold away.
+_FOLDED = re.compile(r"[ \t\r\n]+")
+
+
+def one_line(text: str) -> str:
+    return _FOLDED.sub(" ", text).strip(" ")
+
+
 def shorten(text: str) -> str:
-    text = " ".join(text.split())
+    text = one_line(text)
     return text if len(text) <= MAX_TITLE_CHARS else text[: MAX_TITLE_CHARS - 1] + "…"

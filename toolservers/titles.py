@@ -2,6 +2,8 @@
 (else its name, readably) and the arguments that say what it acts on ("Git commit: Second commit")."""
 from typing import Any
 
+from approvals.titles import one_line
+
 from .specs import SEPARATOR
 
 # The arguments that say what a call acts on, in the order to look for them; others follow if short.
@@ -22,7 +24,7 @@ def describe_call(name: str, arguments: Any, annotations: dict | None = None) ->
     if not (server and separator and tool):
         return ""
     given = (annotations or {}).get("title") if isinstance(annotations, dict) else None
-    given = " ".join(given.split()) if isinstance(given, str) else ""
+    given = one_line(given) if isinstance(given, str) else ""
     title = short(given or tool.replace("_", " ").strip().capitalize(), MAX_TOOL_TITLE_CHARS)
     shown = key_values(arguments) if isinstance(arguments, dict) else []
     return f"{title}: {', '.join(shown)}" if shown else title
@@ -36,7 +38,7 @@ def key_values(arguments: dict) -> list[str]:
         value = arguments[key]
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             continue
-        text = " ".join(str(value).split())
+        text = one_line(str(value))
         if text and (len(text) <= MAX_VALUE_CHARS or key in KEY_ARGUMENTS):
             shown.append(short(text, MAX_VALUE_CHARS))
         if len(shown) == MAX_SHOWN:

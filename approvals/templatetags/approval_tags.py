@@ -44,7 +44,7 @@ def target(approval) -> str:
         arguments = (approval.edited_arguments if approval.is_edited else approval.tool_call.arguments) or {}
         named = [arguments[key] for key in TARGET_ARGUMENTS if isinstance(arguments.get(key), str)]
         text = named[0] if named else next((value for value in arguments.values() if isinstance(value, str)), "")
-    text = " ".join(text.split())
+    text = titles.one_line(text)
     return reveal(text if len(text) <= MAX_TARGET_CHARS else text[: MAX_TARGET_CHARS - 1] + "…")
 
 

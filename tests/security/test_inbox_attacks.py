@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from approvals import inbox, titles
 from approvals.models import Approval, Snooze
-from approvals.templatetags.approval_tags import call_title
+from approvals.templatetags.approval_tags import call_title, target
 from tests.conftest import client_for, pending_approvals, start_conversation as start
 from toolservers.titles import describe_call as describe_mcp_call
 
@@ -247,3 +247,29 @@ def test_call_title_of_a_call_with_non_object_arguments_is_its_name(alice, agent
     call.tool_call.arguments = ["not", "an", "object"]
 
     assert call_title(call) == "delete_file"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "snoozed=1&older_than=-5", "snoozed=%00", "older_than=99999999999999999999", "q=%00%ud800", "q=" + "x" * 5000,
+        "risk=<script>&kind=nope&agent=%27&tool=%22&requester=%00", "snoozed=1&snoozed=0&q=a&q=b",
+    ],
+)
+def test_odd_inbox_queries_are_a_page_never_a_500(alice, bob, agent, query):
+    start(alice, agent, "delete notes/a.txt")
+
+    for headers in ({}, HTMX):
+        response = client_for(bob).get(f"/approvals/?{query}", headers=headers)
+        assert response.status_code in (200, 400), query
+        assert "<script>" not in response.content.decode()
+
+
+@pytest.mark.parametrize("hidden", ["\u2028", "\u2029", "\x85", "\x1c", "\x1f"])
+def test_a_line_separator_in_the_arguments_is_shown_in_the_title_and_target_not_folded_away(alice, agent, hidden):
+    call = pending_approvals(start(alice, agent, "delete notes/a.txt"))[0]
+    call.tool_call.arguments = {"path": f"notes/a.txt{hidden}"}
+    shown = f"U+{ord(hidden):04X}"
+
+    assert shown in call_title(call) and shown in target(call)
+    assert titles.title("notes__delete_note", {"name": f"a{hidden}.txt"}, {"title": f"Remove{hidden}"}).count(hidden) == 2
