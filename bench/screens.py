@@ -354,7 +354,8 @@ def chat_plan(tour: Tour, scene: Scene) -> None:
 
 def _inbox_calls(tour: Tour) -> None:
     """More for the approver than the chat scenes left: two four-eyes deletes with the ops agent
-    (of files the owner wrote first), and two emails waiting with the demo agent."""
+    (of files the owner wrote first), and two alike emails waiting with the demo agent (the same
+    address and subject, from two conversations: the inbox groups them)."""
     page = tour.start("ops", "write hello to notes.txt", agent="Ops agent (four eyes)")
     for n, message in enumerate(("", "write first draft to draft.txt")):
         if message:
@@ -368,7 +369,7 @@ def _inbox_calls(tour: Tour) -> None:
     deletes = cards(page, "delete_file", "pending_approval")
     tour.pending["delete-1"], tour.pending["delete-2"] = approval_id(deletes.nth(0)), approval_id(deletes.nth(1))
     tour.pending["delete-cards"] = [deletes.nth(0).get_attribute("id"), deletes.nth(1).get_attribute("id")]
-    for n, subject in enumerate(("the release notes", "the offsite")):
+    for n, subject in enumerate(("the offsite", "the offsite")):
         page = tour.start(f"email-{n}", f"email bob@example.com about {subject}")
         tour.pending[f"email-{n}"] = approval_id(pending_card(page, "send_email"))
 

@@ -44,7 +44,14 @@ def test_an_owner_who_may_approve_is_still_told_how_to_type_a_decision(alice, ag
     assert len(pending_approvals(conversation)) == 2
     bar = status_bar(client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode())
 
-    assert "Waiting for a decision." in bar and "“approve all N”" in bar
+    assert "Waiting for a decision." in bar and "“approve all 2”" in bar
+
+
+def test_with_one_call_waiting_the_owner_is_told_to_type_yes_or_no(alice, agent):
+    conversation = start(alice, agent, "delete a.txt")
+    bar = status_bar(client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode())
+
+    assert "Decide on the card<" in bar and "“yes” or “no, because …”" in bar and "approve all" not in bar
 
 
 def test_the_rules_page_says_what_a_change_did(alice, agent):

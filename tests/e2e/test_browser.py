@@ -160,6 +160,7 @@ def test_a_second_tab_sees_each_decision_without_reloading(new_page, alice, bob,
     expect(seen_by_bob).to_contain_text("Rejected by alice via chat")
     expect(seen_by_bob.get_by_role("button", name=DECISION_BUTTONS)).to_have_count(0)
     expect(bobs.get_by_role("button", name=APPROVE_ALL)).to_have_count(0)
+    expect(status_bar(alices)).to_contain_text("type “yes” or “no, because …”")  # one left: the bar counts again
 
     button(card(bobs, "delete_file", "b.txt"), "Approve").click()
     seen_by_alice = card(alices, "delete_file", "b.txt")
@@ -344,7 +345,7 @@ def test_typing_approve_all_with_the_count_approves_every_pending_call(e2e, page
     wait_for_pending(conversation_id, 2)
     log_in(page, alice)
     open_conversation(page, conversation_id)
-    expect(status_bar(page)).to_contain_text("“approve all N”")
+    expect(status_bar(page)).to_contain_text("“approve all 2”")
 
     message_box = page.get_by_label("Message", exact=True)
     message_box.fill("approve all 2")
