@@ -69,3 +69,13 @@ def test_the_rules_page_says_what_a_change_did(alice, agent):
 
     deleted = client.post(f"/rules/{rule.pk}/delete/", follow=True).content.decode()
     assert f"Rule #{rule.pk} deleted" in deleted and f'id="rule-{rule.pk}"' not in deleted
+
+
+def test_a_question_waiting_alone_is_answered_on_its_card_or_by_typing_and_a_plan_only_on_its_card(alice, agent):
+    asked = start(alice, agent, "ask me to choose between tea, coffee and water")
+    bar = status_bar(client_for(alice).get(f"/conversations/{asked.pk}/").content.decode())
+    assert "Waiting for an answer." in bar and "type your answer below" in bar and "“yes”" not in bar
+
+    planned = start(alice, agent, "plan a tidy-up of the notes")
+    bar = status_bar(client_for(alice).get(f"/conversations/{planned.pk}/").content.decode())
+    assert "Decide on the card." in bar and "type “" not in bar and "type your" not in bar

@@ -13,5 +13,8 @@ def waiting_counts(conversation) -> dict:
     its owner may approve (four eyes): the owner may only reject those, so the bar must not tell
     them to type "approve all N"."""
     return Approval.objects.filter(conversation_id=conversation.pk, status=Approval.Status.PENDING).aggregate(
-        pending=Count("pk"), four_eyes=Count("pk", filter=Q(approver_required=True))
+        pending=Count("pk"),
+        four_eyes=Count("pk", filter=Q(approver_required=True)),
+        questions=Count("pk", filter=Q(kind=Approval.Kind.QUESTION)),
+        pauses=Count("pk", filter=~Q(kind=Approval.Kind.ACTION)),  # questions and plans: "yes" decides none
     )
