@@ -124,11 +124,12 @@ def _settle(call: ToolCall, conversation: Conversation) -> None:
         _resume(call, conversation)
 
 
-def apply_decision(tool_call_id: int) -> ToolCall | None:
-    """Copy a decided approval onto its tool call; safe to repeat (used by the receiver and the loop)."""
+def apply_decision(tool_call_id: int, *, with_status: bool = False) -> ToolCall | None:
+    """Copy a decided approval onto its tool call; safe to repeat (used by the receiver and the loop).
+    `with_status`: the card's push carries the status bar too (it counts what is left to decide)."""
     call = _loaded_call(tool_call_id)
     if call is not None:
-        _apply_decision(call)
+        _apply_decision(call, with_status=with_status)
     return call
 
 
@@ -148,31 +149,33 @@ def _loaded_call(tool_call_id: int) -> ToolCall | None:
     return next(call for call in message.tool_calls.all() if call.pk == tool_call_id)
 
 
-def _apply_decision(call: ToolCall, *, push_approved: bool = True) -> None:
+def _apply_decision(call: ToolCall, *, push_approved: bool = True, with_status: bool = False) -> None:
     approval = call.approval
     if call.status != Status.PENDING_APPROVAL or approval.status == Approval.Status.PENDING:
         return
+    # One push for the card and, when asked, the bar: a page that loses one loses both, and catches up on both.
+    also = fragments.conversation_status_html(call.message.conversation) if with_status else ""
     if approval.kind != Approval.Kind.ACTION and approval.status != Approval.Status.CANCELLED:
         # A question or a plan: nothing runs, what the human decided is the result.
         finished = Status.SUCCEEDED if pauses.succeeded(approval) else (
             Status.EXPIRED if approval.status == Approval.Status.EXPIRED else Status.REJECTED
         )
-        _transition(call, Status.PENDING_APPROVAL, finished, result=pauses.result(approval))
+        _transition(call, Status.PENDING_APPROVAL, finished, also=also, result=pauses.result(approval))
     elif approval.status == Approval.Status.APPROVED:
-        _transition(call, Status.PENDING_APPROVAL, Status.APPROVED, push=push_approved)
+        _transition(call, Status.PENDING_APPROVAL, Status.APPROVED, push=push_approved, also=also)
     elif approval.status == Approval.Status.REJECTED and approval.decided_via == Approval.Via.REPEAT:
-        _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, result=_repeat_result(approval))
+        _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, also=also, result=_repeat_result(approval))
     elif approval.status == Approval.Status.REJECTED and approval.rule_id:
-        _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, result=approval.rejection_reason)  # "Denied by rule #N: …"
+        _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, also=also, result=approval.rejection_reason)  # "Denied by rule #N: …"
     elif approval.status == Approval.Status.REJECTED:
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
         text = f"Rejected by {who}: {approval.rejection_reason}" if approval.rejection_reason else f"Rejected by {who}."
-        _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, result=text)
+        _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, also=also, result=text)
     elif approval.status == Approval.Status.EXPIRED:
-        _transition(call, Status.PENDING_APPROVAL, Status.EXPIRED, result="Not run: the approval timed out.")
+        _transition(call, Status.PENDING_APPROVAL, Status.EXPIRED, also=also, result="Not run: the approval timed out.")
     else:
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
-        _transition(call, Status.PENDING_APPROVAL, Status.CANCELLED, result=_cancelled_result(who))
+        _transition(call, Status.PENDING_APPROVAL, Status.CANCELLED, also=also, result=_cancelled_result(who))
 
 
 def _repeat_result(approval: Approval) -> str:
@@ -187,7 +190,7 @@ def _repeat_result(approval: Approval) -> str:
     )
 
 
-def _transition(call: ToolCall, old: str, new: str, *, push: bool = True, **fields) -> bool:
+def _transition(call: ToolCall, old: str, new: str, *, push: bool = True, also: str = "", **fields) -> bool:
     """Conditional update: only one worker moves a call out of `old`; the loser sees 0 rows."""
     if new in ToolCall.FINISHED:
         fields.setdefault("finished_at", timezone.now())
@@ -200,7 +203,7 @@ def _transition(call: ToolCall, old: str, new: str, *, push: bool = True, **fiel
     for name, value in fields.items():
         setattr(call, name, value)
     if push:
-        live.push_now(live.conversation_group(call.message.conversation_id), fragments.tool_card_html(call, oob=True))
+        live.push_now(live.conversation_group(call.message.conversation_id), fragments.tool_card_html(call, oob=True) + also)
     return True
 
 

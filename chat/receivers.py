@@ -1,7 +1,6 @@
 """chat's reaction to decisions: resume each conversation whose turn is decided, or move the card on
 (which pushes it) where other calls of the turn still wait for a human."""
-from . import loop, messages, recovery
-from .models import Conversation
+from . import loop, recovery
 from .tasks import advance_conversation
 
 
@@ -11,13 +10,10 @@ def on_approvals_decided(sender, approvals, **kwargs) -> None:
         # The worker applies the decisions as its first step and pushes the cards then. Applying
         # them here too would only race the worker for the database's write lock.
         advance_conversation.delay(str(conversation_id))
-    still_waiting = set()
     for approval in approvals:
         if approval.conversation_id not in resumed:
-            loop.apply_decision(approval.tool_call_id)
-            still_waiting.add(approval.conversation_id)
-    for conversation in Conversation.objects.filter(pk__in=still_waiting):
-        messages.push_status(conversation)  # its bar counts what is left to decide ("approve all 2" → "yes")
+            # Other calls still wait: the bar counts what is left to decide ("approve all 2" → "yes").
+            loop.apply_decision(approval.tool_call_id, with_status=True)
 
 
 def on_approval_edited(sender, approval, **kwargs) -> None:
