@@ -52,6 +52,7 @@ run: setup
 # Playwright's greenlets): one process for both once died of a segfault in a unit test after the
 # browser tests, which no test on its own reproduces.
 SUITES := "tests --ignore=tests/e2e" "tests/e2e"
+PYTEST_ARGS ?= --durations=25
 test: $(VENV)/.test-deps $(GIT_MCP)/.installed
 	bin/ensure-system-packages --test
 	for suite in $(SUITES); do $(PY) -m pytest $(PYTEST_ARGS) $$suite || exit 1; done
