@@ -7,6 +7,13 @@ a streaming one for the frame count), answering after `latency` seconds. Our con
 started through the JSON API by an asyncio client with at most CLIENT_IN_FLIGHT requests in
 flight (httpx's pool slows down with thousands of queued requests; a hundred keeps the client
 far from being the bottleneck), and their state is read from the database every 50 ms.
+
+Each workload's CPU (issue 24) is read from /proc/<pid>/stat of each of our processes (daphne, each
+worker with its pool children, beat, Redis) once the stack has settled before it and again once it
+has settled after it (so what it left to do, its last pushes, is in), and divided by its
+conversations; the workers' statements and pushes are counted per loop task and step
+(bench/counts.py, on when HITL_BENCH_COUNTS names a directory, as bench/run.py sets it). LangGraph's
+process measures its own CPU around each workload (os.times()).
 """
 import asyncio
 import json
@@ -21,6 +28,8 @@ from pathlib import Path
 
 import httpx
 
+from bench import counts
+from bench.cpu import CpuMeter, per_unit_ms
 from bench.stack import ROOT, Stack, free_port, load, log, port_open, procfile_worker_args, settled, wait_until
 
 CLIENT_IN_FLIGHT = 100  # API requests in flight at once from the benchmark's client
@@ -172,6 +181,7 @@ class Concurrency:
         model.stats(reset=True)
         self.stack.reset_peak_memory()
         sockets, socket_errors = [], []
+        meter = self.measure()
 
         async def open_probe(index: int, body: dict) -> None:
             if index < probes:
@@ -191,6 +201,7 @@ class Concurrency:
         unfinished = wait_settled(lambda: len(ids) - answered.count() - failed.count(), 120 + n * 0.5)
         t_done = time.time()
         stats = model.stats()
+        cost = self.measured(meter, n)
         answered_at = sorted(
             m.created_at.timestamp() - t0
             for m in Message.objects.filter(conversation__in=ids, role=Message.Role.ASSISTANT)
@@ -211,6 +222,7 @@ class Concurrency:
             "daphne_memory": self.stack.daphne_memory(),
             "failures": failures(failed_posts, failed, unfinished),
             "logs": self.log_findings(),
+            **cost,
         }
         if probes:
             time.sleep(0.5)  # the last frames of the final push are on their way
@@ -219,7 +231,7 @@ class Concurrency:
             for socket in sockets:
                 socket.close()
         log(f"    all {n} POSTs answered after {result['posted_s']:.1f} s, all answered after {result['all_answered_s']:.1f} s; "
-            f"model peak in flight {stats['peak_in_flight']}{describe(result['failures'])}")
+            f"model peak in flight {stats['peak_in_flight']}{describe(result['failures'])}; {describe_cost(cost)}")
         return result
 
     # -- concurrent resume --
@@ -236,6 +248,7 @@ class Concurrency:
         tag = uuid.uuid4().hex[:6]
         prefix = f"write hi to {tag}a"
         self.model.stats(reset=True)
+        meter = self.measure()
         t0 = time.time()
         posted, failed_posts = self.post_all(
             [("conversations", {"agent": "bench-model", "message": f"{prefix}{i}.txt"}) for i in range(n)], 201)
@@ -246,14 +259,16 @@ class Concurrency:
         unfinished = wait_settled(lambda: len(posted) - waiting.count() - failed.count(), 120 + n * 0.5)
         t_waiting = time.time()
         waiting_stats = self.model.stats()
+        waiting_cost = self.measured(meter, len(posted))
         failed_first = failures(failed_posts, failed, unfinished)
         approval_ids = list(Approval.objects.filter(conversation__in=waiting, status=Approval.Status.PENDING)
                             .values_list("pk", flat=True))
-        log(f"    {len(approval_ids)} waiting after {t_waiting - t0:.1f} s{describe(failed_first)}; approving all")
+        log(f"    {len(approval_ids)} waiting after {t_waiting - t0:.1f} s{describe(failed_first)}; {describe_cost(waiting_cost)}; "
+            "approving all")
 
-        self.settle()
         self.model.stats(reset=True)
         self.stack.reset_peak_memory()
+        meter = self.measure()  # settled: measured() waited for the stack to settle
         with httpx.Client(base_url=f"{self.stack.base_url}/api/", headers={"Authorization": f"Bearer {self.bench.owner_token}"},
                           timeout=120) as client:
             t1 = time.time()
@@ -270,6 +285,7 @@ class Concurrency:
         unfinished = wait_settled(lambda: len(approval_ids) - done.count() - failed_resume.count(), 120 + n * 0.5)
         t_done = time.time()
         stats = self.model.stats()
+        cost = self.measured(meter, len(approval_ids))
         finished_at = sorted(m.created_at.timestamp() - t1 for m in finals) or [float("nan")]
         for conversation_id, title in done.values_list("pk", "title"):  # each resume really ran its tool
             assert (self.stack.work / "sandboxes" / str(conversation_id) / title.rsplit(" ", 1)[-1]).read_text() == "hi"
@@ -291,9 +307,12 @@ class Concurrency:
             "daphne_memory": self.stack.daphne_memory(),
             "failures": failures([], failed_resume, unfinished),
             "logs": self.log_findings(),
+            "waiting_cost": waiting_cost,
+            **cost,
         }
         log(f"    approve-all answered after {result['decisions_submitted_s']:.1f} s, all finished after "
-            f"{result['all_finished_s']:.1f} s; model peak in flight {stats['peak_in_flight']}{describe(result['failures'])}")
+            f"{result['all_finished_s']:.1f} s; model peak in flight {stats['peak_in_flight']}{describe(result['failures'])}; "
+            f"{describe_cost(cost)}")
         return result
 
     # -- LangGraph, the same workloads --
@@ -314,8 +333,10 @@ class Concurrency:
             raise RuntimeError(f"the LangGraph concurrency peer failed:\n{output.stderr[-3000:]}")
         result = json.loads(output.stdout)
         for each in result["starts"]:
-            log(f"    LangGraph {each['conversations']}: all answered after {each['all_answered_s']:.1f} s")
-        log(f"    LangGraph resume {result['resume']['conversations']}: all finished after {result['resume']['all_finished_s']:.1f} s")
+            log(f"    LangGraph {each['conversations']}: all answered after {each['all_answered_s']:.1f} s; "
+                f"CPU {each['cpu_ms_per_conversation']:.1f} ms a conversation")
+        log(f"    LangGraph resume {result['resume']['conversations']}: all finished after {result['resume']['all_finished_s']:.1f} s; "
+            f"CPU {result['resume']['cpu_ms_per_conversation']:.1f} ms a conversation")
         return result
 
     # -- helpers --
@@ -352,6 +373,35 @@ class Concurrency:
             return [r for r in results if r is not None]
 
         return asyncio.run(main()), failed
+
+    def cpu_pids(self) -> dict[str, int]:
+        """Our processes whose CPU a workload is charged: daphne, each worker (its pool children with
+        it), beat and Redis; not the model servers (a stand-in for the provider) nor this client."""
+        processes = self.stack.processes
+        order = ["web", *sorted(name for name in processes if name.startswith("worker")), "beat", "redis"]
+        return {("daphne" if name == "web" else name): processes[name].popen.pid for name in order if name in processes}
+
+    def measure(self) -> dict:
+        """Before a workload, the stack settled: each process's CPU and the counts so far."""
+        return {"cpu": CpuMeter(self.cpu_pids()).start(), "counts": self.read_counts()}
+
+    def measured(self, before: dict, conversations: int) -> dict:
+        """After it: once the stack has settled again, what each process used, per conversation, and
+        the statements and pushes the workers' loop tasks made, per step and per conversation."""
+        self.settle()
+        cpu = per_unit_ms(before["cpu"].stop(), conversations)
+        cost = {"cpu": cpu}
+        if before["counts"] is not None:
+            done = counts.difference(before["counts"], self.read_counts())
+            done["statements_per_conversation"] = done["statements"] / max(conversations, 1)
+            done["pushes_per_conversation"] = done["pushes"] / max(conversations, 1)
+            done["steps_per_conversation"] = done["steps"] / max(conversations, 1)
+            cost["counts"] = done
+        return cost
+
+    def read_counts(self) -> dict | None:
+        directory = os.environ.get("HITL_BENCH_COUNTS")
+        return counts.read(directory) if directory else None
 
     def logged(self) -> list:
         """The processes whose logs and CPU this section watches: the workers and daphne."""
@@ -410,6 +460,17 @@ def frame_rates(socket) -> dict:
         "busiest_second": busiest,
         "min_gap_ms": min(gaps) * 1000 if gaps else float("nan"),
     }
+
+
+def describe_cost(cost: dict) -> str:
+    """One progress line's worth: CPU ms per conversation, summed and per process; counts per step."""
+    cpu = cost["cpu"]
+    text = f"CPU {cpu['sum_ms']:.1f} ms a conversation (" + ", ".join(
+        f"{name} {ms:.1f}" for name, ms in cpu["per_process_ms"].items()) + ")"
+    if cost.get("counts"):
+        c = cost["counts"]
+        text += f"; {c['statements_per_step']:.1f} statements and {c['pushes_per_step']:.1f} pushes a step"
+    return text
 
 
 def summary(values: list[float]) -> dict:

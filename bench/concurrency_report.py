@@ -59,6 +59,7 @@ def concurrency_report(results: dict) -> list[str]:
     add("   answer, from the first POST; failed: POSTs not answered 201, conversations failed or never finished; model peak:")
     add("   most model calls in flight at once; MiB: peak RSS (VmHWM, reset before each run) of the biggest process that runs")
     add("   tasks (a worker, or the biggest pool child, if prefork) and of daphne)")
+    lines.extend(cpu_report(results))
     s = results["stream"]
     frames = s.get("frames") or []
     if s.get("socket_errors"):
@@ -82,6 +83,83 @@ def concurrency_report(results: dict) -> list[str]:
         for sample in found["samples"][:3]:
             add(f"    {name}: {sample[:160]}")
     return lines
+
+
+START_CPU_TARGET_MS = 20  # issue 24: CPU per conversation summed over our processes, a start
+RESUME_CPU_TARGET_MS = 25  # and a resume (approve-all: the decision POST, the tool, one more model call)
+
+
+def _workloads(results: dict) -> list[tuple[str, dict, dict | None, str]]:
+    """(name, our figures with "cpu" and "counts", LangGraph's figures or None, the target) for each
+    workload that was measured."""
+    lg = results.get("langgraph") or {}
+    lg_starts = _langgraph_by_size(results)
+    rows = [(f"start {each['conversations']}", each, lg_starts.get(each["conversations"]), f"≤ {START_CPU_TARGET_MS}")
+            for each in results["starts"]]
+    s = results.get("stream")
+    if s and "cpu" in s:
+        rows.append((f"start {s['conversations']}, streaming", s, None, ""))
+    r = results["resume"]
+    lg_r = lg.get("resume")
+    if "waiting_cost" in r:
+        lg_waiting = {"cpu_ms_per_conversation": lg_r["waiting_cpu_ms_per_conversation"]} if lg_r and "waiting_cpu_ms_per_conversation" in lg_r else None
+        rows.append((f"start {r['conversations']} to approval", r["waiting_cost"], lg_waiting, f"≤ {START_CPU_TARGET_MS}"))
+    if "cpu" in r:
+        rows.append((f"resume {r.get('approved', r['conversations'])} (approve-all)", r, lg_r, f"≤ {RESUME_CPU_TARGET_MS}"))
+    return [row for row in rows if "cpu" in row[1]]
+
+
+def cpu_report(results: dict) -> list[str]:
+    """CPU per conversation per process, their sum beside the target and LangGraph's one process; then
+    the workers' statements and pushes per step, counted."""
+    rows = _workloads(results)
+    if not rows:
+        return []
+    names = list(rows[0][1]["cpu"]["per_process_ms"])
+    lines = ["  CPU per conversation, ms (utime+stime from /proc/<pid>/stat of each of our processes, pool children with their",
+             "  worker, before and after each workload, the stack settled both times; LangGraph: its one process, os.times()):"]
+    row = "    {:<30}" + " {:>8}" * (len(names) + 4)
+    lines.append(row.format("workload", *names, "sum", "target", "LangGraph", "ours ÷"))
+    for name, ours, theirs, target in rows:
+        cpu = ours["cpu"]
+        lg_ms = theirs.get("cpu_ms_per_conversation") if theirs else None
+        lines.append(row.format(name, *(_fmt(cpu["per_process_ms"].get(n), 1) for n in names), _fmt(cpu["sum_ms"], 1),
+                                target or "", _fmt(lg_ms, 1) if lg_ms is not None else "—",
+                                f"{cpu['sum_ms'] / lg_ms:.1f}×" if lg_ms else "—"))
+    counted = [(name, ours["counts"]) for name, ours, _, _ in rows if ours.get("counts")]
+    if counted:
+        lines.append("  the workers' loop tasks, counted (bench/counts.py): SQL statements and pushes per step (chat.loop._step)")
+        lines.append("  and per conversation:")
+        row = "    {:<30} {:>7} {:>7} {:>11} {:>9} {:>11} {:>9}"
+        lines.append(row.format("workload", "tasks", "steps", "statements", "pushes", "statements", "pushes"))
+        lines.append(row.format("", "", "", "a step", "a step", "a conv.", "a conv."))
+        for name, c in counted:
+            lines.append(row.format(name, c["tasks"], c["steps"], _fmt(c["statements_per_step"], 1), _fmt(c["pushes_per_step"], 1),
+                                    _fmt(c["statements_per_conversation"], 1), _fmt(c["pushes_per_conversation"], 1)))
+    return lines
+
+
+def cpu_targets(results: dict) -> list[dict]:
+    """Issue 24's CPU targets: summed over our processes, start ≤ 20 ms and resume ≤ 25 ms a conversation."""
+    targets = []
+    starts = [(each["conversations"], each) for each in results["starts"] if "cpu" in each]
+    lg_starts = _langgraph_by_size(results)
+    if starts:
+        n, biggest = max(starts, key=lambda pair: pair[0])
+        lg = lg_starts.get(n)
+        lg_text = f"; LangGraph {_fmt(lg['cpu_ms_per_conversation'], 1)} ms" if lg and "cpu_ms_per_conversation" in lg else ""
+        all_sizes = ", ".join(f"{size}: {_fmt(each['cpu']['sum_ms'], 1)}" for size, each in starts)
+        targets.append({"what": f"CPU per conversation started, summed over our processes: ≤ {START_CPU_TARGET_MS} ms",
+                        "ok": biggest["cpu"]["sum_ms"] <= START_CPU_TARGET_MS,
+                        "figure": f"{_fmt(biggest['cpu']['sum_ms'], 1)} ms at N={n} (N: ms {all_sizes}){lg_text}"})
+    r = results["resume"]
+    if "cpu" in r:
+        lg_r = (results.get("langgraph") or {}).get("resume")
+        lg_text = f"; LangGraph {_fmt(lg_r['cpu_ms_per_conversation'], 1)} ms" if lg_r and "cpu_ms_per_conversation" in lg_r else ""
+        targets.append({"what": f"CPU per conversation resumed (approve-all), summed over our processes: ≤ {RESUME_CPU_TARGET_MS} ms",
+                        "ok": r["cpu"]["sum_ms"] <= RESUME_CPU_TARGET_MS,
+                        "figure": f"{_fmt(r['cpu']['sum_ms'], 1)} ms over {r.get('approved', r['conversations'])}{lg_text}"})
+    return targets
 
 
 def _failed(failed: dict) -> str:
@@ -131,6 +209,7 @@ def concurrency_targets(results: dict) -> list[dict]:
     if lg:
         lg_mib = max([each.get("peak_mib", 0) for each in lg["starts"]] + [lg["resume"].get("peak_mib", 0)])
         lg_peak = f"; LangGraph's one process {_fmt(lg_mib, 0)} MiB"
+    targets.extend(cpu_targets(results))
     targets.append({"what": "peak memory per process in section 7", "ok": "info",
                     "figure": f"worker {_fmt(peak, 0)} MiB ({results['worker']['pool']} pool), daphne {_fmt(daphne, 0)} MiB{lg_peak}"})
     return targets

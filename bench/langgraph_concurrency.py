@@ -94,6 +94,12 @@ def reset_peak_memory() -> None:
         pass
 
 
+def cpu_seconds() -> float:
+    """This one process's CPU seconds (user + system, all threads): it runs the whole workload."""
+    times = os.times()
+    return times.user + times.system
+
+
 def peak_memory_mib() -> float:
     for line in Path(f"/proc/{os.getpid()}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -107,6 +113,7 @@ async def start(graph, base_url: str, n: int) -> dict:
     model_stats(base_url, reset=True)
     reset_peak_memory()
     answered: list[float] = []
+    cpu0 = cpu_seconds()
     t0 = time.time()
 
     async def one(i: int) -> None:
@@ -117,12 +124,14 @@ async def start(graph, base_url: str, n: int) -> dict:
 
     await asyncio.gather(*(one(i) for i in range(n)))
     t_done = time.time()
+    cpu_s = cpu_seconds() - cpu0
     stats = model_stats(base_url)
     answered.sort()
     return {"conversations": n, "all_answered_s": t_done - t0, "first_answer_s": answered[0],
             "median_answer_s": answered[len(answered) // 2], "p95_answer_s": answered[max(0, int(n * 0.95) - 1)],
             "model_requests": stats["requests"],
-            "model_peak_in_flight": stats["peak_in_flight"], "peak_mib": peak_memory_mib()}
+            "model_peak_in_flight": stats["peak_in_flight"], "peak_mib": peak_memory_mib(),
+            "cpu_s": cpu_s, "cpu_ms_per_conversation": cpu_s * 1000 / n}
 
 
 async def resume(graph, base_url: str, n: int, sandbox: Path) -> dict:
@@ -132,6 +141,7 @@ async def resume(graph, base_url: str, n: int, sandbox: Path) -> dict:
     tag = uuid.uuid4().hex[:6]
     configs = [{"configurable": {"thread_id": f"resume-{tag}-{i}"}} for i in range(n)]
     model_stats(base_url, reset=True)
+    cpu0 = cpu_seconds()
     t0 = time.time()
 
     async def pause(i: int) -> None:
@@ -140,11 +150,13 @@ async def resume(graph, base_url: str, n: int, sandbox: Path) -> dict:
 
     await asyncio.gather(*(pause(i) for i in range(n)))
     t_waiting = time.time()
+    waiting_cpu_s = cpu_seconds() - cpu0
     waiting_stats = model_stats(base_url)
 
     model_stats(base_url, reset=True)
     reset_peak_memory()
     finished: list[float] = []
+    cpu1 = cpu_seconds()
     t1 = time.time()
 
     async def approve(i: int) -> None:
@@ -154,6 +166,7 @@ async def resume(graph, base_url: str, n: int, sandbox: Path) -> dict:
 
     await asyncio.gather(*(approve(i) for i in range(n)))
     t_done = time.time()
+    cpu_s = cpu_seconds() - cpu1
     stats = model_stats(base_url)
     for i in range(n):  # each resume really ran its tool
         assert (sandbox / f"{tag}a{i}.txt").read_text() == "hi"
@@ -161,7 +174,8 @@ async def resume(graph, base_url: str, n: int, sandbox: Path) -> dict:
     return {"conversations": n, "all_waiting_s": t_waiting - t0, "waiting_model_peak_in_flight": waiting_stats["peak_in_flight"],
             "all_finished_s": t_done - t1, "first_finished_s": finished[0], "median_finished_s": finished[len(finished) // 2],
             "p95_finished_s": finished[max(0, int(n * 0.95) - 1)],
-            "model_requests": stats["requests"], "model_peak_in_flight": stats["peak_in_flight"], "peak_mib": peak_memory_mib()}
+            "model_requests": stats["requests"], "model_peak_in_flight": stats["peak_in_flight"], "peak_mib": peak_memory_mib(),
+            "waiting_cpu_ms_per_conversation": waiting_cpu_s * 1000 / n, "cpu_s": cpu_s, "cpu_ms_per_conversation": cpu_s * 1000 / n}
 
 
 async def main(args) -> dict:

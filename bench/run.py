@@ -1077,6 +1077,8 @@ def main() -> int:
     config = parse_args()
     started = time.time()
     work = Path(tempfile.mkdtemp(prefix="hitl-bench-"))
+    if config.concurrency:  # section 7's workers count each loop task's statements and pushes (bench/counts.py)
+        os.environ["HITL_BENCH_COUNTS"] = str(work / "counts")
     database_url = os.environ.get("DATABASE_URL", "")
     stack = Stack(work=work, database_url=f"sqlite:///{work / 'db.sqlite3'}", debug=config.debug)
     if database_url and is_postgres(database_url):

@@ -15,6 +15,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
 
 from hitl.celery import app  # noqa: E402
 
+if os.environ.get("HITL_BENCH_COUNTS"):  # the bench counts each loop task's statements and pushes (bench/counts.py)
+    from bench import counts
+
+    counts.install(os.environ["HITL_BENCH_COUNTS"])
+
 _client = None
 
 
