@@ -7,6 +7,8 @@ from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from hitl.inputs import storable
+
 from .models import Approval, Risk
 
 OLDER_THAN = re.compile(r"[0-9]{1,6}")  # minutes, ASCII digits: up to about two years back
@@ -32,13 +34,17 @@ class Filters:
     @classmethod
     def from_query(cls, query) -> "Filters":
         older = query.get("older_than", "")
+
+        def text(name: str, limit: int) -> str:  # no NUL (PostgreSQL refuses it in a query) nor lone surrogate
+            return storable(query.get(name, "")).strip()[:limit]
+
         return cls(
-            agent=query.get("agent", "")[:50],
-            tool=query.get("tool", "")[:200],
+            agent=text("agent", 50),
+            tool=text("tool", 200),
             risk=query.get("risk", "") if query.get("risk", "") in Risk.values else "",
-            requester=query.get("requester", "")[:150],
+            requester=text("requester", 150),
             older_than_minutes=int(older) if OLDER_THAN.fullmatch(older) else None,
-            q=query.get("q", "").strip()[:200],
+            q=text("q", 200),
             kind=query.get("kind", "") if query.get("kind", "") in Approval.Kind.values else "",
             snoozed=query.get("snoozed", "") == "1",
         )
