@@ -185,11 +185,18 @@ class Socket:
 
     def wait_for(self, predicate, timeout: float = 60) -> tuple[float, str]:
         deadline = time.monotonic() + timeout
+        seen = []  # what came instead, for the error: a bench that fails says what it saw
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError("no matching frame")
-            at, text = self.frames.get(timeout=remaining)
+            try:
+                if remaining <= 0:
+                    raise queue.Empty
+                at, text = self.frames.get(timeout=remaining)
+            except queue.Empty:
+                shown = "\n".join(frame[:300] for frame in seen[-5:]) or "(no frame at all)"
+                raise TimeoutError(f"no matching frame in {timeout:g} s; the last of {len(seen)} others:\n{shown}") from None
+            if isinstance(text, str):
+                seen.append(text)
             if isinstance(text, Exception):
                 raise RuntimeError(f"the websocket closed: {text!r}")
             if predicate(text):
