@@ -23,18 +23,19 @@ def resume_decided(conversation_ids) -> list:
     pending, and return their ids, in a number of queries that does not grow with them.
 
     Each decider's receiver asks after its own commit, so whoever commits the last decision of a
-    turn finds nothing pending. The waiting rows are locked (PostgreSQL; SQLite's IMMEDIATE
-    transaction holds the write lock) and only those still waiting are flipped: of several
-    concurrent deciders exactly one resumes a conversation.
+    turn finds nothing pending. The rows are locked whatever their status, then read (PostgreSQL;
+    SQLite's IMMEDIATE transaction holds the write lock): a worker that is setting `waiting` right
+    now holds its row, so we wait and see `waiting`. (Locking only rows *already* waiting skipped
+    such a row unseen, while the worker had read the call as pending a moment before our decision
+    committed: the conversation then waited for nothing.) Only those still waiting are flipped: of
+    several concurrent deciders exactly one resumes a conversation.
     """
     ids = set(conversation_ids)
     with transaction.atomic():
-        still_pending = Approval.objects.filter(conversation_id__in=ids, status=Approval.Status.PENDING)
-        waiting = Conversation.objects.select_for_update().filter(
-            pk__in=ids - set(still_pending.values_list("conversation_id", flat=True)),
-            status=Conversation.Status.WAITING_FOR_APPROVAL,
-        )
-        resumed = list(waiting.order_by("pk").values_list("pk", flat=True))
+        locked = Conversation.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", "status")
+        waiting = {pk for pk, status in locked if status == Conversation.Status.WAITING_FOR_APPROVAL}
+        still_pending = Approval.objects.filter(conversation_id__in=waiting, status=Approval.Status.PENDING)
+        resumed = sorted(waiting - set(still_pending.values_list("conversation_id", flat=True)))
         Conversation.objects.filter(pk__in=resumed).update(status=Conversation.Status.RUNNING, updated_at=timezone.now())
         for conversation_id in resumed:
             messages.push_status(Conversation(pk=conversation_id, status=Conversation.Status.RUNNING))
