@@ -115,8 +115,10 @@ def stack(django_db_setup, django_db_blocker, tmp_path_factory):
 
 
 @pytest.fixture
-def e2e(stack, transactional_db):
+def e2e(request, stack, transactional_db):
     """The stack, with this test's rows committed so the other processes see them."""
+    request.node.stack_logs_from = {name: process.log.stat().st_size for name, process in stack.processes.items()}
+    request.node.stack = stack
     yield stack
     for name, process in stack.processes.items():
         assert process.popen.poll() is None, f"{name} died:\n{process.tail()}"
@@ -124,6 +126,27 @@ def e2e(stack, transactional_db):
     # socket): wait for it, so the flush after the test (TRUNCATE on PostgreSQL) never meets its locks.
     advancing = Conversation.objects.filter(Q(status=Conversation.Status.RUNNING) | ~Q(advancing_token=""))
     wait_until(lambda: not advancing.exists(), timeout=30, message="the workers to finish what the test started")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing end-to-end test (or its teardown) prints what each process logged while it ran:
+    a flaky failure then says what happened, not only what was not seen."""
+    outcome = yield
+    report = outcome.get_result()
+    stack, starts = getattr(item, "stack", None), getattr(item, "stack_logs_from", None)
+    if report.failed and stack is not None and starts is not None:
+        for name, process in stack.processes.items():
+            report.sections.append((f"{name} log during this test", _logged_since(process.log, starts.get(name, 0))))
+
+
+def _logged_since(log: Path, offset: int, lines: int = 80) -> str:
+    with log.open("rb") as handle:
+        handle.seek(offset)
+        text = handle.read().decode(errors="replace")
+    kept = text.splitlines()[-lines:]
+    skipped = len(text.splitlines()) - len(kept)
+    return (f"[{skipped} earlier lines left out]\n" if skipped else "") + "\n".join(kept)
 
 
 class Api:
