@@ -120,37 +120,83 @@ def _stream_turn(litellm, model, messages, tools, api_base, on_delta) -> ModelTu
     response = litellm.completion(
         model=model, messages=messages, stream=True, timeout=settings.HITL_LLM_TIMEOUT, max_retries=0, **kwargs
     )
-    text_parts: list[str] = []
-    calls: dict[int, dict] = {}
+    turn = _TurnBuilder(on_delta)
     try:
-        for chunk in response:
-            if not chunk.choices:
-                continue
-            delta = chunk.choices[0].delta
-            if delta.content:
-                text_parts.append(delta.content)
-                on_delta(delta.content)
-            for fragment in delta.tool_calls or []:
-                # Providers send a call's id and name once and its arguments in pieces, keyed by index.
-                call = calls.setdefault(fragment.index or 0, {"id": "", "name": "", "arguments": ""})
-                call["id"] = fragment.id or call["id"]
-                if fragment.function:
-                    call["name"] = fragment.function.name or call["name"]
-                    call["arguments"] += fragment.function.arguments or ""
+        raw = getattr(response, "completion_stream", None)
+        if isinstance(raw, _openai_stream_class()):
+            _read_openai_chunks(response, raw, turn)
+        else:
+            for chunk in response:
+                turn.add(chunk)
     finally:
         _disarm_finalizer(response)
-    # NULs and lone surrogates go: no database column (PostgreSQL's least of all) stores them.
-    return ModelTurn(
-        text=storable("".join(text_parts)),
-        tool_calls=[
-            ModelToolCall(
-                call_id=storable(c["id"] or f"call_{i}"),
-                name=storable(c["name"]),
-                raw_arguments=storable(c["arguments"]),
-            )
-            for i, c in sorted(calls.items())
-        ],
-    )
+    return turn.result()
+
+
+@functools.cache
+def _openai_stream_class() -> type:
+    import openai
+
+    return openai.Stream
+
+
+def _read_openai_chunks(response, raw, turn: "_TurnBuilder") -> None:
+    """The thin path for OpenAI-compatible providers (OpenAI itself, and any `openai/…` model with
+    an `api_base`): read the provider's own chunks, which already have the shape we read, rather
+    than litellm's wrapper around them. The wrapper re-builds every chunk into its own type, keeps
+    them all, and at the end rebuilds the whole response for logging and cost, which the app does
+    not use: about half of a short answer's CPU in a worker (docs/BENCHMARKS.md, issue 24). litellm
+    still makes the request, maps its errors and, through its wrapper, any error met mid-stream."""
+    chunks = iter(raw)
+    try:
+        while True:
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                return
+            except Exception as exc:  # the provider's error, never ours (on_delta's): mapped as litellm maps it
+                response._handle_stream_fallback_error(exc)
+            turn.add(chunk)
+    finally:
+        raw.close()  # an answer stopped half-way drops its connection rather than read the rest
+
+
+class _TurnBuilder:
+    """Adds up a streamed answer's chunks (litellm's or the provider's: the same shape) into a turn."""
+
+    def __init__(self, on_delta: Callable[[str], None]):
+        self.on_delta = on_delta
+        self.text_parts: list[str] = []
+        self.calls: dict[int, dict] = {}
+
+    def add(self, chunk) -> None:
+        if not chunk.choices:
+            return
+        delta = chunk.choices[0].delta
+        if delta.content:
+            self.text_parts.append(delta.content)
+            self.on_delta(delta.content)
+        for fragment in delta.tool_calls or []:
+            # Providers send a call's id and name once and its arguments in pieces, keyed by index.
+            call = self.calls.setdefault(fragment.index or 0, {"id": "", "name": "", "arguments": ""})
+            call["id"] = fragment.id or call["id"]
+            if fragment.function:
+                call["name"] = fragment.function.name or call["name"]
+                call["arguments"] += fragment.function.arguments or ""
+
+    def result(self) -> ModelTurn:
+        # NULs and lone surrogates go: no database column (PostgreSQL's least of all) stores them.
+        return ModelTurn(
+            text=storable("".join(self.text_parts)),
+            tool_calls=[
+                ModelToolCall(
+                    call_id=storable(c["id"] or f"call_{i}"),
+                    name=storable(c["name"]),
+                    raw_arguments=storable(c["arguments"]),
+                )
+                for i, c in sorted(self.calls.items())
+            ],
+        )
 
 
 def _disarm_finalizer(stream) -> None:

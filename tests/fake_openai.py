@@ -35,11 +35,12 @@ ERROR_TYPES = {
 
 @dataclass(frozen=True)
 class _Answer:
-    kind: str  # "text", "tool_calls", "status" or "hang"
+    kind: str  # "text", "tool_calls", "status", "hang" or "broken" (an error event after the pieces)
     pieces: tuple[str, ...] = ()
     calls: tuple[tuple[str, str, str], ...] = ()  # (call id, name, raw JSON arguments)
     status: int = 200
     seconds: float = 0.0
+    error: str = ""
 
 
 class FakeOpenAI:
@@ -121,6 +122,11 @@ class FakeOpenAI:
         for _ in range(times):
             self._queue(_Answer("hang", pieces=("Sorry, ", "I ", "was ", "slow."), seconds=seconds))
 
+    def respond_with_error_mid_stream(self, pieces: list[str], *, message: str = "The server had an error while processing your request.") -> None:
+        """Stream `pieces` of text, then an error event instead of the end (as OpenAI reports a failure
+        after the answer began), then close the stream."""
+        self._queue(_Answer("broken", pieces=tuple(pieces), error=message))
+
     def clear(self) -> None:
         """Drop the scripted answers no request has taken yet."""
         with self._lock:
@@ -183,12 +189,15 @@ class _Handler(BaseHTTPRequestHandler):
         if answer.kind == "hang" and self.fake._stopping.wait(answer.seconds):
             return  # the server is shutting down
         chunks = list(_chunks(answer))
+        if answer.kind == "broken":
+            self._send_stream(chunks[:-1], body, error=answer.error)
+            return
         if body.get("stream"):
             self._send_stream(chunks, body)
         else:
             self._send_json(200, _whole_completion(answer, self.fake.model))
 
-    def _send_stream(self, deltas: list[tuple[dict, str | None]], body: dict) -> None:
+    def _send_stream(self, deltas: list[tuple[dict, str | None]], body: dict, error: str = "") -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
@@ -205,6 +214,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
             }
             self._send_event(chunk)
+        if error:
+            self._send_event({"error": {"message": error, "type": "server_error", "param": None, "code": None}})
+            return
         if (body.get("stream_options") or {}).get("include_usage"):
             usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
             self._send_event(

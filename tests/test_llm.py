@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 
 from approvals.models import Approval
 from approvals.services import decide
-from chat import services
+from chat import llm, services
 from chat.llm import LLMError, ModelToolCall, complete
 from chat.models import Agent, Conversation, Message
 from chat.tools import registry
@@ -169,6 +169,55 @@ def test_a_model_that_hangs_past_the_timeout_raises_a_readable_error(fake_openai
 
     with pytest.raises(LLMError, match=r"did not answer within 0\.5 s"):
         ask_fake(fake_openai)
+
+
+def test_an_openai_compatible_stream_is_read_without_litellms_wrapper(fake_openai, monkeypatch):
+    """The thin path (issue 24): the provider's chunks are read as they come; litellm's wrapper,
+    which rebuilds every chunk and the whole response at the end, is not iterated."""
+    from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
+
+    def wrapper_used(self):
+        raise AssertionError("litellm's stream wrapper was iterated")
+
+    monkeypatch.setattr(CustomStreamWrapper, "__next__", wrapper_used)
+    fake_openai.respond_with_tool_calls([("delete_file", {"path": "a.txt"})], text="Deleting.")
+    deltas = []
+
+    turn = ask_fake(fake_openai, on_delta=deltas.append)
+
+    assert (turn.text, "".join(deltas)) == ("Deleting.", "Deleting.")
+    assert [(call.name, json.loads(call.raw_arguments)) for call in turn.tool_calls] == [("delete_file", {"path": "a.txt"})]
+
+
+@pytest.mark.parametrize("path", ["the provider's chunks", "litellm's wrapper"])
+def test_an_error_mid_stream_restarts_the_answer_and_the_retry_answers(fake_openai, monkeypatch, path):
+    """Either way of reading a stream treats a failure after the answer began alike: the shown part
+    is taken back (on_restart) and the call retried."""
+    if path == "litellm's wrapper":
+        monkeypatch.setattr(llm, "_openai_stream_class", lambda: type("NoStreamIsThis", (), {}))
+    fake_openai.respond_with_error_mid_stream(["Half ", "an "])
+    fake_openai.respond_with_text("A whole answer.")
+    deltas, restarts = [], []
+
+    turn = ask_fake(fake_openai, on_delta=deltas.append, on_restart=lambda: restarts.append(len(deltas)))
+
+    assert turn.text == "A whole answer."
+    assert restarts == [2]  # after "Half " and "an " were shown
+    assert len(fake_openai.requests) == 2
+
+
+def test_an_error_raised_by_on_delta_is_not_taken_for_the_providers(fake_openai):
+    """A failure of ours while the answer streams (say, the database) is not retried as if the
+    provider had failed: it ends the call as it is."""
+    fake_openai.respond_with_text("Hello there, world.")
+    fake_openai.respond_with_text("Never asked for.")
+
+    def on_delta(text):
+        raise KeyError("ours")
+
+    with pytest.raises(LLMError, match="KeyError"):
+        ask_fake(fake_openai, on_delta=on_delta)
+    assert len(fake_openai.requests) == 1
 
 
 # --- The loop through the OpenAI provider -------------------------------------------------------
