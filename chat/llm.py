@@ -124,10 +124,9 @@ def _stream_turn(litellm, model, messages, tools, api_base, on_delta) -> ModelTu
     try:
         raw = getattr(response, "completion_stream", None)
         if isinstance(raw, _openai_stream_class()):
-            _read_openai_chunks(response, raw, turn)
+            _read_openai_events(response, raw, turn)
         else:
-            for chunk in response:
-                turn.add(chunk)
+            _read_litellm_chunks(response, turn)
     finally:
         _disarm_finalizer(response)
     return turn.result()
@@ -140,49 +139,87 @@ def _openai_stream_class() -> type:
     return openai.Stream
 
 
-def _read_openai_chunks(response, raw, turn: "_TurnBuilder") -> None:
+def _read_litellm_chunks(response, turn: "_TurnBuilder") -> None:
+    """Any provider: litellm's wrapper turns its chunks into OpenAI-shaped ones."""
+    for chunk in response:
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        turn.add_text(delta.content)
+        for fragment in delta.tool_calls or []:
+            function = fragment.function
+            turn.add_call_piece(fragment.index, fragment.id, function and function.name, function and function.arguments)
+
+
+def _read_openai_events(response, raw, turn: "_TurnBuilder") -> None:
     """The thin path for OpenAI-compatible providers (OpenAI itself, and any `openai/…` model with
-    an `api_base`): read the provider's own chunks, which already have the shape we read, rather
-    than litellm's wrapper around them. The wrapper re-builds every chunk into its own type, keeps
-    them all, and at the end rebuilds the whole response for logging and cost, which the app does
-    not use: about half of a short answer's CPU in a worker (docs/BENCHMARKS.md, issue 24). litellm
-    still makes the request, maps its errors and, through its wrapper, any error met mid-stream."""
-    chunks = iter(raw)
+    an `api_base`): read the stream's events as the provider sent them, as plain JSON. litellm's
+    wrapper would rebuild every chunk into its own type, keep them all, and at the end rebuild the
+    whole response for logging and cost the app does not use; the OpenAI SDK would first build a
+    typed object of every chunk. Together about two thirds of a short answer's CPU in a worker, and
+    more the longer the answer (docs/BENCHMARKS.md, issue 24). litellm still makes the request and
+    maps its errors, and an error met mid-stream is mapped by litellm's wrapper as its own
+    iteration would. The events come from the SDK's own decoder (`Stream._iter_events`, private:
+    tests/test_llm.py fails if an upgrade moves it)."""
+    events = _openai_event_data(raw)
     try:
         while True:
             try:
-                chunk = next(chunks)
+                data = next(events)
             except StopIteration:
                 return
-            except Exception as exc:  # the provider's error, never ours (on_delta's): mapped as litellm maps it
+            except Exception as exc:  # the provider's error, never ours (on_delta's)
                 response._handle_stream_fallback_error(exc)
-            turn.add(chunk)
+            choices = data.get("choices") if isinstance(data, dict) else None
+            if not choices or not isinstance(choices[0], dict):
+                continue  # a usage chunk, or one of the provider's own
+            delta = choices[0].get("delta") or {}
+            turn.add_text(delta.get("content"))
+            for fragment in delta.get("tool_calls") or []:
+                function = fragment.get("function") or {}
+                turn.add_call_piece(fragment.get("index"), fragment.get("id"), function.get("name"), function.get("arguments"))
     finally:
         raw.close()  # an answer stopped half-way drops its connection rather than read the rest
 
 
+def _openai_event_data(raw) -> Iterator:
+    """Each event's JSON until `[DONE]`; an error event raises, as the SDK's own iteration does."""
+    import openai
+
+    for event in raw._iter_events():
+        if event.data.startswith("[DONE]"):
+            return
+        data = event.json()
+        if isinstance(data, dict) and data.get("error"):
+            error = data["error"]
+            message = error.get("message") if isinstance(error, dict) else None
+            raise openai.APIError(
+                message=message if isinstance(message, str) and message else "An error occurred during streaming",
+                request=raw.response.request,
+                body=error,
+            )
+        yield data
+
+
 class _TurnBuilder:
-    """Adds up a streamed answer's chunks (litellm's or the provider's: the same shape) into a turn."""
+    """Adds up a streamed answer's pieces into a turn, showing the text as it comes."""
 
     def __init__(self, on_delta: Callable[[str], None]):
         self.on_delta = on_delta
         self.text_parts: list[str] = []
         self.calls: dict[int, dict] = {}
 
-    def add(self, chunk) -> None:
-        if not chunk.choices:
-            return
-        delta = chunk.choices[0].delta
-        if delta.content:
-            self.text_parts.append(delta.content)
-            self.on_delta(delta.content)
-        for fragment in delta.tool_calls or []:
-            # Providers send a call's id and name once and its arguments in pieces, keyed by index.
-            call = self.calls.setdefault(fragment.index or 0, {"id": "", "name": "", "arguments": ""})
-            call["id"] = fragment.id or call["id"]
-            if fragment.function:
-                call["name"] = fragment.function.name or call["name"]
-                call["arguments"] += fragment.function.arguments or ""
+    def add_text(self, text) -> None:
+        if text and isinstance(text, str):
+            self.text_parts.append(text)
+            self.on_delta(text)
+
+    def add_call_piece(self, index, call_id, name, arguments) -> None:
+        """Providers send a call's id and name once and its arguments in pieces, keyed by index."""
+        call = self.calls.setdefault(index if isinstance(index, int) else 0, {"id": "", "name": "", "arguments": ""})
+        call["id"] = call_id if call_id and isinstance(call_id, str) else call["id"]
+        call["name"] = name if name and isinstance(name, str) else call["name"]
+        call["arguments"] += arguments if isinstance(arguments, str) else ""
 
     def result(self) -> ModelTurn:
         # NULs and lone surrogates go: no database column (PostgreSQL's least of all) stores them.
