@@ -12,7 +12,7 @@ from approvals.services import decide_all
 
 from . import services
 from .models import Conversation
-from .selectors import MAX_POSITION, MESSAGES_PER_PAGE, agent_for, conversation_for, messages_for_page
+from .selectors import MAX_POSITION, MESSAGES_PER_PAGE, MessagePage, agent_for, conversation_for, messages_for_page
 
 router = Router(tags=["conversations"])
 MAX_MESSAGES_PER_PAGE = 200
@@ -94,8 +94,10 @@ class Stopped(Schema):
     cancelled: list[int] = Field(description="The approvals the Stop cancelled.")
 
 
-def conversation_out(conversation: Conversation, *, limit: int = MESSAGES_PER_PAGE, before: int | None = None) -> dict:
-    page = messages_for_page(conversation, limit=limit, before=before)
+def conversation_out(
+    conversation: Conversation, *, limit: int = MESSAGES_PER_PAGE, before: int | None = None, page: MessagePage | None = None
+) -> dict:
+    page = page or messages_for_page(conversation, limit=limit, before=before)
     return {
         "id": conversation.pk,
         "agent": conversation.agent.slug,
@@ -138,7 +140,9 @@ def create_conversation(request, payload: ConversationIn):
     if agent is None:  # or not one this user may use: the same answer
         raise HttpError(400, f"Unknown agent {payload.agent!r}.")
     conversation = services.start_conversation(user=request.auth, agent=agent, content=payload.message)
-    return Status(201, conversation_out(conversation))  # as stored: the owner may read it, and the agent is in hand
+    # As stored, from memory: the owner may read it, the agent is in hand, and its one message too.
+    first_page = MessagePage(list(conversation.messages.all()), has_earlier=False)
+    return Status(201, conversation_out(conversation, page=first_page))
 
 
 @router.get("/{conversation_id}", response=ConversationOut)

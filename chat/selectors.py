@@ -34,10 +34,22 @@ def usable_agents(user) -> QuerySet[Agent]:
     return agents.filter(pk__in=Agent.objects.filter(granted).values("pk"))
 
 
+def may_use(user, agent: Agent) -> bool:
+    """Whether `user` may use `agent`, by the same rule as `usable_agents`, judged on the agent's row
+    as read for this request: no query for an open agent (most starts and posts), one otherwise."""
+    if not (user and user.is_authenticated and user.is_active):
+        return False
+    if user.is_superuser or agent.open_to_everyone:
+        return True
+    granted = Q(allowed_users=user) | Q(allowed_groups__in=user.groups.all())
+    return Agent.objects.filter(granted, pk=agent.pk).exists()
+
+
 def agent_for(user, slug: str) -> Agent | None:
     if not is_storable(slug):  # no slug holds a NUL, and PostgreSQL refuses one even in a query
         return None
-    return usable_agents(user).filter(slug=slug).first()
+    agent = Agent.objects.filter(slug=slug).first()
+    return agent if agent is not None and may_use(user, agent) else None
 
 
 def recent_conversations(user, *, limit: int = 100) -> QuerySet[Conversation]:
@@ -59,9 +71,13 @@ def recent_conversations(user, *, limit: int = 100) -> QuerySet[Conversation]:
 
 
 def conversation_for(user, conversation_id) -> Conversation:
-    """The conversation if `user` owns it or is an approver; 404 otherwise (its existence is not told)."""
-    conversation = visible_conversations(user).filter(pk=conversation_id).first()
-    if conversation is None:
+    """The conversation if `user` owns it or is an approver; 404 otherwise (its existence is not told).
+    Its owner needs no look at their permissions (two queries); anyone else always gets one, found
+    or not, so the time taken does not tell either."""
+    conversation = Conversation.objects.select_related("agent", "owner").filter(pk=conversation_id).first()
+    if conversation is not None and user and user.is_authenticated and conversation.owner_id == user.pk:
+        return conversation
+    if not is_approver(user) or conversation is None:
         raise Http404("No such conversation.")
     return conversation
 

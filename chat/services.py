@@ -13,7 +13,7 @@ from hitl.inputs import is_storable
 
 from . import loop, messages, quotas
 from .models import Agent, Conversation, Message
-from .selectors import usable_agents
+from .selectors import may_use
 from .tasks import advance_conversation
 
 
@@ -40,8 +40,11 @@ def start_conversation(*, user, agent: Agent, content: str) -> Conversation:
         conversation = Conversation.objects.create(
             owner=user, agent=agent, title=content[:80], status=Conversation.Status.RUNNING
         )
-        Message.objects.create(conversation=conversation, position=1, role=Message.Role.USER, content=content, author=user)
+        message = Message.objects.create(
+            conversation=conversation, position=1, role=Message.Role.USER, content=content, author=user
+        )
         enqueue_on_commit(advance_conversation, str(conversation.pk))
+    _set_loaded_messages(conversation, [message])
     return conversation
 
 
@@ -233,8 +236,18 @@ def retry(*, conversation: Conversation, user) -> None:
 def _check_agent(user, agent: Agent) -> None:
     """Agents are a security boundary: every start and every continuation checks who may use it
     now (access taken away stops a conversation going on, not only new ones)."""
-    if not usable_agents(user).filter(pk=agent.pk).exists():
+    if not may_use(user, agent):
         raise UnknownAgent("Unknown agent.")
+
+
+def _set_loaded_messages(conversation: Conversation, stored: list[Message]) -> None:
+    """Make `conversation.messages.all()` these messages, without calls, as if prefetched: whoever
+    shows a conversation just started (the API's answer) reads them with no query."""
+    for message in stored:
+        messages.set_loaded_calls(message, [])
+    loaded = conversation.messages.all()
+    loaded._result_cache, loaded._prefetch_done = stored, True
+    conversation._prefetched_objects_cache = {"messages": loaded}
 
 
 def _set_running(conversation: Conversation) -> None:
