@@ -1,4 +1,4 @@
-"""approvals' own reactions to its events: tell the dashboards, and queue the webhooks."""
+"""approvals' own reactions to its events: tell the dashboards, and send the webhooks."""
 from hitl import live
 from hitl.celery import enqueue_on_commit
 
@@ -9,11 +9,17 @@ from .tasks import deliver_webhook
 
 
 def on_approval_requested(sender, approval, **kwargs) -> None:
-    _announce([approval], Webhook.Event.REQUESTED)
+    _tell_dashboards(1, Webhook.Event.REQUESTED)
+    for delivery_id in webhooks.create_deliveries([approval], Webhook.Event.REQUESTED):
+        enqueue_on_commit(deliver_webhook, delivery_id)
 
 
-def on_approvals_decided(sender, approvals, **kwargs) -> None:
-    _announce(approvals, Webhook.Event.DECIDED)
+def on_approvals_decided(sender, approvals, deliveries=(), **kwargs) -> None:
+    # `deliveries`: the outbox the deciding transaction wrote (approvals.announcements); a send
+    # lost here is resent by the webhook sweep.
+    _tell_dashboards(len(approvals), Webhook.Event.DECIDED)
+    for delivery_id in deliveries:
+        enqueue_on_commit(deliver_webhook, delivery_id)
 
 
 def on_approval_edited(sender, approval, **kwargs) -> None:
@@ -21,8 +27,6 @@ def on_approval_edited(sender, approval, **kwargs) -> None:
     live.push_now(live.APPROVALS_GROUP, dashboard_signal_html("approval.edited"))
 
 
-def _announce(approvals, event: str) -> None:
+def _tell_dashboards(count: int, event: str) -> None:
     # One signal however many were decided: each open dashboard re-reads its list once.
-    live.push_now(live.APPROVALS_GROUP, dashboard_signal_html(event, len(approvals)))
-    for delivery_id in webhooks.create_deliveries(approvals, event):
-        enqueue_on_commit(deliver_webhook, delivery_id)
+    live.push_now(live.APPROVALS_GROUP, dashboard_signal_html(event, count))

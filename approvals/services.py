@@ -9,11 +9,11 @@ from django.utils import timezone
 
 from hitl.inputs import storable
 
-from . import audit, calls, plans, questions, rulemaking, rules
+from . import announcements, audit, calls, plans, questions, rulemaking, rules
 from .models import Approval, Risk, Rule
 from .permissions import can_decide, can_see
 from .policy import RISKS
-from .signals import approval_edited, approval_requested, approvals_decided
+from .signals import approval_edited, approval_requested
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ def decide_by_rule(approval: Approval, rule) -> Approval:
     approve = rule.effect == rule.Effect.ALLOW
     status = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
     decision = _decision(status, None, Approval.Via.RULE, "" if approve else rules.denial_reason(rule)) | {"rule": rule}
-    return _store_decision(approval, decision, user=None, via=Approval.Via.RULE)
+    return _store_decision(approval, decision, user=None, via=Approval.Via.RULE, announce_here=True)
 
 
 def reject_as_repeat(approval: Approval, earlier: Approval) -> Approval:
@@ -150,7 +150,7 @@ def reject_as_repeat(approval: Approval, earlier: Approval) -> Approval:
     rejection's reason, pointing at the human rejection it repeats."""
     original = earlier.repeat_of or earlier
     decision = _decision(Approval.Status.REJECTED, None, Approval.Via.REPEAT, original.rejection_reason) | {"repeat_of": original}
-    return _store_decision(approval, decision, user=None, via=Approval.Via.REPEAT)
+    return _store_decision(approval, decision, user=None, via=Approval.Via.REPEAT, announce_here=True)
 
 
 def decide_remembering(
@@ -221,7 +221,9 @@ def _plan_answer(approval: Approval, steps: list[int] | None) -> dict:
     return {"approved_steps": approved, "dropped_steps": plans.dropped_steps(approval.plan, approved)}
 
 
-def _store_decision(approval: Approval, decision: dict, *, user, via: str) -> Approval:
+def _store_decision(approval: Approval, decision: dict, *, user, via: str, announce_here: bool = False) -> Approval:
+    """`announce_here`: for a decision made in the loop (a rule's, a repeat's), already in a worker,
+    whose receivers run right after its commit rather than in another task."""
     with transaction.atomic():
         head = audit.lock_head()  # the chain's lock before the row's, as every decider takes them
         # The conditional update is the whole race: of two deciders (or a decider, a Stop and the
@@ -230,7 +232,7 @@ def _store_decision(approval: Approval, decision: dict, *, user, via: str) -> Ap
         updated = _undecided(approval).update(**decision, **head.extend([approval], decision))
         if updated:
             approval.refresh_from_db()
-            _announce_on_commit([approval])
+            _announce_on_commit([approval], here=announce_here)
         else:
             _expire_if_overdue(approval.pk)
     return _stored(approval, updated, user=user, status=decision["status"], via=via)
@@ -457,9 +459,10 @@ def _expiry(now) -> dict:
     return {"status": Approval.Status.EXPIRED, "decided_at": now, "decided_via": Approval.Via.TIMEOUT}
 
 
-def _announce_on_commit(approvals: list[Approval]) -> None:
-    # Robust: the decisions are stored whatever their receivers meet (a broker that is down, say).
-    transaction.on_commit(lambda: approvals_decided.send(sender=Approval, approvals=approvals), robust=True)
+def _announce_on_commit(approvals: list[Approval], *, here: bool = False) -> None:
+    # In the deciding transaction: the webhook outbox is written with the decisions, and one task
+    # tells everyone else after the commit (approvals.announcements).
+    announcements.announce_on_commit(approvals, in_worker=not here)
 
 
 def expire_overdue(*, now=None, limit: int = 500) -> list[int]:

@@ -1,10 +1,12 @@
-"""How approvals tells the rest of the project what happened. Both are sent after the commit."""
+"""How approvals tells the rest of the project what happened. All are sent after the commit."""
 from django.dispatch import Signal
 
 # Sent with `approval`: a new pending Approval.
 approval_requested = Signal()
 # Sent with `approvals`: the Approvals one transaction decided (a decision, an approve-all, a bulk
-# decision, a round of expiries), so that receivers can do their work once for all of them.
+# decision, a round of expiries), so that receivers can do their work once for all of them. Sent in
+# a worker (approvals.announcements), never in the request that decided: a receiver may take its
+# time. Also sent with `deliveries`, the webhook deliveries written with the decisions.
 approvals_decided = Signal()
 # Sent with `approval`: a pending Approval whose arguments a human edited; it still waits for a
 # decision (the edit made the call stricter, so another rule now decides who approves it).

@@ -13,8 +13,6 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from chat.models import Conversation
-
 from .models import Approval, Webhook, WebhookDelivery
 
 logger = logging.getLogger(__name__)
@@ -93,12 +91,13 @@ def payload(approval: Approval, event: str) -> dict:
 
 def create_deliveries(approvals: list[Approval], event: str) -> list[int]:
     """One delivery row per approval and active webhook of its conversation's agent (or global).
-    Payloads are built only when there is someone to send them to: most approvals have no webhook."""
+    Payloads are built only when there is someone to send them to: most approvals have no webhook.
+    Decisions write theirs in the deciding transaction (an outbox: approvals.announcements)."""
     active = list(Webhook.objects.filter(is_active=True))  # a handful at most, and usually none
     if not active:
         return []
-    conversation_ids = {approval.conversation_id for approval in approvals}
-    agent_of = dict(Conversation.objects.filter(pk__in=conversation_ids).values_list("pk", "agent_id"))
+    rows = Approval.objects.filter(pk__in=[approval.pk for approval in approvals])
+    agent_of = dict(rows.values_list("conversation_id", "conversation__agent_id"))
     with transaction.atomic():
         return [
             WebhookDelivery.objects.create(webhook=webhook, approval=approval, event=event, payload=payload(approval, event)).pk

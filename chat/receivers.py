@@ -1,5 +1,6 @@
-"""chat's reaction to decisions: resume each conversation whose turn is decided, or move the card on
-(which pushes it) where other calls of the turn still wait for a human."""
+"""chat's reaction to decisions, in the worker that announces them (approvals.announcements): resume
+each conversation whose turn is decided, or move the card on (which pushes it) where other calls of
+the turn still wait for a human."""
 from . import loop, recovery
 from .tasks import advance_conversation
 
@@ -7,8 +8,9 @@ from .tasks import advance_conversation
 def on_approvals_decided(sender, approvals, **kwargs) -> None:
     resumed = set(recovery.resume_decided(approval.conversation_id for approval in approvals))
     for conversation_id in resumed:
-        # The worker applies the decisions as its first step and pushes the cards then. Applying
-        # them here too would only race the worker for the database's write lock.
+        # One task per conversation (an approve-all fans out here). The worker applies the decisions
+        # as its first step and pushes the cards then. Applying them here too would only race the
+        # worker for the database's write lock.
         advance_conversation.delay(str(conversation_id))
     for approval in approvals:
         if approval.conversation_id not in resumed:
