@@ -282,7 +282,8 @@ def decide_approval(request, approval_id: ApprovalId, payload: DecisionIn):
         elif approve and payload.arguments is not None:
             approve_edited(approval_id, arguments=payload.arguments, **seen)
         else:
-            decide(approval_id, approve=approve, reason=payload.reason, steps=payload.steps if approve else None, **seen)
+            # The approval as its decision stored it, its call loaded: answered without reading it again.
+            return approval_item(decide(approval_id, approve=approve, reason=payload.reason, steps=payload.steps if approve else None, **seen))
     except Approval.DoesNotExist:
         raise Http404("No such approval.") from None
     return approval_item(visible_approvals(request.auth).get(pk=approval_id))

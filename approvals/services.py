@@ -231,7 +231,10 @@ def _store_decision(approval: Approval, decision: dict, *, user, via: str, annou
         # The same statement writes the decision's link of the audit chain.
         updated = _undecided(approval).update(**decision, **head.extend([approval], decision))
         if updated:
-            approval.refresh_from_db()
+            # The row is now the approval as read (the update's filter) with the decision and its
+            # link (which extend() set here): no need to read it back.
+            for name, value in decision.items():
+                setattr(approval, name, value)
             _announce_on_commit([approval], here=announce_here)
         else:
             _expire_if_overdue(approval.pk)
@@ -422,9 +425,10 @@ def _as_read(approval: Approval):
 
 
 def _stored(approval: Approval, updated: int, *, user, status: str, via: str) -> Approval:
-    """After the conditional update: the approval as stored, or why nothing was."""
-    approval.refresh_from_db()
+    """After the conditional update: the approval as stored (as its transaction left it, when it
+    was decided there), or why nothing was."""
     if not updated:
+        approval.refresh_from_db()
         if approval.status == Approval.Status.PENDING:
             raise ArgumentsChanged(CHANGED)
         raise AlreadyDecided(approval)
