@@ -13,10 +13,11 @@ def message_html(message: Message, *, oob: bool = False, replace: bool = False) 
     return format_html('<div hx-swap-oob="beforeend:#messages">{}</div>', html) if oob else html
 
 
-def tool_card_html(call: ToolCall, *, oob: bool = False) -> str:
-    """A card; pushed, it comes with its turn's "Approve all (N)", which its decision may change."""
+def tool_card_html(call: ToolCall, *, oob: bool = False, approve_all: bool = True) -> str:
+    """A card; pushed, it comes with its turn's "Approve all (N)", which its decision may change
+    (`approve_all=False`: a change that leaves what it counts as it was, a call that was not pending)."""
     html = render_to_string("partials/tool_call_card.html", {"call": call, "oob": oob})
-    if oob:
+    if oob and approve_all:
         html += approve_all_html(call.message, oob=True)
     return html
 

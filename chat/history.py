@@ -1,19 +1,75 @@
-"""What the model sees: the stored conversation in the OpenAI chat format that litellm speaks."""
+"""What the model sees: the stored conversation in the OpenAI chat format that litellm speaks, and
+the loop's one read of it a step (History)."""
 import json
 
+from .messages import load_calls, set_loaded_calls
 from .models import Conversation, Message, ToolCall
 
 Status = ToolCall.Status
 
 
+class History:
+    """A conversation's messages in the model's context, by position, read once a step: its open
+    turn (the newest assistant message, its calls loaded as their cards need them), whether the
+    user spoke last and how many model steps since, and the messages for the model.
+
+    Only the lease holder writes assistant turns, so the turn read here stays the open one; what
+    others may add meanwhile is a user's message, which `read_newer` picks up."""
+
+    def __init__(self, conversation: Conversation):
+        self.conversation = conversation
+        self.messages = list(conversation.messages.filter(in_model_context=True))  # by position
+        self.turn = next((m for m in reversed(self.messages) if m.role == Message.Role.ASSISTANT), None)
+        if self.turn is not None:
+            load_calls(self.turn)
+        self._earlier_calls_loaded = False
+
+    def read_newer(self) -> None:
+        """Add the messages stored since the read (what the user wrote while a tool ran)."""
+        newest = self.messages[-1].position if self.messages else 0
+        self.messages += list(self.conversation.messages.filter(in_model_context=True, position__gt=newest))
+
+    def since_last_user_message(self, window: int) -> tuple[bool, int]:
+        """(whether the newest message is the user's, how many model steps since the user last
+        spoke, counted over the newest `window` messages at most)."""
+        newest = self.messages[-window:][::-1]
+        steps = 0
+        for message in newest:
+            if message.role == Message.Role.USER:
+                break
+            steps += message.role == Message.Role.ASSISTANT
+        return bool(newest) and newest[0].role == Message.Role.USER, steps
+
+    def for_model(self) -> list[dict]:
+        """The messages in the model's format; the earlier turns' calls read now, in one query."""
+        if not self._earlier_calls_loaded:
+            _load_calls_for_model([m for m in self.messages if m.role == Message.Role.ASSISTANT and m is not self.turn])
+            self._earlier_calls_loaded = True
+        return _in_model_format(self.conversation, self.messages)
+
+
 def model_messages(conversation: Conversation) -> list[dict]:
-    """The history in the OpenAI chat format. Each tool call id gets exactly one tool result, right
-    after its assistant message, as provider APIs require; a message typed while calls were pending
-    therefore comes after those results."""
+    """The history in the OpenAI chat format, read now."""
+    return History(conversation).for_model()
+
+
+def _load_calls_for_model(turns: list[Message]) -> None:
+    if not turns:
+        return
+    calls: dict[int, list[ToolCall]] = {turn.pk: [] for turn in turns}
+    for call in ToolCall.objects.filter(message__in=turns):  # by message, then position
+        calls[call.message_id].append(call)
+    for turn in turns:
+        set_loaded_calls(turn, calls[turn.pk])
+
+
+def _in_model_format(conversation: Conversation, messages: list[Message]) -> list[dict]:
+    """Each tool call id gets exactly one tool result, right after its assistant message, as
+    provider APIs require; a message typed while calls were pending therefore comes after those
+    results."""
     history = []
     if conversation.agent.system_prompt:
         history.append({"role": "system", "content": conversation.agent.system_prompt})
-    messages = conversation.messages.filter(in_model_context=True).prefetch_related("tool_calls")
     for message in messages:
         if message.role == Message.Role.USER:
             history.append({"role": "user", "content": message.content})

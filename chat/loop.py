@@ -25,7 +25,7 @@ from hitl.db import release_connection
 
 from . import fragments
 from .gating import MAX_RAW_ARGUMENTS, GatedCall, gate_call, parse_arguments, preview_of, tool_context
-from .history import model_messages
+from .history import History
 from .messages import add_notice, append_message, load_calls, lock_conversation, push_status, set_loaded_calls
 from .llm import LLMError, ModelTurn, Stopped, complete
 from .models import Conversation, Message, ToolCall
@@ -80,17 +80,22 @@ def _lease() -> timedelta:
 
 
 def _step(conversation_id, token: str) -> bool:
-    """Do the next thing; True when there is more to do right away."""
+    """Do the next thing; True when there is more to do right away. The conversation's state is
+    read once: its row, then its messages and the open turn's calls (History)."""
     conversation = Conversation.objects.select_related("agent").get(pk=conversation_id)
     if conversation.advancing_token != token:
         return False  # the lease was taken over after it expired: the new holder goes on
-    turn = _last_assistant_message(conversation)
+    history = History(conversation)
+    turn = history.turn
     calls = list(turn.tool_calls.all()) if turn is not None else []
-    for call in calls:
+    unsettled = [call for call in calls if call.status not in ToolCall.FINISHED]
+    for call in unsettled:
         _settle(call, conversation)
     if any(call.status in (Status.PENDING_APPROVAL, Status.WAITING_FOR_INPUT) for call in calls):
         return _wait_for_approval(conversation, turn, token)
-    unanswered_user_message, steps = _since_last_user_message(conversation)
+    if unsettled:
+        history.read_newer()  # what the user wrote while the calls were settled (a tool may take seconds)
+    unanswered_user_message, steps = history.since_last_user_message(conversation.agent.max_steps + 1)
     if not (calls or unanswered_user_message):
         return _finish(conversation, turn, token)
     if steps >= conversation.agent.max_steps:
@@ -98,7 +103,7 @@ def _step(conversation_id, token: str) -> bool:
             add_notice(conversation, f"Stopped after {conversation.agent.max_steps} model steps without a final answer.")
             _set_status(conversation, Conversation.Status.IDLE, token)
         return False
-    return _call_model(conversation, token)
+    return _call_model(conversation, token, history)
 
 
 # --- Tool calls --------------------------------------------------------------------------------
@@ -106,8 +111,11 @@ def _step(conversation_id, token: str) -> bool:
 
 def _settle(call: ToolCall, conversation: Conversation) -> None:
     """Bring one call of the open turn as far as it can go without a human."""
-    if call.status == Status.PENDING_APPROVAL:
-        _apply_decision(call, push_approved=False)  # the claim below pushes the card, as running
+    if call.status == Status.PENDING_APPROVAL and _approved_action(call):
+        # The decision copied and the call claimed in one conditional update: pending → running.
+        _run(call, conversation, claim_from=Status.PENDING_APPROVAL)
+    elif call.status == Status.PENDING_APPROVAL:
+        _apply_decision(call, push_approved=False)
     if call.status == Status.RUNNING:
         # Only a dead predecessor leaves a call running while we hold the lease. It may or may not
         # have taken effect, so it is reported, never silently run again.
@@ -147,6 +155,11 @@ def _loaded_call(tool_call_id: int) -> ToolCall | None:
         return None
     load_calls(message)
     return next(call for call in message.tool_calls.all() if call.pk == tool_call_id)
+
+
+def _approved_action(call: ToolCall) -> bool:
+    """A call whose approval says run it (as _apply_decision reads an approval)."""
+    return call.approval.status == Approval.Status.APPROVED and call.approval.kind == Approval.Kind.ACTION
 
 
 def _apply_decision(call: ToolCall, *, push_approved: bool = True, with_status: bool = False) -> None:
@@ -203,13 +216,15 @@ def _transition(call: ToolCall, old: str, new: str, *, push: bool = True, also: 
     for name, value in fields.items():
         setattr(call, name, value)
     if push:
-        live.push_now(live.conversation_group(call.message.conversation_id), fragments.tool_card_html(call, oob=True) + also)
+        # "Approve all (N)" counts pending calls: only a call that leaves pending changes it.
+        card = fragments.tool_card_html(call, oob=True, approve_all=old == Status.PENDING_APPROVAL)
+        live.push_now(live.conversation_group(call.message.conversation_id), card + also)
     return True
 
 
-def _run(call: ToolCall, conversation: Conversation) -> None:
-    # The claim: approved → running. Whoever loses it must not run the tool.
-    if not _transition(call, Status.APPROVED, Status.RUNNING):
+def _run(call: ToolCall, conversation: Conversation, *, claim_from: str = Status.APPROVED) -> None:
+    # The claim: approved (or pending, its approval approved) → running. Whoever loses it must not run the tool.
+    if not _transition(call, claim_from, Status.RUNNING):
         return
     # Read again just before the run, so stored arguments edited after the approval never run.
     stored = ToolCall.objects.select_related("approval__edited_by").get(pk=call.pk)
@@ -366,26 +381,29 @@ def _wait_for_approval(conversation: Conversation, turn: Message, token: str) ->
     return False
 
 
-def _finish(conversation: Conversation, turn: Message | None, token: str, *, push: bool = True) -> bool:
-    # No savepoint (a statement each way) when nested: an error here should end the caller's transaction too.
-    with transaction.atomic(savepoint=False):
+def _finish(conversation: Conversation, turn: Message | None, token: str) -> bool:
+    with transaction.atomic():
         # A message posted while we were deciding there is nothing to do must not be left unanswered.
         # (Only a user can have added one: new turns are written by the lease holder, us.)
         lock_conversation(conversation)
         if _has_unanswered_input(conversation, turn):
             return True
-        _set_status(conversation, Conversation.Status.IDLE, token, push=push)
+        _set_status(conversation, Conversation.Status.IDLE, token)
     return False
 
 
-def _still_advancing(conversation: Conversation, token: str) -> bool:
-    """Under the conversation's lock: still running, and still ours (a Stop clears the lease)."""
-    lock_conversation(conversation)
-    return _is_advancing(conversation.pk, token)
+def _lock_if_still_advancing(conversation: Conversation, token: str) -> bool:
+    """Lock the conversation if it is still running and still ours (a Stop clears the lease), in
+    one statement: on PostgreSQL a row being changed is waited for and read again as changed."""
+    return _advancing(conversation.pk, token).select_for_update().exists()
 
 
 def _is_advancing(conversation_id, token: str) -> bool:
-    return Conversation.objects.filter(pk=conversation_id, status=Conversation.Status.RUNNING, advancing_token=token).exists()
+    return _advancing(conversation_id, token).exists()
+
+
+def _advancing(conversation_id, token: str):
+    return Conversation.objects.filter(pk=conversation_id, status=Conversation.Status.RUNNING, advancing_token=token)
 
 
 STOPPED_BY = "Stopped by "  # how the Stop's notice begins (agentlink reads a stopped turn by it)
@@ -471,25 +489,11 @@ def _has_unanswered_input(conversation: Conversation, turn: Message | None) -> b
     return later.exists()
 
 
-def _since_last_user_message(conversation: Conversation) -> tuple[bool, int]:
-    """(whether the newest message the model sees is the user's, how many model steps since the
-    user last spoke), from the newest messages only: one query, however long the conversation."""
-    window = conversation.agent.max_steps + 1
-    roles = conversation.messages.filter(in_model_context=True).order_by("-position").values_list("role", flat=True)
-    newest = list(roles[:window])
-    steps = 0
-    for role in newest:
-        if role == Message.Role.USER:
-            break
-        steps += role == Message.Role.ASSISTANT
-    return bool(newest) and newest[0] == Message.Role.USER, steps
-
-
-def _call_model(conversation: Conversation, token: str) -> bool:
+def _call_model(conversation: Conversation, token: str, history: History) -> bool:
     agent = conversation.agent
     tools = [spec.openai_schema() for spec in registry.for_agent(agent)]
     stream = _Stream(conversation.pk, token)
-    messages = model_messages(conversation)
+    messages = history.for_model()
     release_connection()  # the model takes seconds: this thread holds no connection meanwhile
     try:
         turn = complete(
@@ -507,14 +511,15 @@ def _call_model(conversation: Conversation, token: str) -> bool:
         stream.reset()
         _fail(conversation, token, str(exc))
         return False
-    stream.flush()
+    if turn.tool_calls:
+        stream.flush()  # the checks below may take a while (a preview); a final answer's push shows the rest
     # Validated, gated and screened by the rules before the transaction: a preview may ask a tool
     # server (seconds) and a rule's condition is a match of unbounded input, and SQLite's one write
     # lock must wait on neither. Inside: the writes, and the deciding rule's use taken.
     checked = _check_calls(conversation, turn)
     stored: list[Message] = []
     with transaction.atomic():
-        if not _still_advancing(conversation, token):
+        if not _lock_if_still_advancing(conversation, token):
             # Stopped (or taken over) while the model was answering: its answer is discarded.
             live.push(live.conversation_group(conversation.pk), fragments.stream_reset_html(conversation.pk))
             return False
@@ -522,11 +527,23 @@ def _call_model(conversation: Conversation, token: str) -> bool:
         # the webhooks): the owner is the one waiting. One frame, rendered after the commit from
         # memory: the turn with its cards, the streamed copy cleared, and the status.
         live.push(live.conversation_group(conversation.pk), lambda: _turn_landed_html(conversation, stored[0]))
-        stored.append(_store_turn(conversation, turn, checked))
-        # A final answer ends the run in the same transaction, unless the user wrote in the meantime.
-        more = bool(turn.tool_calls) or _finish(conversation, stored[0], token, push=False)
+        message, waits = _store_turn(conversation, turn, checked)
+        stored.append(message)
+        more = _after_turn(conversation, message, waits, token)
     stream.cleared()
     return more
+
+
+def _after_turn(conversation: Conversation, turn: Message, waits: bool, token: str) -> bool:
+    """In the turn's transaction, under the conversation's lock: a final answer ends the run, and a
+    turn whose every call waits for a human leaves the conversation waiting, as the next step would
+    (no decision can have landed on approvals this transaction creates). Nobody can have written
+    after the turn: its position was taken under the lock. True when there is more to do now."""
+    if turn.tool_calls.all() and not waits:
+        return True
+    status = Conversation.Status.WAITING_FOR_APPROVAL if waits else Conversation.Status.IDLE
+    _set_status(conversation, status, token, push=False)  # the turn's frame shows it
+    return False
 
 
 def _turn_landed_html(conversation: Conversation, message: Message) -> str:
@@ -581,11 +598,14 @@ def _rule_call(call: ToolCall, gated: GatedCall, conversation: Conversation) -> 
     )
 
 
-def _store_turn(conversation: Conversation, turn: ModelTurn, checked: list[_Checked]) -> Message:
+def _store_turn(conversation: Conversation, turn: ModelTurn, checked: list[_Checked]) -> tuple[Message, bool]:
     """Store the assistant message and its checked calls, each gated call with its approval (or
-    decided at once by a rule), in one transaction."""
+    decided at once by a rule), in the caller's locked transaction. Also says whether what is left
+    of the turn is for a human: some call waits for a decision, and none is to run or settle now."""
+    waits = False
+    settles_now = False
     with transaction.atomic(savepoint=False):
-        message = append_message(conversation, role=Message.Role.ASSISTANT, content=turn.text, push=False)
+        message = append_message(conversation, role=Message.Role.ASSISTANT, content=turn.text, push=False, locked=True)
         calls = []
         for call, gated, screening, suggestion in checked:
             call.message = message
@@ -612,8 +632,13 @@ def _store_turn(conversation: Conversation, turn: ModelTurn, checked: list[_Chec
                 )
                 if automatic is not None:
                     automatic(call.approval)
+                    settles_now = True
+                else:
+                    waits = True
+            elif call.status not in ToolCall.FINISHED:
+                settles_now = True  # not gated: it runs at once
         set_loaded_calls(message, calls)
-    return message
+    return message, waits and not settles_now
 
 
 def _automatic_decision(screening: rules.Screening):
