@@ -3,6 +3,7 @@ from datetime import datetime
 from datetime import timezone as dt_timezone
 from typing import Annotated, Any, Literal
 
+from django.db.models import prefetch_related_objects
 from django.http import Http404
 from ninja import Field, Router, Schema
 from ninja.errors import HttpError
@@ -250,9 +251,10 @@ def decide_approvals(request, payload: DecisionsIn):
         via=Approval.Via.API,
         reason=payload.reason,
     )
-    decided = visible_approvals(request.auth).filter(pk__in=[a.pk for a in outcome.decided]).order_by("pk")
+    # The approvals as their decision stored them, calls loaded (decide_many locked them so), in id order.
+    prefetch_related_objects([a for a in outcome.decided if a.edited_by_id], "edited_by")
     return {
-        "decided": [approval_item(a) for a in decided],
+        "decided": [approval_item(a) for a in outcome.decided],
         "already_decided": outcome.already_decided,
         # Questions and plans are answered one at a time (POST /{id}/answer, a plan's decision with
         # its steps): approving one in bulk is not allowed.

@@ -87,3 +87,27 @@ def test_a_decision_whose_announcement_cannot_be_enqueued_keeps_its_webhooks_and
     settings.HITL_STALL_SECONDS = 0
     assert claim_stalled() == [str(conversation.pk)]  # the sweep resumes the decided turn
     assert Conversation.objects.get(pk=conversation.pk).status == Conversation.Status.RUNNING
+
+
+def test_the_bulk_route_answers_in_statements_that_do_not_grow_with_the_ids(alice, bob, agent, api_as, enqueued):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.test_bulk_api import make_pending
+
+    api = api_as(bob)
+
+    def decide_counted(ids):
+        with CaptureQueriesContext(connection) as queries:
+            response = api.post("approvals/decisions", {"ids": ids, "decision": "approve"})
+        decided = response.json()["decided"]
+        assert [item["id"] for item in decided] == ids and {item["decided_by"] for item in decided} == {"bob"}
+        return len(queries), decided
+
+    few, many = make_pending(alice, agent, 5), make_pending(alice, agent, 50)
+    for ids in (few, many):  # one of each edited (by its requester), as the answer shows
+        Approval.objects.filter(pk=ids[0]).update(edited_by=alice)
+
+    (few_queries, few_items), (many_queries, many_items) = decide_counted(few), decide_counted(many)
+    assert few_queries == many_queries
+    assert few_items[0]["edited_by"] == many_items[0]["edited_by"] == "alice" and many_items[1]["edited_by"] is None
