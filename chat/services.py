@@ -35,8 +35,7 @@ def start_conversation(*, user, agent: Agent, content: str) -> Conversation:
     # What post_message does, less what a conversation made in this same transaction cannot need:
     # no lock, no pending approvals to read, and no pushes (no tab can be open on it yet).
     with transaction.atomic():
-        quotas.check_conversation(user)  # in the transaction that stores what they count (chat.quotas)
-        quotas.check_message(user)
+        quotas.check_conversation(user)  # and the message's: in the transaction that stores what they count
         conversation = Conversation.objects.create(
             owner=user, agent=agent, title=content[:80], status=Conversation.Status.RUNNING
         )

@@ -31,6 +31,16 @@ def test_a_start_costs_a_fixed_number_of_statements(owner_api, agent):
     assert len(statements(captured)) == START_STATEMENTS, "\n".join(statements(captured))
 
 
+def test_quotas_add_one_query_to_a_start_and_the_users_lock(owner_api, agent, settings):
+    settings.HITL_QUOTA_CONVERSATIONS_PER_HOUR = settings.HITL_QUOTA_MESSAGES_PER_MINUTE = 30
+    settings.HITL_QUOTA_MODEL_CALLS_PER_HOUR = 300
+    lock = 1 if connection.features.has_select_for_update else 0  # SQLite's IMMEDIATE transaction is the lock
+    with CaptureQueriesContext(connection) as captured:
+        response = owner_api.post("conversations", {"agent": agent.slug, "message": "hello"})
+    assert response.status_code == 201
+    assert len(statements(captured)) == START_STATEMENTS + 1 + lock, "\n".join(statements(captured))
+
+
 def test_a_post_costs_a_fixed_number_of_statements(owner_api, alice, make_conversation):
     conversation = make_conversation(alice, status=Conversation.Status.IDLE)
     with CaptureQueriesContext(connection) as captured:
