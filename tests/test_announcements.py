@@ -96,6 +96,7 @@ def test_the_bulk_route_answers_in_statements_that_do_not_grow_with_the_ids(alic
     from tests.test_bulk_api import make_pending
 
     api = api_as(bob)
+    api.get("approvals", limit=1)  # the token's first use is stamped once, outside the count
 
     def decide_counted(ids):
         with CaptureQueriesContext(connection) as queries:
