@@ -66,7 +66,7 @@ def post_message(*, conversation: Conversation, user, content: str, shown: dict[
         # waiting a moment after the calls are stored, and a fast client can answer in between.
         if Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).exists():
             return _post_while_waiting(conversation, user, content, shown)
-        message = messages.append_message(conversation, role=Message.Role.USER, content=content, author=user)
+        message = _append(conversation, role=Message.Role.USER, content=content, author=user)
         _set_running(conversation)
     return message
 
@@ -78,10 +78,10 @@ def _post_while_waiting(conversation: Conversation, user, content: str, shown: d
     decision = parse_decision(content)
     if unseen := _unseen(pending, shown):
         # Written before the page showed a call (or its edit): the reply cannot be about it.
-        message = messages.append_message(
+        message = _append(
             conversation, role=Message.Role.USER, content=content, author=user, in_model_context=decision.intent == Intent.NONE
         )
-        messages.add_notice(
+        _notice(
             conversation,
             f"{_calls(len(unseen)).capitalize()} waiting that your page had not shown when you wrote ({_names(unseen)}): "
             "nothing was decided. Look at the cards, then decide.",
@@ -90,16 +90,16 @@ def _post_while_waiting(conversation: Conversation, user, content: str, shown: d
     if any(approval.kind != Approval.Kind.ACTION for approval in pending):
         return _post_to_a_pause(conversation, user, content, pending)
     if decision.intent == Intent.NONE:
-        message = messages.append_message(conversation, role=Message.Role.USER, content=content, author=user)
-        messages.add_notice(conversation, "Your message will be answered once the pending calls are decided.")
+        message = _append(conversation, role=Message.Role.USER, content=content, author=user)
+        _notice(conversation, "Your message will be answered once the pending calls are decided.")
         return message
     # A reply that reads as a decision is the user's, not the model's, whether or not it decides.
-    message = messages.append_message(
+    message = _append(
         conversation, role=Message.Role.USER, content=content, author=user, in_model_context=False
     )
     refusal = _why_not_decisive(decision, pending, conversation)
     if refusal:
-        messages.add_notice(conversation, refusal + " Nothing was decided. " + _HOW_TO_DECIDE)
+        _notice(conversation, refusal + " Nothing was decided. " + _HOW_TO_DECIDE)
         return message
     outcome = decide_all(
         conversation_id=conversation.pk,
@@ -110,15 +110,25 @@ def _post_while_waiting(conversation: Conversation, user, content: str, shown: d
         shown={approval.pk: (shown or {}).get(approval.pk, "") for approval in pending},
     )
     if outcome.needs_confirmation:
-        messages.add_notice(
+        _notice(
             conversation,
             f"Not approved: {_calls(len(outcome.needs_confirmation))} critical. Approve each on its card by typing its confirmation.",
         )
     if waiting := len(outcome.not_allowed):
-        messages.add_notice(conversation, f"Not approved: {_calls(waiting)} for an approver other than you to decide.")
+        _notice(conversation, f"Not approved: {_calls(waiting)} for an approver other than you to decide.")
     if changed := len(outcome.changed):
-        messages.add_notice(conversation, f"Not approved: {_calls(changed)} edited since it was requested. Approve each on its card.")
+        _notice(conversation, f"Not approved: {_calls(changed)} edited since it was requested. Approve each on its card.")
     return message
+
+
+def _append(conversation: Conversation, **fields) -> Message:
+    """Store a message in post_message's transaction, which holds the conversation's lock already."""
+    return messages.append_message(conversation, locked=True, **fields)
+
+
+def _notice(conversation: Conversation, text: str) -> Message:
+    """A notice in post_message's transaction, which holds the conversation's lock already."""
+    return messages.add_notice(conversation, text, locked=True)
 
 
 def _unseen(pending: list[Approval], shown: dict[int, str] | None) -> list[Approval]:
@@ -138,12 +148,12 @@ def _post_to_a_pause(conversation: Conversation, user, content: str, pending: li
     Beside other pending calls, or for a plan, typed text decides nothing: the cards do."""
     approval = pending[0] if len(pending) == 1 else None
     if approval is None or approval.kind != Approval.Kind.QUESTION:
-        message = messages.append_message(conversation, role=Message.Role.USER, content=content, author=user)
+        message = _append(conversation, role=Message.Role.USER, content=content, author=user)
         what = "A plan is approved on its card, step by step" if approval else "While other calls are pending too, each is decided on its card"
-        messages.add_notice(conversation, f"{what}: nothing was decided. Your message will be answered once they are.")
+        _notice(conversation, f"{what}: nothing was decided. Your message will be answered once they are.")
         return message
     # The answer reaches the model as the question's result, not as a message of its own.
-    message = messages.append_message(
+    message = _append(
         conversation, role=Message.Role.USER, content=content, author=user, in_model_context=False
     )
     try:
@@ -152,9 +162,9 @@ def _post_to_a_pause(conversation: Conversation, user, content: str, pending: li
             value=questions.from_text(approval.question, content),
         )
     except InvalidAnswer as exc:
-        messages.add_notice(conversation, f"That does not answer the question: {exc} Nothing was decided; reply again, or answer on its card.")
+        _notice(conversation, f"That does not answer the question: {exc} Nothing was decided; reply again, or answer on its card.")
     except (AlreadyDecided, NotAllowed) as exc:
-        messages.add_notice(conversation, f"Not answered: {exc}")
+        _notice(conversation, f"Not answered: {exc}")
     return message
 
 

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from chat.models import Conversation
 
 START_STATEMENTS = 5  # the token's user, the agent, the conversation, its message, A2A's "a task open?"
-POST_STATEMENTS = 10  # the token's user, the conversation, its lock, "anything pending?", the message, its status
+POST_STATEMENTS = 9  # the token's user, the conversation, its lock, "anything pending?", the message, its status
 
 
 def statements(captured: CaptureQueriesContext) -> list[str]:
