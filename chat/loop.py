@@ -89,8 +89,9 @@ def _step(conversation_id, token: str) -> bool:
     turn = history.turn
     calls = list(turn.tool_calls.all()) if turn is not None else []
     unsettled = [call for call in calls if call.status not in ToolCall.FINISHED]
-    for call in unsettled:
-        _settle(call, conversation)
+    with live.held_together():  # a card finished and the next one claimed go out as one frame
+        for call in unsettled:
+            _settle(call, conversation)
     if any(call.status in (Status.PENDING_APPROVAL, Status.WAITING_FOR_INPUT) for call in calls):
         return _wait_for_approval(conversation, turn, token)
     if unsettled:
@@ -226,6 +227,7 @@ def _run(call: ToolCall, conversation: Conversation, *, claim_from: str = Status
     # The claim: approved (or pending, its approval approved) → running. Whoever loses it must not run the tool.
     if not _transition(call, claim_from, Status.RUNNING):
         return
+    live.flush()  # the card shows running before anything that may take a while (a preview, the tool)
     # Read again just before the run, so stored arguments edited after the approval never run.
     stored = ToolCall.objects.select_related("approval__edited_by").get(pk=call.pk)
     call.arguments, call.arguments_hash = stored.arguments, stored.arguments_hash
@@ -310,6 +312,7 @@ def _resume(call: ToolCall, conversation: Conversation) -> None:
     answer = _input_answer(asked.approval)
     if not _transition(call, Status.WAITING_FOR_INPUT, Status.RUNNING):
         return
+    live.flush()
     spec = registry.get(call.name) or registry.find(conversation.agent, call.name)
     if spec is None:
         _transition(call, Status.RUNNING, Status.FAILED, error=f"Not run: {call.name} is no longer available to this agent.")

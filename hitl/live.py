@@ -49,11 +49,43 @@ def use_own_loop() -> None:
 
 
 def push_now(group: str, html: str) -> None:
-    """Send at once. Best effort, like every push: the database holds the truth and a page re-reads
-    it when its socket reconnects, so a push that fails twice (Redis down) is logged and dropped
-    rather than failing the agent's step. The second try is for a pooled connection that died
-    with a Redis restart: it is made anew."""
+    """Send at once (or, while this thread holds pushes together, at its next flush). Best effort,
+    like every push: the database holds the truth and a page re-reads it when its socket
+    reconnects, so a push that fails twice (Redis down) is logged and dropped rather than failing
+    the agent's step. The second try is for a pooled connection that died with a Redis restart: it
+    is made anew."""
+    held = getattr(_held, "frames", None)
+    if held is not None:
+        held.setdefault(group, []).append(html)
+        return
     send_now(group, {"type": "html.push", "html": html})
+
+
+_held = threading.local()
+
+
+@contextmanager
+def held_together():
+    """Hold this thread's pushes meanwhile and send them, in order, as one frame per group at each
+    flush() and at the end: pushes milliseconds apart (one card finished, the next one claimed)
+    reach a page as one frame, which shows what they would have shown. The caller flushes before
+    anything that may take a while, so nothing waits on it."""
+    _held.frames = {}
+    try:
+        yield
+    finally:
+        flush()
+        _held.frames = None
+
+
+def flush() -> None:
+    """Send what this thread holds (see held_together)."""
+    frames = getattr(_held, "frames", None)
+    if not frames:
+        return
+    _held.frames = {}
+    for group, parts in frames.items():
+        send_now(group, {"type": "html.push", "html": "".join(parts)})
 
 
 _quiet = threading.local()

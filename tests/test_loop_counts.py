@@ -6,7 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from approvals.models import Approval
-from approvals.services import decide
+from approvals.services import decide, decide_all
 from chat import loop, recovery, services, tasks
 from chat.models import Conversation, ToolCall
 from hitl import live
@@ -114,3 +114,23 @@ def test_a_turn_that_asks_a_human_leaves_the_conversation_waiting_in_one_step_an
     # The streamed words, then the turn with its card and the bar saying what to decide, together.
     assert 'class="tool-card' in pushes[-1] and 'data-status="waiting_for_approval"' in pushes[-1]
     assert not any('data-status="running"' in html and "conversation-status" in html for html in pushes)
+
+
+def test_the_calls_of_an_approved_turn_share_frames_each_card_running_before_its_tool(alice, agent, step):
+    """Three approved calls: the first card running, then each card finished together with the
+    next one claimed, then the last card finished: four frames, not six; each card still shows
+    running before its tool runs."""
+    conversation = services.start_conversation(user=alice, agent=agent, content="delete x.txt, y.txt and z.txt")
+    step(conversation)
+    decide_all(conversation_id=conversation.pk, user=alice, via="chat", shown=None)
+    recovery.resume_decided([conversation.pk])
+
+    statements, pushes = step(conversation)
+
+    first, second, third = ToolCall.objects.filter(message__conversation=conversation).order_by("position")
+    assert [c.status for c in (first, second, third)] == [ToolCall.Status.FAILED] * 3  # no such files, but they ran
+    cards = [html for html in pushes if 'class="tool-card' in html]
+    assert len(cards) == 4
+    assert f'id="tool-call-{first.pk}"' in cards[0] and 'data-status="running"' in cards[0]
+    assert cards[1].index(f'id="tool-call-{first.pk}"') < cards[1].index(f'id="tool-call-{second.pk}"')
+    assert f'id="tool-call-{third.pk}"' in cards[3] and 'data-status="failed"' in cards[3]
