@@ -98,13 +98,14 @@ def create_deliveries(approvals: list[Approval], event: str) -> list[int]:
         return []
     rows = Approval.objects.filter(pk__in=[approval.pk for approval in approvals])
     agent_of = dict(rows.values_list("conversation_id", "conversation__agent_id"))
-    with transaction.atomic():
-        return [
-            WebhookDelivery.objects.create(webhook=webhook, approval=approval, event=event, payload=payload(approval, event)).pk
-            for approval in approvals
-            for webhook in active
-            if webhook.agent_id in (None, agent_of[approval.conversation_id])
-        ]
+    deliveries = [
+        WebhookDelivery(webhook=webhook, approval=approval, event=event, payload=payload(approval, event))
+        for approval in approvals
+        for webhook in active
+        if webhook.agent_id in (None, agent_of[approval.conversation_id])
+    ]
+    with transaction.atomic():  # all or none, however many batches
+        return [delivery.pk for delivery in WebhookDelivery.objects.bulk_create(deliveries)]
 
 
 class Attempt(enum.Enum):
