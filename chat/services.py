@@ -8,10 +8,11 @@ from approvals.permissions import is_approver
 from approvals import questions
 from approvals.services import AlreadyDecided, InvalidAnswer, NotAllowed, answer, cancel_pending, decide_all
 from approvals.text import Intent, TextDecision, parse_decision
+from hitl import live
 from hitl.celery import enqueue_on_commit
 from hitl.inputs import is_storable
 
-from . import loop, messages, quotas
+from . import fragments, loop, messages, quotas
 from .models import Agent, Conversation, Message
 from .selectors import may_use
 from .tasks import advance_conversation
@@ -66,8 +67,8 @@ def post_message(*, conversation: Conversation, user, content: str, shown: dict[
         # waiting a moment after the calls are stored, and a fast client can answer in between.
         if Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).exists():
             return _post_while_waiting(conversation, user, content, shown)
-        message = _append(conversation, role=Message.Role.USER, content=content, author=user)
-        _set_running(conversation)
+        message = _append(conversation, role=Message.Role.USER, content=content, author=user, push=False)
+        _set_running(conversation, message)
     return message
 
 
@@ -259,12 +260,16 @@ def _set_loaded_messages(conversation: Conversation, stored: list[Message]) -> N
     conversation._prefetched_objects_cache = {"messages": loaded}
 
 
-def _set_running(conversation: Conversation) -> None:
+def _set_running(conversation: Conversation, message: Message) -> None:
     Conversation.objects.filter(pk=conversation.pk).update(
         status=Conversation.Status.RUNNING, error="", updated_at=timezone.now()
     )
     conversation.status, conversation.error = Conversation.Status.RUNNING, ""
-    messages.push_status(conversation)
+    # The message and the status bar it sets reach a tab as one frame, on commit.
+    live.push(
+        live.conversation_group(conversation.pk),
+        lambda: fragments.message_html(message, oob=True) + fragments.conversation_status_html(conversation),
+    )
     enqueue_on_commit(advance_conversation, str(conversation.pk))
 
 
