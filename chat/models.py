@@ -236,8 +236,11 @@ class ApiToken(models.Model):
     @classmethod
     def user_for(cls, key: str):
         """The active user whose token `key` is (noting the use), or None: the JSON API and A2A ask here."""
-        token = cls.objects.select_related("user").filter(key_hash=cls.hash_key(key)).first()
-        if token is None or not token.user.is_active:
+        try:
+            token = cls.objects.select_related("user").get(key_hash=cls.hash_key(key))  # unique: no ORDER BY
+        except cls.DoesNotExist:
+            return None
+        if not token.user.is_active:
             return None
         token.note_use()
         return token.user

@@ -48,8 +48,11 @@ def may_use(user, agent: Agent) -> bool:
 def agent_for(user, slug: str) -> Agent | None:
     if not is_storable(slug):  # no slug holds a NUL, and PostgreSQL refuses one even in a query
         return None
-    agent = Agent.objects.filter(slug=slug).first()
-    return agent if agent is not None and may_use(user, agent) else None
+    try:
+        agent = Agent.objects.get(slug=slug)  # unique: no ORDER BY to build, as first() would
+    except Agent.DoesNotExist:
+        return None
+    return agent if may_use(user, agent) else None
 
 
 def recent_conversations(user, *, limit: int = 100) -> QuerySet[Conversation]:
