@@ -446,16 +446,17 @@ def _expire_if_overdue(approval_id: int) -> bool:
     return approval is not None and _expire(approval, now)
 
 
-def _expire(approval: Approval, now) -> bool:
+def _expire(approval: Approval, now, *, announce_here: bool = False) -> bool:
     """Expire one overdue approval, read a moment ago, in the caller's transaction, with its link of
-    the audit chain. False if it was decided, or edited, since it was read."""
+    the audit chain. False if it was decided, or edited, since it was read. `announce_here`: as for
+    _store_decision (the expiry sweep runs in a worker)."""
     expiry = _expiry(now)
     head = audit.lock_head()
     if not _as_read(approval).filter(expires_at__lte=now).update(**expiry, **head.extend([approval], expiry)):
         return False
     for name, value in expiry.items():
         setattr(approval, name, value)
-    _announce_on_commit([approval])
+    _announce_on_commit([approval], here=announce_here)
     return True
 
 
@@ -477,7 +478,7 @@ def expire_overdue(*, now=None, limit: int = 500) -> list[int]:
     expired = []
     for approval in overdue.order_by("expires_at")[:limit]:
         with transaction.atomic():
-            if not _expire(approval, now):
+            if not _expire(approval, now, announce_here=True):
                 continue  # decided a moment ago (or edited: then it expires at the next sweep)
         expired.append(approval.pk)
     if expired:
