@@ -179,23 +179,30 @@ def concurrency_targets(results: dict) -> list[dict]:
     else:
         targets.append({"what": f"100 conversations started at once on a {latency:g} s model all answered in < 9 s", "ok": None,
                         "figure": f"not run (largest: {biggest}, {_fmt(starts[biggest]['all_answered_s'], 2)} s)"})
-    what = f"1000 started at once on a {latency:g} s model all answered in < 10 s and ≤ 1.5× LangGraph"
+    # Issue 24's: under 15 s, and within 1.5× LangGraph's time in the same run.
+    what = f"1000 started at once on a {latency:g} s model all answered in < 15 s and ≤ 1.5× LangGraph"
     if 1000 in starts:
         t = starts[1000]["all_answered_s"]
         other = lg_starts.get(1000)
         if other:
             ratio = t / other["all_answered_s"]
-            targets.append({"what": what, "ok": t < 10 and ratio <= 1.5,
+            targets.append({"what": what, "ok": t < 15 and ratio <= 1.5,
                             "figure": f"{_fmt(t, 2)} s vs LangGraph {_fmt(other['all_answered_s'], 2)} s ({ratio:.2f}×)"})
         else:
-            targets.append({"what": what, "ok": False if t >= 10 else None, "figure": f"{_fmt(t, 2)} s (no LangGraph in this run)"})
+            targets.append({"what": what, "ok": False if t >= 15 else None, "figure": f"{_fmt(t, 2)} s (no LangGraph in this run)"})
     else:
         targets.append({"what": what, "ok": None, "figure": f"not run (largest: {biggest})"})
     r = results["resume"]
-    note = "" if r["conversations"] >= 1000 else f" (only {r['conversations']} conversations in this run)"
-    targets.append({"what": f"1000 waiting, approve-all, {latency:g} s model: all finished in < 10 s",
-                    "ok": r["all_finished_s"] < 10 if r["conversations"] >= 1000 else None,
-                    "figure": f"{_fmt(r['all_finished_s'], 2)} s{note}"})
+    lg_r = (results.get("langgraph") or {}).get("resume")
+    what = f"1000 waiting, approve-all, {latency:g} s model: all finished within 1.5× LangGraph"
+    if r["conversations"] < 1000:
+        targets.append({"what": what, "ok": None, "figure": f"{_fmt(r['all_finished_s'], 2)} s (only {r['conversations']} conversations in this run)"})
+    elif lg_r:
+        ratio = r["all_finished_s"] / lg_r["all_finished_s"]
+        targets.append({"what": what, "ok": ratio <= 1.5,
+                        "figure": f"{_fmt(r['all_finished_s'], 2)} s vs LangGraph {_fmt(lg_r['all_finished_s'], 2)} s ({ratio:.2f}×)"})
+    else:
+        targets.append({"what": what, "ok": None, "figure": f"{_fmt(r['all_finished_s'], 2)} s (no LangGraph in this run)"})
     frames = results["stream"].get("frames") or []
     rates = [f["per_second"] for f in frames if f["per_second"] == f["per_second"]]
     if rates:
