@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP through Django, except `/a2a/` (the agents' A2A endpoints, a Starlette
 app: agentlink.app); websockets through Channels (auth and origin checked)."""
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -27,3 +28,9 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+# Everything loaded by now lives as long as the process: out of the collector's sight, so that a
+# full collection (every few hundred requests) walks what requests made, not the ~250,000 objects
+# of the imports (~200 ms each): 6.7 → 5.2 ms of daphne's CPU a start (issue 24).
+gc.collect()
+gc.freeze()
