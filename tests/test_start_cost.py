@@ -8,8 +8,11 @@ from django.test.utils import CaptureQueriesContext
 
 from chat.models import Conversation
 
-START_STATEMENTS = 5  # the token's user, the agent, the conversation, its message, A2A's "a task open?"
-POST_STATEMENTS = 9  # the token's user, the conversation, its lock, "anything pending?", the message, its status
+# The token's user, the agent, the conversation, its message, A2A's "a task open?" (agentlink.receivers).
+START_STATEMENTS = 5
+# The token's user, the conversation, its lock, "anything pending?", the next position, the message,
+# A2A's "a task open?", the status set running, the status read for the answer.
+POST_STATEMENTS = 9
 
 
 def statements(captured: CaptureQueriesContext) -> list[str]:
