@@ -133,6 +133,17 @@ def answer_check(messages: list[dict]) -> None:
             assert Counter(answers) == Counter(ids), f"calls {ids} were answered by {answers}"
 
 
+def agent_wrote_beside(conversation: Conversation, pending: list[Approval]) -> bool:
+    """Words of the agent's since the user's last message before the pending calls (the turn that
+    asked for them, or a step before it), read from the stored messages."""
+    if not pending:
+        return False
+    first = min(approval.tool_call.message.position for approval in pending)
+    messages = list(Message.objects.filter(conversation=conversation).order_by("position"))
+    since = max((m.position for m in messages if m.role == Message.Role.USER and m.in_model_context and m.position < first), default=0)
+    return any(m.role == Message.Role.ASSISTANT and m.position > since and m.content.strip() for m in messages)
+
+
 class LoopMachine(RuleBasedStateMachine):
     world: World  # set by the test (run_state_machine_as_test builds one machine per example)
 
@@ -237,9 +248,12 @@ class LoopMachine(RuleBasedStateMachine):
         pending = list(Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).select_related("tool_call"))
         approves, count = DECISIVE_REPLIES.get(text, (True, None))
         decidable = [a.pk for a in pending if self.expected(owner, a, conversation, approves) == "decided"]
+        # A clear answer for exactly the calls pending decides every one the owner may, unless the agent
+        # wrote words in the turn that asked for them (they may ask what a "yes" answers: the cards decide).
+        decides = count == len(pending) and not agent_wrote_beside(conversation, pending)
         services.post_message(conversation=conversation, user=owner, content=text)
         after = Approval.objects.filter(pk__in=[a.pk for a in pending])
-        if count == len(pending):  # a clear answer for exactly the calls pending decides every one the owner may
+        if decides:
             assert all(a.status != Approval.Status.PENDING and a.decided_via == Approval.Via.TEXT for a in after if a.pk in decidable)
         else:  # anything else, or a count that does not match, decides nothing
             assert all(a.status == Approval.Status.PENDING or a.decided_via != Approval.Via.TEXT for a in after)
