@@ -1,4 +1,5 @@
 """Thin Celery tasks: advance a conversation; sweep for stalled ones."""
+import gc
 import logging
 
 from celery import shared_task
@@ -27,6 +28,10 @@ def warm_up_litellm(**kwargs) -> None:
     """Import litellm and make one scripted call in each process that runs tasks (a prefork pool's
     children; see below for the others), so a user's first turn does not pay the seconds it costs."""
     llm.complete(model="scripted/warm-up", messages=[{"role": "user", "content": "hello"}], tools=[])
+    # What litellm's import loaded lives as long as the process: out of the collector's sight too
+    # (hitl.celery froze what was loaded before it, when the worker started).
+    gc.collect()
+    gc.freeze()
 
 
 @worker_init.connect
