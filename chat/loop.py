@@ -521,20 +521,42 @@ def _call_model(conversation: Conversation, token: str, history: History) -> boo
     # lock must wait on neither. Inside: the writes, and the deciding rule's use taken.
     checked = _check_calls(conversation, turn)
     stored: list[Message] = []
-    with transaction.atomic():
-        if not _lock_if_still_advancing(conversation, token):
-            # Stopped (or taken over) while the model was answering: its answer is discarded.
-            live.push(live.conversation_group(conversation.pk), fragments.stream_reset_html(conversation.pk))
-            return False
-        # Registered first, so that on commit the turn goes out before anything else (the dashboards,
-        # the webhooks): the owner is the one waiting. One frame, rendered after the commit from
-        # memory: the turn with its cards, the streamed copy cleared, and the status.
-        live.push(live.conversation_group(conversation.pk), lambda: _turn_landed_html(conversation, stored[0]))
-        message, waits = _store_turn(conversation, turn, checked)
-        stored.append(message)
-        more = _after_turn(conversation, message, waits, token)
+    try:
+        with transaction.atomic():
+            if not _lock_if_still_advancing(conversation, token):
+                # Stopped (or taken over) while the model was answering: its answer is discarded.
+                live.push(live.conversation_group(conversation.pk), fragments.stream_reset_html(conversation.pk))
+                return False
+            # Registered first, so that on commit the turn goes out before anything else (the dashboards,
+            # the webhooks): the owner is the one waiting. One frame, rendered after the commit from
+            # memory: the turn with its cards, the streamed copy cleared, and the status.
+            live.push(live.conversation_group(conversation.pk), lambda: _turn_landed_html(conversation, stored[0]))
+            message, waits = _store_turn(conversation, turn, checked)
+            if _user_wrote_meanwhile(conversation, history, message):
+                raise _AnsweredWithoutReading  # rolls the turn back, its calls and approvals with it
+            stored.append(message)
+            more = _after_turn(conversation, message, waits, token)
+    except _AnsweredWithoutReading:
+        # The user wrote while the model answered: an answer that never read it would sit after it
+        # and leave it unanswered. Nothing of the turn ran; the model is asked again, with it.
+        stream.reset()
+        return True
     stream.cleared()
     return more
+
+
+class _AnsweredWithoutReading(Exception):
+    pass
+
+
+def _user_wrote_meanwhile(conversation: Conversation, history: History, turn: Message) -> bool:
+    """Whether a user's message was stored after the history the model answered was read (before
+    `turn`, whose position was taken under the lock). A turn right after that history needs no query."""
+    seen = history.messages[-1].position if history.messages else 0
+    if turn.position == seen + 1:
+        return False
+    unread = conversation.messages.filter(role=Message.Role.USER, in_model_context=True, position__gt=seen, position__lt=turn.position)
+    return unread.exists()
 
 
 def _after_turn(conversation: Conversation, turn: Message, waits: bool, token: str) -> bool:

@@ -415,3 +415,30 @@ def test_a_calls_preview_is_made_outside_the_turns_transaction(alice, agent, mon
     assert conversation.status == Conversation.Status.WAITING_FOR_APPROVAL
     assert seen == [False]
     assert pending_approvals(conversation)[0].preview["kind"] == "file"
+
+
+@pytest.mark.parametrize("prompt", ["hello", "write hi to a.txt"], ids=["an answer", "a turn with calls"])
+def test_a_message_written_while_the_model_answers_is_read_before_an_answer_is_kept(alice, agent, monkeypatch, prompt):
+    """The answer in flight never read it: kept, it would sit after the message and leave it
+    unanswered. It is dropped (nothing of it ran, no card is left) and the model asked again."""
+    real_complete, asked = loop.complete, []
+
+    def complete(**kwargs):
+        asked.append([m["content"] for m in kwargs["messages"] if m["role"] == "user"])
+        if len(asked) == 1:  # the user writes while the first answer is on its way
+            conversation = Conversation.objects.get(owner=alice)
+            services.post_message(conversation=conversation, user=alice, content="what is 6 * 7")
+        return real_complete(**kwargs)
+
+    monkeypatch.setattr(loop, "complete", complete)
+
+    conversation = start(alice, agent, prompt)
+
+    assert asked[:2] == [[prompt], [prompt, "what is 6 * 7"]]
+    assert "42" in last_reply(conversation)
+    assert conversation.status == Conversation.Status.IDLE
+    replies = Message.objects.filter(conversation=conversation, role=Message.Role.ASSISTANT).order_by("position")
+    assert replies.last().position > Message.objects.get(conversation=conversation, content="what is 6 * 7").position
+    # The second answer (scripted: to the newest message) used the calculator; the dropped one left nothing.
+    assert [call.name for call in ToolCall.objects.filter(message__conversation=conversation)] == ["calculator"]
+    assert not Approval.objects.filter(conversation=conversation).exists()
