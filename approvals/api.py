@@ -1,4 +1,4 @@
-"""Approvals in the JSON API: list what the caller may see, decide one, decide many."""
+"""Approvals in the JSON API: list what the caller may see, decide one, decide many, claim one."""
 from datetime import datetime
 from datetime import timezone as dt_timezone
 from typing import Annotated, Any, Literal
@@ -12,7 +12,7 @@ from hitl.inputs import is_storable
 
 from .models import Approval
 from .permissions import is_approver
-from .services import answer, approve_edited, decide, decide_many, decide_remembering
+from .services import answer, approve_edited, claim, decide, decide_many, decide_remembering, unclaim
 
 router = Router(tags=["approvals"])
 MAX_OFFSET = 10**9  # far past any real list, and far inside what every database's integers hold
@@ -79,6 +79,9 @@ class ApprovalOut(Schema):
     rule_id: int | None = Field(description="The rule that decided it at once (`decided_via: \"rule\"`); null for a human's decision.")
     annotations: dict | None = Field(
         description="A tool server's hints about the tool (MCP annotations, as the server gave them), or null: hints, not guarantees."
+    )
+    claimed_by: str | None = Field(
+        description="Who said they are on it (POST /{id}/claim), while pending: a signal to the other approvers, not a lock; null once decided."
     )
     shown_hash: str = Field(
         description="The version a decider is shown now (the hash of the arguments as they stand): send it with a decision; it changes when the call is edited."
@@ -182,6 +185,7 @@ def approval_out(approval: Approval) -> dict:
         "rule_id": approval.rule_id,
         "annotations": approval.annotations,
         "shown_hash": approval.shown_hash,
+        "claimed_by": approval.claimed_by.get_username() if approval.claimed_by_id else None,
     }
 
 
@@ -194,7 +198,7 @@ def approval_item(approval: Approval) -> dict:
 
 
 def visible_approvals(user):
-    approvals = Approval.objects.select_related("tool_call", "decided_by", "edited_by")
+    approvals = Approval.objects.select_related("tool_call", "decided_by", "edited_by", "claimed_by")
     return approvals if is_approver(user) else approvals.filter(requested_by=user)
 
 
@@ -305,6 +309,28 @@ def answer_question(request, approval_id: ApprovalId, payload: AnswerIn):
             approval_id, user=request.auth, via=Approval.Via.API, shown_hash=payload.shown_hash, value=payload.answer,
             decline=payload.decline, reason=payload.reason,
         )
+    except Approval.DoesNotExist:
+        raise Http404("No such approval.") from None
+    return approval_item(visible_approvals(request.auth).get(pk=approval_id))
+
+
+@router.post("/{approval_id}/claim", response=ApprovalItem)
+def claim_approval(request, approval_id: ApprovalId):
+    """Say you are on it: `claimed_by` becomes you, on every inbox and card, live. A signal, not a
+    lock: whoever may decide still may, and another's claim replaces yours. It ends with the
+    decision. 403 if you may see it but not decide it; 404 if you may not see it; 409 once decided."""
+    return _claimed(request, approval_id, claim)
+
+
+@router.delete("/{approval_id}/claim", response=ApprovalItem)
+def unclaim_approval(request, approval_id: ApprovalId):
+    """End the claim (yours, or a colleague's left behind): `claimed_by` null. As for the claim: 403, 404, 409."""
+    return _claimed(request, approval_id, unclaim)
+
+
+def _claimed(request, approval_id: int, change) -> dict:
+    try:
+        change(approval_id, user=request.auth)
     except Approval.DoesNotExist:
         raise Http404("No such approval.") from None
     return approval_item(visible_approvals(request.auth).get(pk=approval_id))

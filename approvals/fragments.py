@@ -1,4 +1,4 @@
-"""The decision controls of a tool card: shared by the chat card and (later) the dashboard rows."""
+"""The decision controls of a tool card and its claim line: shared by the chat card and the dashboard rows."""
 from django.template.loader import render_to_string
 
 from .models import Approval
@@ -17,3 +17,10 @@ def approval_controls_html(
 def dashboard_signal_html(event: str, count: int = 1) -> str:
     """Tells open dashboards that `count` approvals changed; each re-reads its own filtered list."""
     return render_to_string("partials/dashboard_signal.html", {"event": event, "count": count})
+
+
+def claim_html(approval: Approval, *, can_decide: bool | None, via: str = Approval.Via.CHAT, oob: bool = False) -> str:
+    """A card's claim line ("claimed by bob", Claim / Unclaim), as the card and the row include it.
+    Who claimed it is the same for every viewer, so one render is pushed to all (`can_decide` None)."""
+    context = {"approval": approval, "can_decide": can_decide, "via": via, "oob": oob}
+    return render_to_string("partials/approval_claim.html", context)

@@ -113,6 +113,13 @@ class Approval(models.Model):
     confirmation_hint = models.CharField(
         max_length=200, blank=True, help_text="What a human types to approve a critical call."
     )
+    # A claim ("I'm on it"): a signal to the other approvers, not a lock. Anyone who may decide may
+    # claim (replacing an earlier claim) or unclaim; the deciding update clears it (approvals.services).
+    claimed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Who said they are on it, while pending; empty once decided.",
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True)
     # An edit made before the approval: the arguments that will run instead of the requested ones.
     edited_arguments = models.JSONField(null=True, blank=True)
     edited_arguments_hash = models.CharField(max_length=64, blank=True)

@@ -3,7 +3,7 @@ from hitl import live
 from hitl.celery import enqueue_on_commit
 
 from . import webhooks
-from .fragments import dashboard_signal_html
+from .fragments import claim_html, dashboard_signal_html
 from .models import Webhook
 from .tasks import deliver_webhook
 
@@ -25,6 +25,13 @@ def on_approvals_decided(sender, approvals, deliveries=(), **kwargs) -> None:
 def on_approval_edited(sender, approval, **kwargs) -> None:
     # The dashboards re-read the row; webhooks hear of the approval again when it is decided.
     live.push_now(live.APPROVALS_GROUP, dashboard_signal_html("approval.edited"))
+
+
+def on_approval_claimed(sender, approval, **kwargs) -> None:
+    # Open inboxes re-read their rows (each as its viewer sees them); open conversations get the
+    # card's claim line, which reads the same for everyone.
+    live.push_now(live.APPROVALS_GROUP, dashboard_signal_html("approval.claimed"))
+    live.push_now(live.conversation_group(approval.conversation_id), claim_html(approval, can_decide=None, oob=True))
 
 
 def _tell_dashboards(count: int, event: str) -> None:

@@ -12,7 +12,7 @@ from hitl.inputs import storable
 from .models import Approval, Risk
 
 OLDER_THAN = re.compile(r"[0-9]{1,6}")  # minutes, ASCII digits: up to about two years back
-ROW_RELATIONS = ("tool_call", "conversation__agent", "requested_by", "decided_by", "edited_by")
+ROW_RELATIONS = ("tool_call", "conversation__agent", "requested_by", "decided_by", "edited_by", "claimed_by")
 
 
 @dataclass(frozen=True)

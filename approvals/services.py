@@ -13,7 +13,7 @@ from . import announcements, audit, calls, plans, questions, rulemaking, rules
 from .models import Approval, Risk, Rule
 from .permissions import can_decide, can_see
 from .policy import RISKS
-from .signals import approval_edited, approval_requested
+from .signals import approval_claimed, approval_edited, approval_requested
 
 logger = logging.getLogger(__name__)
 
@@ -338,6 +338,39 @@ def cancel_pending(*, conversation_id, user, via: str) -> list[Approval]:
     return approvals
 
 
+def claim(approval_id: int, *, user) -> Approval:
+    """Say "I'm on it" on a pending approval: a signal to the other approvers, not a lock. Whoever may
+    decide it still may, and a claim by someone else replaces this one. It ends with the decision
+    (every deciding update clears it) or on unclaim(). Not in the audit chain: it decides nothing.
+    Raises Approval.DoesNotExist (not theirs to see), NotAllowed or AlreadyDecided."""
+    return _set_claim(approval_id, user=user, claimed_by=user)
+
+
+def unclaim(approval_id: int, *, user) -> Approval:
+    """End the claim on a pending approval, whoever made it: anyone who may decide it may clear a
+    claim (a colleague's left behind, too), as anyone may replace one. Raises as claim() does."""
+    return _set_claim(approval_id, user=user, claimed_by=None)
+
+
+def _set_claim(approval_id: int, *, user, claimed_by) -> Approval:
+    approval = Approval.objects.filter(pk=approval_id).first()
+    if approval is None or not can_see(user, approval):
+        raise Approval.DoesNotExist
+    if not can_decide(user, approval):
+        raise NotAllowed("Only someone who may decide this call may claim it.")
+    _refuse_if_settled(approval)
+    claim_ = {"claimed_by": claimed_by, "claimed_at": timezone.now() if claimed_by else None}
+    # Conditional on pending: a decision that lands first wins, and its update cleared the claim.
+    if not Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(**claim_):
+        approval.refresh_from_db()
+        raise AlreadyDecided(approval)
+    for name, value in claim_.items():
+        setattr(approval, name, value)
+    transaction.on_commit(lambda: approval_claimed.send(sender=Approval, approval=approval), robust=True)
+    logger.info("approval %s %s by %s", approval.pk, "claimed" if claimed_by else "unclaimed", user)
+    return approval
+
+
 def check_decidable(approval_id: int, user, *, approve: bool, shown_hash: str) -> Approval:
     """Raise now what deciding it this way would raise (hidden, not allowed, settled, changed),
     deciding nothing: for a surface that asks for more (a reason, a confirmation) before it decides."""
@@ -386,6 +419,8 @@ def _is_stricter(checked: calls.CheckedCall, approval: Approval) -> bool:
     )
 
 
+# A claim ends with the decision: every deciding update clears it (a decided row is final after).
+CLAIM_ENDS = {"claimed_by": None, "claimed_at": None}
 MAX_WORDS = 2000  # a reason's or a comment's length, as the decision keeps it
 
 
@@ -399,6 +434,7 @@ def _decision(status: str, user, via: str, reason: str = "", *, comment: str = "
         "decided_by": user,
         "decided_via": via,
         "rejection_reason": "" if status in (Approval.Status.APPROVED, Approval.Status.ANSWERED) else reason.strip(),
+        **CLAIM_ENDS,
     }
     if comment.strip():
         decision["comment"] = comment.strip()
@@ -461,7 +497,7 @@ def _expire(approval: Approval, now, *, announce_here: bool = False) -> bool:
 
 
 def _expiry(now) -> dict:
-    return {"status": Approval.Status.EXPIRED, "decided_at": now, "decided_via": Approval.Via.TIMEOUT}
+    return {"status": Approval.Status.EXPIRED, "decided_at": now, "decided_via": Approval.Via.TIMEOUT, **CLAIM_ENDS}
 
 
 def _announce_on_commit(approvals: list[Approval], *, here: bool = False) -> None:

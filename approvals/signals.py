@@ -11,3 +11,5 @@ approvals_decided = Signal()
 # Sent with `approval`: a pending Approval whose arguments a human edited; it still waits for a
 # decision (the edit made the call stricter, so another rule now decides who approves it).
 approval_edited = Signal()
+# Sent with `approval`: a pending Approval claimed or unclaimed (`claimed_by`): a signal, it decides nothing.
+approval_claimed = Signal()

@@ -18,8 +18,12 @@ urlpatterns = [
     path("<int:approval_id>/decide/", views.decide_view, name="decide"),
     path("<int:approval_id>/edit/", views.edit_view, name="edit"),
     path("<int:approval_id>/answer/", views.answer_view, name="answer"),
+    path("<int:approval_id>/claim/", views.claim_view, name="claim"),
+    path("<int:approval_id>/unclaim/", views.claim_view, {"release": True}, name="unclaim"),
     path("dashboard/<int:approval_id>/", views.controls_view, {"via": DASHBOARD}, name="dashboard_controls"),
     path("dashboard/<int:approval_id>/decide/", views.decide_view, {"via": DASHBOARD}, name="dashboard_decide"),
     path("dashboard/<int:approval_id>/edit/", views.edit_view, {"via": DASHBOARD}, name="dashboard_edit"),
     path("dashboard/<int:approval_id>/answer/", views.answer_view, {"via": DASHBOARD}, name="dashboard_answer"),
+    path("dashboard/<int:approval_id>/claim/", views.claim_view, {"via": DASHBOARD}, name="dashboard_claim"),
+    path("dashboard/<int:approval_id>/unclaim/", views.claim_view, {"via": DASHBOARD, "release": True}, name="dashboard_unclaim"),
 ]

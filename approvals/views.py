@@ -30,9 +30,11 @@ from .services import (
     NotAllowed,
     answer,
     approve_edited,
+    claim,
     decide,
     decide_many,
     decide_remembering,
+    unclaim,
 )
 
 DASHBOARD_ROWS = 50  # the oldest first; the count says how many more wait
@@ -194,6 +196,21 @@ def decide_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> Http
     except (DecisionError, InvalidRule, TargetNotFound) as exc:
         return _refused(request, approval_id, exc, via)
     return _decided(request, approval, via, saved_rule=saved_rule)
+
+
+@login_required
+@require_POST
+def claim_view(request, approval_id: int, via: str = Approval.Via.CHAT, release: bool = False) -> HttpResponse:
+    """Claim a pending approval ("I'm on it"), or with `release` end its claim: a signal to the
+    other approvers, pushed to every inbox and card; it decides nothing."""
+    _check_channel(request, via)
+    try:
+        approval = (unclaim if release else claim)(approval_id, user=request.user)
+    except Approval.DoesNotExist:
+        raise Http404("No such approval.") from None
+    except DecisionError as exc:
+        return _refused(request, approval_id, exc, via)
+    return _decided(request, approval, via)  # the card's controls, its claim line with them
 
 
 def _remember(request) -> dict | None:
