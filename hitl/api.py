@@ -63,6 +63,7 @@ api = NinjaAPI(
 api.add_router("/conversations", chat_router)
 api.add_router("/approvals", approvals_router)
 api.add_router("/rules", rules_router)
+api.add_router("/analytics", "approvals.analytics_api.router")
 
 
 @api.exception_handler(HttpError)
