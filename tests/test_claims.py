@@ -221,3 +221,13 @@ def test_a_claim_is_pushed_to_the_inboxes_and_the_conversation(alice, bob, agent
     assert 'id="dashboard-signal"' in signal and 'data-event="approval.claimed"' in signal
     assert f'<div id="claim-{approval.pk}" class="claim-line is-claimed" hx-swap-oob="true">' in line
     assert "claimed by bob" in text_of(line)
+
+
+def test_a_group_of_alike_calls_says_which_of_them_is_claimed(alice, bob, carol, agent):
+    first, second = pending_approvals(start(alice, agent, "delete notes/a.txt and notes/b.txt"))
+    claim(second.pk, user=bob)
+
+    inbox = client_for(carol).get("/approvals/").content.decode()
+
+    group = inbox[inbox.index(f'id="approval-group-{first.pk}"'):]
+    assert "notes/b.txt claimed by bob" in text_of(group[:group.index("</summary>")])
