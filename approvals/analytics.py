@@ -9,6 +9,8 @@ Definitions (the page, the API and the tests share them):
   questions are not approvals, so they are left out too.
 - Time to decide is `decided_at - requested_at`. Median and p95 are nearest-rank: of n times in
   ascending order, the ceil(p * n / 100)-th (the lower median for an even n).
+- Votes (issue 25, item 2) will be decisions of their voters: `breakdown()` then reads votes beside
+  single decisions. Escalations are counted once `Approval.escalated_at` exists (item 3).
 - A rubber-stamp suspect made at least 20 decisions, approved at least 95 % of them, and took a
   median under 3 seconds.
 """

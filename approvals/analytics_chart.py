@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from .analytics import Day
 
 WIDTH, HEIGHT = 600, 260
-LEFT, RIGHT, TOP, BOTTOM = 48, 12, 14, 34  # room for the axes' numbers and dates
+LEFT, RIGHT, TOP, BOTTOM = 56, 12, 14, 34  # room for the axes' numbers and dates
 MAX_DATE_LABELS = 6
 
 

@@ -264,3 +264,22 @@ def test_the_page_queries_do_not_grow_with_rows(alice, bob, agent):
     with CaptureQueriesContext(connection) as many:
         assert client.get("/approvals/analytics/").status_code == 200
     assert len(many) == len(few)
+
+
+def test_the_charts_scale_tops_at_an_even_round_number_so_its_middle_tick_is_whole():
+    from approvals.analytics_chart import nice_top
+
+    assert [nice_top(n) for n in (0, 1, 2, 3, 5, 11, 21, 41, 101)] == [2, 2, 2, 4, 10, 20, 40, 100, 200]
+
+
+def test_the_chart_draws_a_bar_and_a_point_a_day_to_scale():
+    from approvals.analytics import Day
+    from approvals.analytics_chart import chart_of
+
+    today = timezone.localtime(NOW).date()
+    chart = chart_of([Day(today - timedelta(days=1), pending=4, decided=0), Day(today, pending=0, decided=2)])
+
+    assert len(chart.bars) == 2 and len(chart.dots) == 2
+    assert chart.bars[0].height == 0 and chart.bars[1].height == round((chart.bottom - 14) / 2, 1)  # 2 of a top of 4
+    assert [tick.text for tick in chart.y_ticks] == ["0", "2", "4"]
+    assert chart.x_ticks[0].text == today.strftime("%b %-d")
