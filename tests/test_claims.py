@@ -231,3 +231,14 @@ def test_a_group_of_alike_calls_says_which_of_them_is_claimed(alice, bob, carol,
 
     group = inbox[inbox.index(f'id="approval-group-{first.pk}"'):]
     assert "notes/b.txt claimed by bob" in text_of(group[:group.index("</summary>")])
+
+
+def test_the_requesters_own_card_offers_no_claim_an_approvers_does(alice, bob, agent):
+    conversation = start(alice, agent, "delete a.txt")
+    [approval] = pending_approvals(conversation)
+
+    owners = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
+    approvers = client_for(bob).get(f"/conversations/{conversation.pk}/").content.decode()
+
+    assert f'<div id="claim-{approval.pk}" class="claim-line"></div>' in owners
+    assert f'action="/approvals/{approval.pk}/claim/"' in approvers
