@@ -5,8 +5,10 @@ from dataclasses import dataclass
 from .analytics import Day
 
 WIDTH, HEIGHT = 600, 260
-LEFT, RIGHT, TOP, BOTTOM = 56, 12, 14, 34  # room for the axes' numbers and dates
+LEFT, RIGHT, TOP, BOTTOM = 56, 36, 14, 34  # room for the axes' numbers and dates (today's, centred, at the right)
 MAX_DATE_LABELS = 6
+MAX_DOTTED_DAYS = 31  # past a month the line's points would blur into one thick line
+WIDE_APART = 150  # viewBox units between dates a phone's larger type still fits; closer: every other one is minor
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,7 @@ class Bar:
 class Tick:
     at: float  # x or y in the viewBox
     text: str
+    is_minor: bool = False  # a date left out on a phone (analytics.css), so the others never overlap
 
 
 @dataclass(frozen=True)
@@ -66,11 +69,13 @@ def chart_of(days: list[Day]) -> Chart:
         bars.append(Bar(round(x + slot * 0.15, 1), y_of(day.decided), round(slot * 0.7, 1), round(base - y_of(day.decided), 1)))
         centre = round(x + slot / 2, 1)
         points.append(f"{centre},{y_of(day.pending)}")
-        dots.append(Point(centre, y_of(day.pending)))
+        if len(days) <= MAX_DOTTED_DAYS:
+            dots.append(Point(centre, y_of(day.pending)))
     every = -(-len(days) // MAX_DATE_LABELS)  # ceil: today is labelled, then every `every` days back
+    crowded = every * slot < WIDE_APART
     x_ticks = [
-        Tick(round(LEFT + slot * (i + 0.5), 1), days[i].date.strftime("%b %-d"))
-        for i in range(len(days) - 1, -1, -every)
+        Tick(round(LEFT + slot * (i + 0.5), 1), days[i].date.strftime("%b %-d"), is_minor=crowded and n % 2 == 1)
+        for n, i in enumerate(range(len(days) - 1, -1, -every))
     ]
     y_ticks = [Tick(y_of(value), str(value)) for value in (0, top // 2, top)]
     return Chart(WIDTH, HEIGHT, LEFT, WIDTH - RIGHT, base, bars, " ".join(points), dots, y_ticks, x_ticks)
