@@ -144,18 +144,17 @@ def breakdown(since: datetime, now: datetime, label: str, *, with_expired: bool)
     """One query: the window's rows numbered by time to decide within their label (a window
     function in a subquery), then counted and picked per label by the outer GROUP BY, so the
     medians never bring rows to Python. `label` is an ORM path to the grouping text."""
-    one = Value(1, output_field=IntegerField())
-    counted = Case(When(HUMAN_DECISION, then=one), default=0, output_field=IntegerField())
+    window = Q(decided_at__gte=since, decided_at__lte=now)
     rows = (
-        Approval.objects.filter(Q(decided_at__gte=since, decided_at__lte=now) & ((HUMAN_DECISION | EXPIRED) if with_expired else HUMAN_DECISION))
+        Approval.objects.filter(window & ((HUMAN_DECISION | EXPIRED) if with_expired else HUMAN_DECISION))
         .order_by()
         .annotate(
             label=F(label),
             seconds=SecondsBetween(F("decided_at"), F("requested_at")),
-            is_decision=counted,
-            is_approved=Case(When(HUMAN_DECISION & Q(status=Approval.Status.APPROVED), then=one), default=0),
-            is_rejected=Case(When(HUMAN_DECISION & Q(status=Approval.Status.REJECTED), then=one), default=0),
-            is_expired=Case(When(EXPIRED, then=one), default=0, output_field=IntegerField()),
+            is_decision=one_if(HUMAN_DECISION),
+            is_approved=one_if(HUMAN_DECISION & Q(status=Approval.Status.APPROVED)),
+            is_rejected=one_if(HUMAN_DECISION & Q(status=Approval.Status.REJECTED)),
+            is_expired=one_if(EXPIRED),
         )
         .annotate(
             # Decisions are numbered apart from expiries, so a median is of decisions alone.
@@ -179,6 +178,10 @@ def breakdown(since: datetime, now: datetime, label: str, *, with_expired: bool)
             Breakdown(str(label), int(decisions), int(approved), int(rejected), int(expired), _seconds(median), _seconds(p95))
             for label, decisions, approved, rejected, expired, median, p95 in cursor.fetchall()
         ]
+
+
+def one_if(condition: Q) -> Case:
+    return Case(When(condition, then=Value(1)), default=Value(0), output_field=IntegerField())
 
 
 def _seconds(value) -> float | None:
