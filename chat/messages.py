@@ -47,7 +47,7 @@ def load_calls(message: Message) -> None:
     its turn's "Approve all") renders from memory, and a status changed on a call is the status
     every later render of the turn sees. What only some cards show (a rule, a repeated call's
     first rejection) is read only when one of them is there."""
-    calls = list(message.tool_calls.select_related("approval__decided_by"))
+    calls = list(message.tool_calls.select_related("approval__decided_by", "approval__claimed_by"))
     approvals = [approval for call in calls if (approval := getattr(call, "approval", None)) is not None]
     if by_rule := [approval for approval in approvals if approval.rule_id]:
         prefetch_related_objects(by_rule, "rule")
