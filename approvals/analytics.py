@@ -9,8 +9,9 @@ Definitions (the page, the API and the tests share them):
   questions are not approvals, so they are left out too.
 - Time to decide is `decided_at - requested_at`. Median and p95 are nearest-rank: of n times in
   ascending order, the ceil(p * n / 100)-th (the lower median for an even n).
-- Votes (issue 25, item 2) will be decisions of their voters: `breakdown()` then reads votes beside
-  single decisions. Escalations are counted once `Approval.escalated_at` exists (item 3).
+- A vote toward a quorum is a decision (an approve) of its voter, unless it was also the deciding
+  one (then the decision counts, once). Per agent and per tool, an approval counts once.
+- Escalated: approvals that escalated to their route's escalation groups in the window.
 - A rubber-stamp suspect made at least 20 decisions, approved at least 95 % of them, and took a
   median under 3 seconds.
 """
@@ -19,11 +20,11 @@ from datetime import date, datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Case, Count, F, FloatField, Func, IntegerField, Q, Value, When, Window
-from django.db.models.functions import RowNumber, TruncDate
+from django.db.models import Case, Count, F, FloatField, Func, IntegerField, Q, Value, When
+from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from .models import Approval
+from .models import Approval, Vote
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 365
@@ -105,7 +106,7 @@ def parse_days(text: str | None) -> int:
 
 
 def approval_analytics(*, days: int, now: datetime | None = None) -> Analytics:
-    """Everything the page and the API show, in six queries (seven once escalation exists)."""
+    """Everything the page and the API show, in seven queries."""
     now = now or timezone.now()
     first_day = timezone.localtime(now).date() - timedelta(days=days - 1)
     since = timezone.make_aware(datetime.combine(first_day, datetime.min.time()))
@@ -113,11 +114,11 @@ def approval_analytics(*, days: int, now: datetime | None = None) -> Analytics:
     return Analytics(
         days=days,
         since=since,
-        by_approver=breakdown(since, now, f"decided_by__{get_user_model().USERNAME_FIELD}", with_expired=False),
+        by_approver=breakdown(since, now, f"decided_by__{get_user_model().USERNAME_FIELD}", with_expired=False, votes=True),
         by_agent=by_agent,
         by_tool=breakdown(since, now, "tool_call__name", with_expired=True),
         expired=sum(row.expired for row in by_agent),  # every approval has an agent
-        escalated=count_escalated(since),
+        escalated=count_escalated(since, now),
         per_day=days_of(since, now, days),
     )
 
@@ -140,10 +141,12 @@ class SecondsBetween(Func):
         )
 
 
-def breakdown(since: datetime, now: datetime, label: str, *, with_expired: bool) -> list[Breakdown]:
+def breakdown(since: datetime, now: datetime, label: str, *, with_expired: bool, votes: bool = False) -> list[Breakdown]:
     """One query: the window's rows numbered by time to decide within their label (a window
-    function in a subquery), then counted and picked per label by the outer GROUP BY, so the
-    medians never bring rows to Python. `label` is an ORM path to the grouping text."""
+    function over a subquery), then counted and picked per label by the outer GROUP BY, so the
+    medians never bring rows to Python. `label` is an ORM path to the grouping text. `votes`: the
+    labels are people, and each vote toward a quorum that was not also its voter's deciding one
+    counts as one of their approvals (a vote's time: from the request to the vote)."""
     window = Q(decided_at__gte=since, decided_at__lte=now)
     rows = (
         Approval.objects.filter(window & ((HUMAN_DECISION | EXPIRED) if with_expired else HUMAN_DECISION))
@@ -156,19 +159,32 @@ def breakdown(since: datetime, now: datetime, label: str, *, with_expired: bool)
             is_rejected=one_if(HUMAN_DECISION & Q(status=Approval.Status.REJECTED)),
             is_expired=one_if(EXPIRED),
         )
-        .annotate(
-            # Decisions are numbered apart from expiries, so a median is of decisions alone.
-            nth=Window(RowNumber(), partition_by=[F("label"), F("is_decision")], order_by=[F("seconds").asc(), F("pk").asc()]),
-            n=Window(Count("pk"), partition_by=[F("label"), F("is_decision")]),
-        )
-        .values("label", "seconds", "is_decision", "is_approved", "is_rejected", "is_expired", "nth", "n")
+        .values("label", "seconds", "is_decision", "is_approved", "is_rejected", "is_expired", "pk")
     )
+    if votes:
+        own = Q(approval__decided_by__isnull=False) & Q(approval__decided_by=F("user"))
+        cast = (
+            Vote.objects.filter(decided_at__gte=since, decided_at__lte=now).exclude(own).order_by()
+            .annotate(
+                label=F(f"user__{get_user_model().USERNAME_FIELD}"),
+                seconds=SecondsBetween(F("decided_at"), F("approval__requested_at")),
+                is_decision=Value(1), is_approved=Value(1), is_rejected=Value(0), is_expired=Value(0),
+            )
+            .values("label", "seconds", "is_decision", "is_approved", "is_rejected", "is_expired", "pk")
+        )
+        rows = rows.union(cast, all=True)
     inner, params = rows.query.sql_with_params()
     quantile = "MAX(CASE WHEN d.is_decision = 1 AND d.nth = (d.n * {p} + 99) / 100 THEN d.seconds END)"
+    # Decisions are numbered apart from expiries, so a median is of decisions alone.
     sql = f"""
         SELECT d.label, SUM(d.is_decision), SUM(d.is_approved), SUM(d.is_rejected), SUM(d.is_expired),
                {quantile.format(p=50)}, {quantile.format(p=95)}
-        FROM ({inner}) d
+        FROM (
+            SELECT u.*,
+                   ROW_NUMBER() OVER (PARTITION BY u.label, u.is_decision ORDER BY u.seconds, u.pk) AS nth,
+                   COUNT(*) OVER (PARTITION BY u.label, u.is_decision) AS n
+            FROM ({inner}) u
+        ) d
         GROUP BY d.label
         ORDER BY SUM(d.is_decision) DESC, d.label
     """
@@ -189,12 +205,9 @@ def _seconds(value) -> float | None:
     return None if value is None else round(float(value), 3)
 
 
-def count_escalated(since: datetime) -> int:
-    """Approvals escalated in the window. Escalation (issue 25, item 3) adds `Approval.escalated_at`;
-    until it exists nothing has escalated, and this asks nothing."""
-    if "escalated_at" not in {field.name for field in Approval._meta.get_fields()}:
-        return 0
-    return Approval.objects.filter(escalated_at__gte=since).count()
+def count_escalated(since: datetime, now: datetime) -> int:
+    """Approvals that escalated to their route's escalation groups in the window."""
+    return Approval.objects.filter(escalated_at__gte=since, escalated_at__lte=now).count()
 
 
 def days_of(since: datetime, now: datetime, days: int) -> list[Day]:

@@ -25,6 +25,7 @@ keep the head somewhere else (`verify_audit` prints it; the admin's CSV export c
 and check it later with `verify_audit --expect POSITION:HASH`.
 """
 import hashlib
+import heapq
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone as dt_timezone
@@ -34,7 +35,7 @@ from django.db.models import Case, Value, When
 from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 
-from .models import Approval
+from .models import Approval, Delegation, Vote
 
 GENESIS = "0" * 64  # the previous hash of the first link
 FORMAT = 1  # of the hashed content, hashed with it: a later format gets a new number, old links keep theirs
@@ -148,6 +149,90 @@ class Head:
         }
 
 
+def vote_content(vote: Vote) -> dict:
+    """What a vote's link covers: who voted, as whom, on which version of which approval, how, when."""
+    return {
+        "format": FORMAT,
+        "kind": "vote",
+        "position": vote.chain_position,
+        "previous": vote.previous_hash,
+        "approval": vote.approval_id,
+        "user": vote.user_id,
+        "on_behalf_of": vote.on_behalf_of_id,
+        "voter": vote.voter_id,
+        "shown_hash": vote.shown_hash,
+        "via": vote.via,
+        "decided_at": _instant(vote.decided_at),
+        "comment": vote.comment,
+    }
+
+
+def delegation_content(delegation: Delegation) -> dict:
+    """What a delegation's link covers when it is made: who hands over to whom, for which window."""
+    return {
+        "format": FORMAT,
+        "kind": "delegation",
+        "position": delegation.chain_position,
+        "previous": delegation.previous_hash,
+        "delegator": delegation.delegator_id,
+        "delegate": delegation.delegate_id,
+        "starts_at": _instant(delegation.starts_at),
+        "ends_at": _instant(delegation.ends_at),
+        "created_at": _instant(delegation.created_at),
+    }
+
+
+def delegation_end_content(delegation: Delegation) -> dict:
+    """What the link of a delegation ended early covers: which one, when, by whom."""
+    return {
+        "format": FORMAT,
+        "kind": "delegation.end",
+        "position": delegation.end_chain_position,
+        "previous": delegation.end_previous_hash,
+        "delegation": delegation.pk,
+        "ended_at": _instant(delegation.ended_at),
+        "ended_by": delegation.ended_by_id,
+    }
+
+
+def _hash_of(content_: dict) -> str:
+    return hashlib.sha256(json.dumps(content_, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def link_vote(head: Head, vote: Vote) -> None:
+    """Give an unsaved vote the next link of the chain (the caller holds the chain lock)."""
+    head.position += 1
+    vote.chain_position, vote.previous_hash = head.position, head.hash
+    vote.decision_hash = head.hash = _hash_of(vote_content(vote))
+
+
+def link_delegation(head: Head, delegation: Delegation) -> None:
+    head.position += 1
+    delegation.chain_position, delegation.previous_hash = head.position, head.hash
+    delegation.decision_hash = head.hash = _hash_of(delegation_content(delegation))
+
+
+def link_delegation_end(head: Head, delegation: Delegation) -> dict:
+    """The end's link for an ended delegation (ended_at, ended_by set): values for its UPDATE."""
+    head.position += 1
+    delegation.end_chain_position, delegation.end_previous_hash = head.position, head.hash
+    delegation.end_hash = head.hash = _hash_of(delegation_end_content(delegation))
+    return {"end_chain_position": delegation.end_chain_position, "end_previous_hash": delegation.end_previous_hash, "end_hash": delegation.end_hash}
+
+
+# The newest link of the whole chain: decisions, votes, delegations and their early ends share one
+# sequence of positions. One statement, each table's newest found on its unique position's index.
+_HEAD_SQL = " UNION ALL ".join(
+    f"SELECT {position}, {hash_} FROM {{{table}}} WHERE {position} = (SELECT MAX({position}) FROM {{{table}}})"
+    for table, position, hash_ in (
+        ("approval", "chain_position", "decision_hash"),
+        ("vote", "chain_position", "decision_hash"),
+        ("delegation", "chain_position", "decision_hash"),
+        ("delegation", "end_chain_position", "end_hash"),
+    )
+)
+
+
 def lock_head(using: str = DEFAULT_DB_ALIAS) -> Head:
     """Take the chain's lock for the rest of the transaction and read its newest link. Call it in
     the deciding transaction, before anything there locks an approval row."""
@@ -157,18 +242,21 @@ def lock_head(using: str = DEFAULT_DB_ALIAS) -> Head:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK])
-    chained = Approval.objects.using(using).filter(chain_position__isnull=False)
-    newest = chained.order_by("-chain_position").values_list("chain_position", "decision_hash").first()
+    tables = {"approval": Approval._meta.db_table, "vote": Vote._meta.db_table, "delegation": Delegation._meta.db_table}
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT * FROM ({_HEAD_SQL.format(**tables)}) AS links ORDER BY 1 DESC LIMIT 1")
+        newest = cursor.fetchone()
     return Head(*newest) if newest else Head()
 
 
 @dataclass
 class Verdict:
-    decisions: int  # links checked
+    decisions: int  # links checked: decisions, votes, delegations made and ended early
     head: Head
     broken_at: int | None = None  # the approval id of the first broken link
     position: int | None = None
     why: str = ""
+    what: str = ""  # the broken link, named: an approval, a vote or a delegation
 
     @property
     def is_intact(self) -> bool:
@@ -177,47 +265,92 @@ class Verdict:
 
 def verify(*, using: str = DEFAULT_DB_ALIAS, expect: tuple[int, str] | None = None) -> Verdict:
     """Walk the chain from its first link and report the first one that is broken: missing (a
-    decision removed), not following its predecessor's hash (a hash rewritten), whose content no
-    longer matches its hash (a field changed), or whose stored arguments, requested or edited, no
-    longer hash to what it covers (arguments rewritten). A decided approval outside the chain (made or
-    decided around the services) breaks it too. `expect` is a (position, hash) kept elsewhere."""
+    decision, vote or delegation removed), not following its predecessor's hash (a hash rewritten),
+    whose content no longer matches its hash (a field changed), or whose stored arguments, requested
+    or edited, no longer hash to what it covers (arguments rewritten). A decided approval outside the
+    chain (made or decided around the services) breaks it too. `expect` is a (position, hash) kept elsewhere."""
     approvals = Approval.objects.using(using)
     head = Head()
-    chain = approvals.filter(chain_position__isnull=False).select_related("tool_call").only(*HASHED_FIELDS)
-    for approval in chain.order_by("chain_position").iterator(chunk_size=2000):
-        if why := _why_broken(approval, head):
-            return Verdict(head.position, head, approval.pk, approval.chain_position, why)
-        head = Head(approval.chain_position, approval.decision_hash)
+    for position, kind, row in _links(using):
+        if why := _why_broken(kind, row, head):
+            return Verdict(head.position, head, _approval_of(kind, row), position, why, what=_label(kind, row))
+        head = Head(position, _stored_hash(kind, row))
     outside = approvals.exclude(status=Approval.Status.PENDING).filter(chain_position__isnull=True)
     if stray := outside.order_by("decided_at", "pk").values_list("pk", flat=True).first():
         return Verdict(head.position, head, stray, None, OUTSIDE)
+    if ended := Delegation.objects.using(using).filter(ended_at__isnull=False, end_chain_position__isnull=True).first():
+        return Verdict(head.position, head, None, None, "it was ended early around the services (its end is not in the chain)", what=_label("delegation", ended))
     if expect is not None:
         position, expected_hash = expect
         if position > head.position:
             why = f"link {position} is missing: the chain ends at {head.position}"
             return Verdict(head.position, head, None, position, why)
-        anchored, stored_hash = approvals.filter(chain_position=position).values_list("pk", "decision_hash").get()
+        stored_hash = next((_stored_hash(kind, row) for at, kind, row in _links(using) if at == position), None)
         if stored_hash != expected_hash:
-            return Verdict(head.position, head, anchored, position, f"link {position} has another hash than expected")
+            return Verdict(head.position, head, None, position, f"link {position} has another hash than expected")
     return Verdict(head.position, head)
 
 
-def _why_broken(approval: Approval, head: Head) -> str:
-    """Why `approval` does not extend the chain that ends at `head`, or "" if it does."""
+def _links(using: str):
+    """Every link of the chain, in order of position: (position, kind, row)."""
+    chain = Approval.objects.using(using).filter(chain_position__isnull=False).select_related("tool_call").only(*HASHED_FIELDS)
+    delegations = Delegation.objects.using(using)
+    streams = (
+        ((a.chain_position, "approval", a) for a in chain.order_by("chain_position").iterator(chunk_size=2000)),
+        ((v.chain_position, "vote", v) for v in Vote.objects.using(using).order_by("chain_position").iterator(chunk_size=2000)),
+        ((d.chain_position, "delegation", d) for d in delegations.order_by("chain_position").iterator()),
+        (
+            (d.end_chain_position, "delegation.end", d)
+            for d in delegations.filter(end_chain_position__isnull=False).order_by("end_chain_position").iterator()
+        ),
+    )
+    return heapq.merge(*streams, key=lambda link: link[0])
+
+
+def _stored_hash(kind: str, row) -> str:
+    return row.end_hash if kind == "delegation.end" else row.decision_hash
+
+
+def _approval_of(kind: str, row) -> int | None:
+    return row.pk if kind == "approval" else getattr(row, "approval_id", None)
+
+
+def _label(kind: str, row) -> str:
+    if kind == "approval":
+        return f"approval #{row.pk}"
+    if kind == "vote":
+        return f"vote #{row.pk} on approval #{row.approval_id}"
+    return f"{'the end of ' if kind == 'delegation.end' else ''}delegation #{row.pk}"
+
+
+def _why_broken(kind: str, row, head: Head) -> str:
+    """Why the link `row` does not extend the chain that ends at `head`, or "" if it does."""
+    if kind == "delegation.end":
+        position, previous = row.end_chain_position, row.end_previous_hash
+    else:
+        position, previous = row.chain_position, row.previous_hash
     expected = head.position + 1
-    if approval.chain_position > expected:
-        last = approval.chain_position - 1
+    if position > expected:
+        last = position - 1
         missing = f"{expected}" if last == expected else f"{expected} to {last}"
         return f"link {missing} before it is missing: the decision there was removed"
-    if approval.chain_position != expected:
+    if position != expected:
         return f"its position is out of place: link {expected} was expected"
-    if approval.previous_hash != head.hash:
+    if previous != head.hash:
         return "it does not follow the previous link's hash: a hash was rewritten"
-    if approval.status == Approval.Status.PENDING:
-        return "it is in the chain but pending again: its decision was undone"
-    if decision_hash(approval) != approval.decision_hash:
-        return "its content no longer matches its hash: it was changed after the decision"
-    return _arguments_changed(approval)
+    if kind == "vote":
+        changed = _hash_of(vote_content(row)) != row.decision_hash
+    elif kind == "delegation":
+        changed = _hash_of(delegation_content(row)) != row.decision_hash
+    elif kind == "delegation.end":
+        changed = _hash_of(delegation_end_content(row)) != row.end_hash
+    else:
+        if row.status == Approval.Status.PENDING:
+            return "it is in the chain but pending again: its decision was undone"
+        if decision_hash(row) != row.decision_hash:
+            return "its content no longer matches its hash: it was changed after the decision"
+        return _arguments_changed(row)
+    return "its content no longer matches its hash: it was changed after it was made" if changed else ""
 
 
 def _arguments_changed(approval: Approval) -> str:

@@ -120,6 +120,21 @@ class Approval(models.Model):
         help_text="Who said they are on it, while pending; empty once decided.",
     )
     claimed_at = models.DateTimeField(null=True, blank=True)
+    # Routing (approvals.routing): which route decides who may approve it, how many must, and when
+    # the route's approvers are reminded and its escalation groups let in. Set once, when requested.
+    route = models.ForeignKey(
+        "approvals.Route", null=True, blank=True, on_delete=models.PROTECT, related_name="approvals",
+        help_text="The route that chose its approvers; empty: the owner or any global approver, as before routes.",
+    )
+    quorum = models.PositiveSmallIntegerField(default=1, help_text="How many distinct eligible people must approve.")
+    on_behalf_of = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        help_text="Whose decision `decided_by` made, through a delegation; empty: their own.",
+    )
+    remind_at = models.DateTimeField(null=True, blank=True, help_text="When its approvers are told again, if still pending.")
+    reminded_at = models.DateTimeField(null=True, blank=True)
+    escalate_at = models.DateTimeField(null=True, blank=True, help_text="When the escalation groups may decide too, if still pending.")
+    escalated_at = models.DateTimeField(null=True, blank=True)
     # An edit made before the approval: the arguments that will run instead of the requested ones.
     edited_arguments = models.JSONField(null=True, blank=True)
     edited_arguments_hash = models.CharField(max_length=64, blank=True)
@@ -172,6 +187,8 @@ class Approval(models.Model):
             models.Index(fields=["requested_at", "id"], name="approvals_requested_order"),
             models.Index(fields=["requested_by", "requested_at", "id"], name="approvals_requester_order"),
             models.Index(fields=["kind", "status", "requested_at", "id"], name="approvals_kind_status_order"),
+            models.Index(fields=["remind_at"], condition=Q(status="pending", reminded_at__isnull=True, remind_at__isnull=False), name="approvals_due_reminders"),
+            models.Index(fields=["escalate_at"], condition=Q(status="pending", escalated_at__isnull=True, escalate_at__isnull=False), name="approvals_due_escalations"),
         ]
 
     def __str__(self) -> str:
@@ -197,6 +214,103 @@ class Approval(models.Model):
     @property
     def confirmation_required(self) -> bool:
         return self.risk == Risk.CRITICAL
+
+
+class Route(models.Model):
+    """Who decides an agent's gated calls of some tools from some risk up: members of `approvers`
+    (Django groups), `quorum` of them, reminded after `remind_after_seconds` and joined by the
+    `escalate_to` groups after `escalate_after_seconds`. The most specific matching route applies
+    (approvals.routing.match). Removing a route keeps it (`deleted_at`): what it routed still names it."""
+
+    agent = models.ForeignKey("chat.Agent", on_delete=models.PROTECT, related_name="routes")
+    tool = models.CharField(max_length=200, default="*", help_text="A tool name, or a glob such as payments__*.")
+    min_risk = models.CharField(max_length=16, choices=Risk.choices, default=Risk.LOW)
+    approvers = models.ManyToManyField("auth.Group", related_name="approval_routes")
+    quorum = models.PositiveSmallIntegerField(default=1)
+    remind_after_seconds = models.PositiveIntegerField(null=True, blank=True)
+    escalate_after_seconds = models.PositiveIntegerField(null=True, blank=True)
+    escalate_to = models.ManyToManyField("auth.Group", blank=True, related_name="escalation_routes")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    deleted_at = models.DateTimeField(null=True, blank=True, help_text="Removed: it routes nothing new.")
+
+    class Meta:
+        ordering = ["agent_id", "tool", "min_risk", "id"]
+        permissions = [("manage_route", "Can define who approves which calls (routes)")]
+        constraints = [
+            models.CheckConstraint(condition=Q(min_risk__in=Risk.values), name="approvals_route_min_risk_valid"),
+            models.CheckConstraint(condition=Q(quorum__gte=1), name="approvals_route_quorum_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"route #{self.pk}: {self.tool} from {self.min_risk} risk, quorum {self.quorum}"
+
+
+class Vote(models.Model):
+    """One eligible person's approve toward an approval's quorum, at the version they saw. The
+    quorum-th distinct vote approves it. Linked into the audit chain like a decision."""
+
+    approval = models.ForeignKey(Approval, on_delete=models.PROTECT, related_name="votes")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", help_text="Who voted.")
+    on_behalf_of = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        help_text="Whose vote it is, cast through a delegation; empty: the voter's own.",
+    )
+    voter = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+",
+        help_text="Whose vote it counts as toward the quorum: on_behalf_of, else user.",
+    )
+    shown_hash = models.CharField(max_length=64, help_text="The version approved: a vote counts only while the call is unchanged.")
+    decided_at = models.DateTimeField(default=timezone.now)
+    via = models.CharField(max_length=16, choices=DecidedVia.choices)
+    comment = models.TextField(blank=True)
+    chain_position = models.PositiveBigIntegerField(unique=True)
+    previous_hash = models.CharField(max_length=64)
+    decision_hash = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["decided_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["approval", "voter", "shown_hash"], name="approvals_vote_once_per_voter"),
+            models.UniqueConstraint(fields=["approval", "user", "shown_hash"], name="approvals_vote_once_per_person"),
+        ]
+
+    def __str__(self) -> str:
+        return f"vote on approval #{self.approval_id}"
+
+
+class Delegation(models.Model):
+    """`delegator` lets `delegate` decide what the delegator may, from `starts_at` to `ends_at` (or
+    until ended early): a holiday's handover. Linked into the audit chain when made and when ended."""
+
+    delegator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="delegations_given")
+    delegate = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="delegations_received")
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    created_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True, help_text="Ended early, at this time.")
+    ended_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    chain_position = models.PositiveBigIntegerField(unique=True)
+    previous_hash = models.CharField(max_length=64)
+    decision_hash = models.CharField(max_length=64)
+    end_chain_position = models.PositiveBigIntegerField(null=True, blank=True, unique=True)
+    end_previous_hash = models.CharField(max_length=64, blank=True)
+    end_hash = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-starts_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(ends_at__gt=models.F("starts_at")), name="approvals_delegation_window"),
+            models.CheckConstraint(condition=~Q(delegator=models.F("delegate")), name="approvals_delegation_not_self"),
+        ]
+        indexes = [models.Index(fields=["delegate", "ends_at"], name="approvals_delegations_to")]
+
+    def __str__(self) -> str:
+        return f"delegation #{self.pk}"
+
+    def is_active(self, now=None) -> bool:
+        now = now or timezone.now()
+        return self.ended_at is None and self.starts_at <= now < self.ends_at
 
 
 class Snooze(models.Model):
@@ -275,6 +389,9 @@ class Webhook(models.Model):
     class Event(models.TextChoices):
         REQUESTED = "approval.requested"
         DECIDED = "approval.decided"
+        REMINDER = "approval.reminder"
+        ESCALATED = "approval.escalated"
+        VOTED = "approval.voted"
 
     agent = models.ForeignKey(
         "chat.Agent", null=True, blank=True, on_delete=models.CASCADE, related_name="webhooks",

@@ -9,11 +9,11 @@ from django.utils import timezone
 
 from hitl.inputs import storable
 
-from . import announcements, audit, calls, plans, questions, rulemaking, rules
-from .models import Approval, Risk, Rule
+from . import announcements, audit, calls, plans, questions, routing, rulemaking, rules, webhooks
+from .models import Approval, Risk, Route, Rule, Vote, Webhook
 from .permissions import can_decide, can_see
 from .policy import RISKS
-from .signals import approval_claimed, approval_edited, approval_requested
+from .signals import approval_claimed, approval_edited, approval_requested, approval_voted
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,10 @@ class AlreadyDecided(DecisionError):
 
 class NotAllowed(DecisionError):
     """The user may see the approval but not decide it (four eyes: an approver must)."""
+
+
+class AlreadyVoted(DecisionError):
+    """This person's vote (or the vote of whom they act for) is already counted: one vote each."""
 
 
 class ConfirmationRequired(DecisionError):
@@ -74,11 +78,17 @@ def request_approval(
     request: dict | None = None,
     rule_suggestion: dict | None = None,
     annotations: dict | None = None,
+    route: Route | None = None,
 ) -> Approval:
     """A pause for a human: a gated call (`action`), or with `kind` and `request` a question or a
-    plan (approvals.pauses)."""
+    plan (approvals.pauses). A gated call's `route` (approvals.routing.match) decides who approves
+    it, how many must, and when they are reminded and it escalates; a routed call always needs an
+    approver other than its requester."""
     now = timezone.now()
     approval = Approval.objects.create(
+        route=route,
+        quorum=route.quorum if route is not None else 1,
+        **routing.deadlines(route, now),
         requested_at=now,
         tool_call_id=tool_call_id,
         conversation_id=conversation_id,
@@ -86,7 +96,7 @@ def request_approval(
         reason=reason,
         risk=risk,
         arguments_hash=arguments_hash,
-        approver_required=approver_required,
+        approver_required=approver_required or route is not None,
         expires_at=now + timedelta(seconds=timeout_seconds) if timeout_seconds else None,
         preview=preview,
         preview_state=preview_state,
@@ -128,11 +138,67 @@ def decide(
         raise WrongKind("Only a plan has steps to choose.")
     if approve and approval.confirmation_required and not _confirms(approval, confirmation):
         raise ConfirmationRequired(f"Type {approval.confirmation_hint!r} to approve this critical call.")
+    if approve and approval.quorum > 1:
+        return _vote(approval, user=user, via=via, comment=comment)
     status = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
-    decision = _decision(status, user, via, reason, comment=comment)
+    decision = _decision(status, user, via, reason, comment=comment) | _on_behalf(approval, user)
     if approve and approval.kind == Approval.Kind.PLAN:
         decision["answer"] = _plan_answer(approval, steps)
     return _store_decision(approval, decision, user=user, via=via)
+
+
+def _on_behalf(approval: Approval, user) -> dict:
+    """Whose decision it is when `user` decides through a delegation (set by _decidable)."""
+    acting = getattr(approval, "acting_as", None)
+    return {"on_behalf_of": acting} if acting is not None and acting.pk != user.pk else {}
+
+
+def _vote(approval: Approval, *, user, via: str, comment: str = "") -> Approval:
+    """Cast `user`'s approve toward the quorum, as whom they act for (approvals.routing.acting_as),
+    at the version they saw; the quorum-th distinct vote approves the call. Votes are counted under
+    the chain's lock, so two last votes never both decide, and one person never counts twice (a
+    unique constraint says so too). Raises AlreadyVoted, AlreadyDecided or ArgumentsChanged."""
+    voter = approval.acting_as
+    with transaction.atomic():
+        head = audit.lock_head()  # every decider and voter takes it first: the count below is exact
+        if not _undecided(approval).exists():
+            _expire_if_overdue(approval.pk)
+            decided = None
+        else:
+            counted = list(Vote.objects.filter(approval=approval, shown_hash=approval.shown_hash))
+            people = {vote.user_id for vote in counted} | {vote.voter_id for vote in counted}
+            if user.pk in people or voter.pk in people:
+                who = "you" if user.pk in people else voter.get_username()
+                raise AlreadyVoted(f"{who.capitalize() if who == 'you' else who} already voted on this call: one vote each.")
+            vote = Vote(
+                approval=approval, user=user, on_behalf_of=None if voter.pk == user.pk else voter, voter=voter,
+                shown_hash=approval.shown_hash, decided_at=timezone.now(), via=via,
+                comment=storable(comment)[:MAX_WORDS].strip(),
+            )
+            audit.link_vote(head, vote)
+            vote.save()
+            decided = len(counted) + 1 >= approval.quorum
+            if decided:
+                decision = _decision(Approval.Status.APPROVED, user, via, comment=comment) | _on_behalf(approval, user)
+                if not _undecided(approval).update(**decision, **head.extend([approval], decision)):
+                    raise ArgumentsChanged(CHANGED)  # not reached: the lock is held since the check
+                for name, value in decision.items():
+                    setattr(approval, name, value)
+                _announce_on_commit([approval])
+            else:
+                deliveries = webhooks.create_deliveries([approval], Webhook.Event.VOTED)  # an outbox, as for decisions
+                transaction.on_commit(
+                    lambda: approval_voted.send(sender=Approval, approval=approval, vote=vote, deliveries=deliveries), robust=True
+                )
+    if decided is None:
+        return _stored(approval, 0, user=user, status="voted", via=via)
+    logger.info("approval %s: %s voted%s via %s", approval.pk, user, " (the deciding vote)" if decided else "", via)
+    return approval
+
+
+def counted_votes(approval: Approval) -> list[Vote]:
+    """The votes that count toward an approval's quorum now: those on the version it shows."""
+    return [vote for vote in approval.votes.all() if vote.shown_hash == approval.shown_hash]
 
 
 def decide_by_rule(approval: Approval, rule) -> Approval:
@@ -383,12 +449,19 @@ def _decidable(approval_id: int, user, *, approve: bool, shown_hash: str) -> App
     approval = Approval.objects.select_related("tool_call").filter(pk=approval_id).first()  # the name is hashed
     if approval is None or not can_see(user, approval):
         raise Approval.DoesNotExist
-    if not can_decide(user, approval, approve=approve):
-        raise NotAllowed("This call needs an approver other than the requester and whoever edited it (four eyes).")
+    approval.acting_as = routing.acting_as(user, approval, approve=approve)
+    if approval.acting_as is None:
+        raise NotAllowed(_why_not(approval))
     _refuse_if_settled(approval)
     if _unseen(approval, shown_hash, approve=approve):
         raise ArgumentsChanged(CHANGED)
     return approval
+
+
+def _why_not(approval: Approval) -> str:
+    if approval.route_id is not None:
+        return "This call is routed: only members of its approver groups (once escalated, its escalation groups) may decide it, never its requester."
+    return "This call needs an approver other than the requester and whoever edited it (four eyes)."
 
 
 def _unseen(approval: Approval, shown_hash: str, *, approve: bool) -> bool:
@@ -536,6 +609,8 @@ class Outcome:
     # Questions and plans, which are answered (a plan's steps chosen) one at a time, never approved in
     # bulk. Rejecting in bulk declines a question and rejects a whole plan.
     needs_answer: list[int] = field(default_factory=list)
+    # Approvals this decision voted on toward their quorum: still pending, waiting for more votes.
+    voted: list[Approval] = field(default_factory=list)
 
 
 def decide_many(shown: dict[int, str], *, user, approve: bool, via: str, reason: str = "") -> Outcome:
@@ -545,12 +620,14 @@ def decide_many(shown: dict[int, str], *, user, approve: bool, via: str, reason:
     outcome = Outcome()
     ids = sorted(set(shown))
     approvals = {a.pk: a for a in Approval.objects.filter(pk__in=ids)}
-    allowed = []
+    powers = routing.Powers(user)  # read once for the batch, not once per approval
+    allowed, one_by_one = [], []
     for approval_id in ids:
         approval = approvals.get(approval_id)
-        if approval is None or not can_see(user, approval):
+        acting = routing.acting_as(user, approval, approve=approve, powers=powers) if approval is not None else None
+        if approval is None or not can_see(user, approval, powers):
             outcome.not_found.append(approval_id)
-        elif not can_decide(user, approval, approve=approve):
+        elif acting is None:
             outcome.not_allowed.append(approval_id)
         elif approval.status != Approval.Status.PENDING:
             outcome.already_decided.append(approval_id)
@@ -560,10 +637,33 @@ def decide_many(shown: dict[int, str], *, user, approve: bool, via: str, reason:
             outcome.needs_answer.append(approval_id)
         elif approve and approval.confirmation_required:
             outcome.needs_confirmation.append(approval_id)
+        elif (approve and approval.quorum > 1) or acting.pk != user.pk:
+            one_by_one.append(approval_id)  # a vote toward a quorum, or a decision on someone's behalf
         else:
             allowed.append(approval_id)
-    if not allowed:
-        return outcome
+    if allowed:
+        _decide_together(approvals, allowed, outcome, user=user, approve=approve, via=via, reason=reason)
+    for approval_id in one_by_one:
+        _decide_alone(approval_id, shown[approval_id], outcome, user=user, approve=approve, via=via, reason=reason)
+    return outcome
+
+
+def _decide_alone(approval_id: int, shown_hash: str, outcome: Outcome, *, user, approve: bool, via: str, reason: str) -> None:
+    """One approval of a bulk decision that is decided on its own: a vote, or on someone's behalf."""
+    try:
+        approval = decide(approval_id, user=user, approve=approve, via=via, shown_hash=shown_hash, reason=reason)
+    except (AlreadyDecided, AlreadyVoted):
+        outcome.already_decided.append(approval_id)
+    except ArgumentsChanged:
+        outcome.changed.append(approval_id)
+    except (NotAllowed, Approval.DoesNotExist):
+        outcome.not_allowed.append(approval_id)
+    else:
+        (outcome.decided if approval.status != Approval.Status.PENDING else outcome.voted).append(approval)
+
+
+def _decide_together(approvals: dict, allowed: list[int], outcome: Outcome, *, user, approve: bool, via: str, reason: str) -> None:
+    """The approvals of a bulk decision decided alike, in one transaction and UPDATE."""
     status = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
     now = timezone.now()
     with transaction.atomic():
@@ -602,7 +702,6 @@ def decide_many(shown: dict[int, str], *, user, approve: bool, via: str, reason:
     outcome.already_decided = sorted(outcome.already_decided + [i for i in allowed if i not in decided_ids])
     for approval in pending:
         logger.info("approval %s %s by %s via %s", approval.pk, approval.status, user, via)
-    return outcome
 
 
 def decide_all(

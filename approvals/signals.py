@@ -13,3 +13,10 @@ approvals_decided = Signal()
 approval_edited = Signal()
 # Sent with `approval`: a pending Approval claimed or unclaimed (`claimed_by`): a signal, it decides nothing.
 approval_claimed = Signal()
+# Sent with `approval`, `vote` and `deliveries` (its webhook outbox): a vote toward a quorum that
+# did not yet decide the approval; it still waits. The deciding vote sends approvals_decided instead.
+approval_voted = Signal()
+# Sent with `approvals` and `deliveries`: pending approvals whose approvers were just reminded
+# (`event` "approval.reminder") or which just escalated to their escalation groups ("approval.escalated").
+approvals_reminded = Signal()
+approvals_escalated = Signal()

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from approvals import pauses, rules
+from approvals import pauses, routing, rules
 from approvals.models import Approval
 from approvals.services import decide_by_rule, reject_as_repeat, request_approval
 from hitl import live
@@ -587,13 +587,14 @@ class _Checked(NamedTuple):
     gated: GatedCall | None
     screening: rules.Screening | None = None
     suggestion: dict | None = None
+    route: object = None  # the approvals.models.Route that says who approves it, if any
 
 
 def _check_calls(conversation: Conversation, turn: ModelTurn) -> list[_Checked]:
     """Each of the turn's calls, unsaved, validated, gated (with its preview) and, for a gated
     action, screened by the rules, under an id unique in its turn."""
     checked = []
-    live_rules = None  # read once a turn, when its first gated action needs them
+    live_rules = live_routes = None  # read once a turn, when its first gated action needs them
     seen_ids: set[str] = set()
     for position, model_call in enumerate(turn.tool_calls):
         call_id = _unique_call_id(model_call.call_id, position, seen_ids)
@@ -609,16 +610,19 @@ def _check_calls(conversation: Conversation, turn: ModelTurn) -> list[_Checked]:
             checked.append(_Checked(call, gated))
             continue
         live_rules = rules.applicable(conversation) if live_rules is None else live_rules
-        candidate = _rule_call(call, gated, conversation)
+        live_routes = routing.live_routes(conversation.agent_id) if live_routes is None else live_routes
+        route = routing.match(live_routes, tool=call.name, risk=gated.gate.risk)
+        candidate = _rule_call(call, gated, conversation, routed=route is not None)
         screening = rules.screen(live_rules, candidate, conversation_id=conversation.pk, arguments_hash=call.arguments_hash)
         suggestion = rules.suggestion(conversation, candidate, trust_after=conversation.agent.trust_after)
-        checked.append(_Checked(call, gated, screening, suggestion))
+        checked.append(_Checked(call, gated, screening, suggestion, route))
     return checked
 
 
-def _rule_call(call: ToolCall, gated: GatedCall, conversation: Conversation) -> rules.Call:
+def _rule_call(call: ToolCall, gated: GatedCall, conversation: Conversation, *, routed: bool = False) -> rules.Call:
+    # A routed call needs its route's approvers: no allow rule approves it (a deny rule still rejects it).
     return rules.Call(
-        tool=call.name, arguments=call.arguments, risk=gated.gate.risk, approver_required=gated.gate.approver_required,
+        tool=call.name, arguments=call.arguments, risk=gated.gate.risk, approver_required=gated.gate.approver_required or routed,
         max_auto_approve_risk=conversation.agent.max_auto_approve_risk,
     )
 
@@ -632,7 +636,7 @@ def _store_turn(conversation: Conversation, turn: ModelTurn, checked: list[_Chec
     with transaction.atomic(savepoint=False):
         message = append_message(conversation, role=Message.Role.ASSISTANT, content=turn.text, push=False, locked=True)
         calls = []
-        for call, gated, screening, suggestion in checked:
+        for call, gated, screening, suggestion, route in checked:
             call.message = message
             call.save()
             calls.append(call)
@@ -654,6 +658,7 @@ def _store_turn(conversation: Conversation, turn: ModelTurn, checked: list[_Chec
                     request=gated.request,
                     rule_suggestion=None if automatic else suggestion,
                     annotations=gated.annotations,
+                    route=route,
                 )
                 if automatic is not None:
                     automatic(call.approval)

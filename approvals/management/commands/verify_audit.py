@@ -22,7 +22,7 @@ class Command(BaseCommand):
     def handle(self, *args, database: str, expect: tuple[int, str] | None, **options) -> None:
         verdict = audit.verify(using=database, expect=expect)
         if not verdict.is_intact:
-            where = f"approval #{verdict.broken_at}" if verdict.broken_at else "the chain's end"
+            where = verdict.what or (f"approval #{verdict.broken_at}" if verdict.broken_at else "the chain's end")
             link = f" (link {verdict.position})" if verdict.position else ""
             intact = f"the {verdict.decisions} links before it are intact"
             raise CommandError(f"audit chain broken at {where}{link}: {verdict.why}; {intact}", returncode=1)
