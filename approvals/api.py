@@ -3,16 +3,16 @@ from datetime import datetime
 from datetime import timezone as dt_timezone
 from typing import Annotated, Any, Literal
 
-from django.db.models import prefetch_related_objects
+from django.db.models import Prefetch, prefetch_related_objects
 from django.http import Http404
 from ninja import Field, Router, Schema
 from ninja.errors import HttpError
 
 from hitl.inputs import is_storable
 
-from .models import Approval
-from .permissions import is_approver
-from .services import answer, approve_edited, claim, decide, decide_many, decide_remembering, unclaim
+from . import routing, votes
+from .models import Approval, Vote
+from .services import AlreadyVoted, answer, approve_edited, claim, decide, decide_many, decide_remembering, unclaim
 
 router = Router(tags=["approvals"])
 MAX_OFFSET = 10**9  # far past any real list, and far inside what every database's integers hold
@@ -46,6 +46,14 @@ class PlanStepOut(Schema):
 class PlanOut(Schema):
     title: str
     steps: list[PlanStepOut]
+
+
+class VoteOut(Schema):
+    user: str
+    decided_at: datetime
+    via: str
+    comment: str
+    on_behalf_of: str | None
 
 
 class ApprovalOut(Schema):
@@ -83,6 +91,11 @@ class ApprovalOut(Schema):
     claimed_by: str | None = Field(
         description="Who said they are on it (POST /{id}/claim), while pending: a signal to the other approvers, not a lock; null once decided."
     )
+    route: int | None = Field(description="The route that chose who decides it (GET /api/routes); null: the owner or any global approver.")
+    quorum: int = Field(description="How many distinct eligible people must approve it (1 without a route).")
+    votes: list[VoteOut] = Field(description="The approvals counted toward the quorum so far, oldest first (empty when the quorum is 1).")
+    on_behalf_of: str | None = Field(description="Whose decision `decided_by` made, through a delegation; null: their own.")
+    escalated_at: datetime | None = Field(description="When it escalated to the route's escalation groups; null: not (yet).")
     shown_hash: str = Field(
         description="The version a decider is shown now (the hash of the arguments as they stand): send it with a decision; it changes when the call is edited."
     )
@@ -149,6 +162,7 @@ class DecisionsOut(Schema):
     not_found: list[int]
     needs_confirmation: list[int] = Field(description="Critical calls: approved one at a time, with their confirmation.")
     changed: list[int] = Field(description="Edited by someone else while this decision was on its way.")
+    voted: list[ApprovalItem] = Field([], description="Approvals that need several approvers: your vote is counted, they still wait for more.")
 
 
 class AnswerIn(Schema):
@@ -186,6 +200,11 @@ def approval_out(approval: Approval) -> dict:
         "annotations": approval.annotations,
         "shown_hash": approval.shown_hash,
         "claimed_by": approval.claimed_by.get_username() if approval.claimed_by_id else None,
+        "route": approval.route_id,
+        "quorum": approval.quorum,
+        "votes": votes.as_dicts(approval),
+        "on_behalf_of": approval.on_behalf_of.get_username() if approval.on_behalf_of_id else None,
+        "escalated_at": approval.escalated_at,
     }
 
 
@@ -198,8 +217,12 @@ def approval_item(approval: Approval) -> dict:
 
 
 def visible_approvals(user):
-    approvals = Approval.objects.select_related("tool_call", "decided_by", "edited_by", "claimed_by")
-    return approvals if is_approver(user) else approvals.filter(requested_by=user)
+    approvals = Approval.objects.select_related("tool_call", "decided_by", "edited_by", "claimed_by", "on_behalf_of")
+    return approvals.filter(routing.visible_filter(user)).prefetch_related(VOTES)
+
+
+# Each approval's votes with their voters, in one query for a page of approvals.
+VOTES = Prefetch("votes", queryset=Vote.objects.select_related("user", "on_behalf_of"))
 
 
 @router.get("", response=ApprovalList)
@@ -266,6 +289,7 @@ def decide_approvals(request, payload: DecisionsIn):
         "not_found": outcome.not_found,
         "needs_confirmation": outcome.needs_confirmation,
         "changed": outcome.changed,
+        "voted": [approval_item(a) for a in outcome.voted],
     }
 
 

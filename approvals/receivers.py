@@ -34,6 +34,25 @@ def on_approval_claimed(sender, approval, **kwargs) -> None:
     live.push_now(live.conversation_group(approval.conversation_id), claim_html(approval, can_decide=None, oob=True))
 
 
+def on_approval_voted(sender, approval, vote=None, deliveries=(), **kwargs) -> None:
+    # Still pending: open inboxes re-read their rows; the webhooks hear of the vote.
+    _tell_dashboards(1, Webhook.Event.VOTED)
+    for delivery_id in deliveries:
+        enqueue_on_commit(deliver_webhook, delivery_id)
+
+
+def on_approvals_reminded(sender, approvals, deliveries=(), **kwargs) -> None:
+    _tell_dashboards(len(approvals), Webhook.Event.REMINDER)
+    for delivery_id in deliveries:
+        enqueue_on_commit(deliver_webhook, delivery_id)
+
+
+def on_approvals_escalated(sender, approvals, deliveries=(), **kwargs) -> None:
+    _tell_dashboards(len(approvals), Webhook.Event.ESCALATED)
+    for delivery_id in deliveries:
+        enqueue_on_commit(deliver_webhook, delivery_id)
+
+
 def _tell_dashboards(count: int, event: str) -> None:
     # One signal however many were decided: each open dashboard re-reads its list once.
     live.push_now(live.APPROVALS_GROUP, dashboard_signal_html(event, count))

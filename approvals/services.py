@@ -196,11 +196,6 @@ def _vote(approval: Approval, *, user, via: str, comment: str = "") -> Approval:
     return approval
 
 
-def counted_votes(approval: Approval) -> list[Vote]:
-    """The votes that count toward an approval's quorum now: those on the version it shows."""
-    return [vote for vote in approval.votes.all() if vote.shown_hash == approval.shown_hash]
-
-
 def decide_by_rule(approval: Approval, rule) -> Approval:
     """Decide a just-requested approval at once by an allow or deny rule (approvals.rules.verdict):
     decided via `rule`, by nobody, naming the rule; in the audit chain like any decision."""

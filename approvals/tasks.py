@@ -1,9 +1,9 @@
 """Thin Celery tasks: deliver a webhook (with retries and backoff), resend deliveries whose task was
-lost, expire overdue approvals."""
+lost, expire overdue approvals, remind and escalate routed ones."""
 from celery import shared_task
 from django.conf import settings
 
-from . import services, webhooks
+from . import escalation, services, webhooks
 
 
 @shared_task(bind=True, ignore_result=True, acks_late=True)
@@ -31,3 +31,11 @@ def resend_lost_webhooks() -> None:
 @shared_task(ignore_result=True)
 def expire_overdue_approvals() -> None:
     services.expire_overdue()
+
+
+@shared_task(ignore_result=True)
+def remind_and_escalate() -> None:
+    # Durable without a schedule of its own: each approval stores when it is due and whether it was
+    # done, so a beat restart between the two (or a missed run) sends each once, late at worst.
+    escalation.send_due_reminders()
+    escalation.escalate_due()

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from . import votes
 from .models import Approval, Webhook, WebhookDelivery
 
 logger = logging.getLogger(__name__)
@@ -83,6 +84,12 @@ def payload(approval: Approval, event: str) -> dict:
             "plan": approval.plan,
             "answer": approval.answer,
             "rule_id": approval.rule_id,
+            "route": approval.route_id,
+            "quorum": approval.quorum,
+            "votes": [vote | {"decided_at": vote["decided_at"].isoformat()} for vote in votes.as_dicts(approval)],
+            "on_behalf_of": approval.on_behalf_of.get_username() if approval.on_behalf_of_id else None,
+            "escalated_at": approval.escalated_at.isoformat() if approval.escalated_at else None,
+            "reminded_at": approval.reminded_at.isoformat() if approval.reminded_at else None,
         },
         "tool": {"call_id": call.pk, "name": call.name, "arguments": call.arguments},
         "conversation": {"id": str(approval.conversation_id), "url": conversation_url},

@@ -14,6 +14,7 @@ from approvals.rulemaking import InvalidRule, ScopeNotAllowed, TargetNotFound
 from approvals.calls import InvalidArguments
 from approvals.services import (
     AlreadyDecided,
+    AlreadyVoted,
     ArgumentsChanged,
     ConfirmationRequired,
     EditForbidden,
@@ -64,6 +65,8 @@ api.add_router("/conversations", chat_router)
 api.add_router("/approvals", approvals_router)
 api.add_router("/rules", rules_router)
 api.add_router("/analytics", "approvals.analytics_api.router")
+api.add_router("/routes", "approvals.route_api.router")
+api.add_router("/delegations", "approvals.delegation_api.router")
 
 
 @api.exception_handler(HttpError)
@@ -97,6 +100,11 @@ def target_not_found(request, exc: TargetNotFound):
 @api.exception_handler(AlreadyDecided)
 def already_decided(request, exc: AlreadyDecided):
     return api.create_response(request, {"detail": str(exc), "status": exc.approval.status}, status=409)
+
+
+@api.exception_handler(AlreadyVoted)
+def already_voted(request, exc: AlreadyVoted):
+    return api.create_response(request, {"detail": str(exc), "status": "pending"}, status=409)
 
 
 @api.exception_handler(ArgumentsChanged)

@@ -241,6 +241,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "approvals.tasks.expire_overdue_approvals",
         "schedule": float(os.environ.get("HITL_EXPIRY_SWEEP_SECONDS", "5")),
     },
+    "remind-and-escalate-approvals": {
+        "task": "approvals.tasks.remind_and_escalate",
+        "schedule": float(os.environ.get("HITL_ESCALATION_SWEEP_SECONDS", "5")),
+    },
     "resend-lost-telegram-messages": {
         "task": "telegramlink.tasks.resend_lost_messages",
         "schedule": float(os.environ.get("HITL_TELEGRAM_SWEEP_SECONDS", "30")),
