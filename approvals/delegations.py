@@ -11,9 +11,8 @@ from django.utils import timezone
 
 from hitl.inputs import is_storable
 
-from . import audit
+from . import audit, routing
 from .models import Delegation
-from .permissions import may_approve_anything
 
 logger = logging.getLogger(__name__)
 
@@ -28,8 +27,8 @@ class NotAnApprover(Exception):
 
 def delegate(user, *, to: str, starts_at, ends_at, now=None) -> Delegation:
     now = now or timezone.now()
-    if not may_approve_anything(user):
-        raise NotAnApprover("Only an approver (a member of a route's group, or a global approver) may delegate.")
+    if not (user and user.is_authenticated and routing.Powers(user).has_own_powers()):
+        raise NotAnApprover("Only an approver (a member of a route's group, or a global approver) may delegate what they may decide.")
     if not isinstance(to, str) or not is_storable(to):
         raise InvalidDelegation("`to` is a username.")
     delegate_ = get_user_model().objects.filter(**{get_user_model().USERNAME_FIELD: to}, is_active=True).first()

@@ -132,6 +132,15 @@ class Powers:
     def is_global(self) -> bool:
         return any(is_global_approver(principal) for principal in self.principals)
 
+    def has_own_powers(self) -> bool:
+        """Whether they may decide something as themselves (not only through a delegation): what a
+        delegation hands over. Delegations are not passed on."""
+        approve, escalate = self._memberships
+        own = self.user.pk
+        return is_global_approver(self.user) or any(
+            principal.pk == own for principals in (*approve.values(), *escalate.values()) for principal in principals
+        )
+
     def may_decide_anything(self) -> bool:
         """An approver of some kind: global, a route group member, or a delegate of one (the inbox
         and the delegation API are theirs)."""

@@ -9,7 +9,10 @@ def counted(approval: Approval) -> list[Vote]:
 
 
 def as_dicts(approval: Approval) -> list[dict]:
-    """`[{"user", "decided_at", "via", "comment", "on_behalf_of"}]`, oldest first: the votes counted."""
+    """`[{"user", "decided_at", "via", "comment", "on_behalf_of"}]`, oldest first: the votes counted
+    (none, and no query, for an approval that needs one person)."""
+    if approval.quorum <= 1:
+        return []
     return [
         {
             "user": vote.user.get_username(),
@@ -19,7 +22,7 @@ def as_dicts(approval: Approval) -> list[dict]:
             "on_behalf_of": vote.on_behalf_of.get_username() if vote.on_behalf_of_id else None,
         }
         for vote in sorted(counted(approval), key=lambda vote: (vote.decided_at, vote.pk))
-    ] if approval.quorum > 1 else []
+    ]
 
 
 def summary(approval: Approval) -> str:

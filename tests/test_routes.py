@@ -435,3 +435,39 @@ def test_a_changed_vote_or_a_removed_delegation_breaks_the_chain(alice, mallory,
     Delegation.objects.filter(pk=made["id"]).delete()  # link 1, before the vote's
     verdict = audit.verify()
     assert not verdict.is_intact and "link 1 before it is missing" in verdict.why and "vote #" in verdict.what
+
+
+def test_a_delegate_cannot_pass_on_what_was_delegated_to_them(alice, mallory, agent, finance, api_as):
+    route(agent)
+    api_as(finance.dana).post("delegations", {"to": "mallory", **window()})
+
+    passed_on = api_as(mallory).post("delegations", {"to": "alice", **window()})
+
+    assert passed_on.status_code == 403 and Delegation.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"quorum": 0}, {"quorum": "two"}, {"min_risk": "extreme"}, {"approvers": []}, {"tool": ""},
+        {"remind_after_seconds": -1}, {"escalate_after_seconds": 60}, {"approvers": ["fin\x00ance"]}, {"agent": "x\x00"},
+    ],
+)
+def test_a_route_that_says_nothing_valid_is_refused_with_a_clear_error_and_nothing_is_saved(router_user, agent, api_as, body):
+    Group.objects.create(name="finance")
+
+    response = api_as(router_user).post("routes", {"agent": agent.slug, "approvers": ["finance"], **body})
+
+    # 422 for what the schema refuses (as everywhere in the API, naming the field), 400 for the rest
+    assert response.status_code in (400, 422) and response.json()["detail"]
+    assert Route.objects.count() == 0
+
+
+def test_a_delegation_window_that_is_not_a_date_or_has_no_time_zone_is_refused(finance, agent, api_as):
+    route(agent)
+    not_dates = api_as(finance.dana).post("delegations", {"to": "erin", "starts_at": "soon", "ends_at": "later"})
+    naive = api_as(finance.dana).post("delegations", {"to": "erin", "starts_at": "2026-01-01T00:00:00", "ends_at": "2099-01-01T00:00:00"})
+
+    assert not_dates.status_code == 422 and "starts_at" in str(not_dates.json()["detail"])
+    assert naive.status_code == 400 and "time zone" in naive.json()["detail"]
+    assert Delegation.objects.count() == 0
