@@ -74,3 +74,31 @@ def test_many_approvers_clicking_approve_at_once_run_the_tool_once(alice, bob, c
     assert sum(isinstance(r, Approval) for r in results) == 1
     assert sum(isinstance(r, AlreadyDecided) for r in results) == len(users) - 1
     assert OutboxEmail.objects.count() == 1
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_three_votes_at_once_on_a_two_of_three_quorum_approve_once_and_run_once(alice, agent, round_):
+    from approvals.models import Vote
+    from approvals.services import AlreadyVoted
+    from tests.test_routes import member, route
+
+    voters = [member(name, "finance") for name in ("dana", "erin", "fred")]
+    route(agent, quorum=2)
+    conversation = services.start_conversation(user=alice, agent=agent, content="write hi to a.txt")
+    [approval] = pending_approvals(conversation)
+
+    results = race(*[
+        (lambda voter=voter: decide(approval.pk, user=voter, approve=True, via="api", shown_hash=""))
+        for voter in voters
+    ])
+
+    approval.refresh_from_db()
+    assert approval.status == Approval.Status.APPROVED, results
+    votes = list(Vote.objects.filter(approval=approval))
+    assert len(votes) == 2 and approval.decided_by_id == max(votes, key=lambda v: v.chain_position).user_id
+    assert sum(isinstance(r, AlreadyDecided) for r in results) == 1, results
+    assert not any(isinstance(r, (AlreadyVoted, AssertionError)) for r in results)
+    assert ToolCall.objects.get(pk=approval.tool_call_id).status == ToolCall.Status.SUCCEEDED
+    from approvals import audit
+
+    assert audit.verify().is_intact
