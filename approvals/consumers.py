@@ -1,8 +1,9 @@
-"""The dashboard socket: approvers join the `approvals` group and receive its signals."""
+"""The dashboard socket: approvers (global, a route's group, a delegate) join the `approvals` group
+and receive its signals; each signal only tells an inbox to re-read what its viewer may see."""
 from hitl import live
 from hitl.consumers import LiveConsumer
 
-from .permissions import is_approver
+from .permissions import may_approve_anything
 
 
 class ApprovalsConsumer(LiveConsumer):
@@ -10,4 +11,4 @@ class ApprovalsConsumer(LiveConsumer):
         return live.APPROVALS_GROUP
 
     def may_watch(self, user) -> bool:
-        return is_approver(user)
+        return may_approve_anything(user)

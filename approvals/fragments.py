@@ -5,12 +5,17 @@ from .models import Approval
 
 
 def approval_controls_html(
-    approval: Approval, *, can_decide: bool | None, via: str = Approval.Via.CHAT, error: str = "", saved_rule=None
+    approval: Approval, *, can_decide: bool | None, via: str = Approval.Via.CHAT, error: str = "", saved_rule=None,
+    can_reject: bool | None = None, voted: bool = False,
 ) -> str:
     """`can_decide`: whether the viewer may approve (None: unknown, for a push to many viewers).
-    Everyone who sees a pending approval may reject it. `saved_rule`: the rule this decision just
-    saved ("Always…"), told once, to its maker."""
-    context = {"approval": approval, "can_decide": can_decide, "via": via, "error": error, "saved_rule": saved_rule}
+    `can_reject`: whether they may reject (None: unknown; everyone who sees an unrouted call may, a
+    routed call only its groups and its owner). `voted`: their approve already counts toward the
+    quorum. `saved_rule`: the rule this decision just saved ("Always…"), told once, to its maker."""
+    context = {
+        "approval": approval, "can_decide": can_decide, "can_reject": can_reject, "voted": voted, "via": via,
+        "error": error, "saved_rule": saved_rule,
+    }
     return render_to_string("partials/approval_controls.html", context)
 
 
@@ -24,3 +29,9 @@ def claim_html(approval: Approval, *, can_decide: bool | None, via: str = Approv
     Who claimed it is the same for every viewer, so one render is pushed to all (`can_decide` None)."""
     context = {"approval": approval, "can_decide": can_decide, "via": via, "oob": oob}
     return render_to_string("partials/approval_claim.html", context)
+
+
+def votes_html(approval: Approval, *, oob: bool = False) -> str:
+    """A routed card's votes line ("1 of 2 approvals: bob", "escalated"): the same for every viewer,
+    so one render is pushed to all when someone votes or the call escalates."""
+    return render_to_string("partials/approval_votes.html", {"approval": approval, "oob": oob})

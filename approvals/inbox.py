@@ -8,9 +8,10 @@ from django.apps import apps
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
+from . import routing, votes
 from .models import Approval, Snooze
 from .permissions import can_decide
-from .selectors import Filters, pending_approvals
+from .selectors import Filters, pending_approvals, with_routes
 from .templatetags.approval_tags import target
 
 SNOOZE_FOR = timedelta(hours=1)
@@ -46,10 +47,10 @@ class InboxItem:
         return [f"{approval.pk}:{approval.shown_hash}" for approval in self.approvals]
 
 
-def inbox_approvals(user, filters: Filters) -> QuerySet[Approval]:
-    """The pending approvals `user` sees in their inbox: the filtered dashboard list without the ones
-    they snoozed (or only those, with `filters.snoozed`), each with `request_text`."""
-    approvals = pending_approvals(filters)
+def inbox_approvals(user, filters: Filters, powers: routing.Powers | None = None) -> QuerySet[Approval]:
+    """The pending approvals `user` sees in their inbox: the filtered dashboard list of what they may
+    see, without the ones they snoozed (or only those, with `filters.snoozed`), each with `request_text`."""
+    approvals = pending_approvals(filters, user=user, powers=powers)
     snoozed = Snooze.objects.filter(user=user, until__gt=timezone.now()).values("approval_id")
     if filters.snoozed:
         until = Snooze.objects.filter(user=user, approval_id=OuterRef("pk")).values("until")[:1]
@@ -71,10 +72,11 @@ def with_request_text(approvals: QuerySet[Approval]) -> QuerySet[Approval]:
     return approvals.annotate(request_text=Subquery(requests.values("content")[:1]))
 
 
-def pending_count(user) -> int:
-    """How many approvals wait in `user`'s inbox (snoozed ones left out): one query."""
+def pending_count(user, powers: routing.Powers | None = None) -> int:
+    """How many approvals wait in `user`'s inbox (what they may see, snoozed ones left out): one query."""
     snoozed = Snooze.objects.filter(user=user, until__gt=timezone.now()).values("approval_id")
-    return Approval.objects.filter(status=Approval.Status.PENDING).exclude(pk__in=snoozed).count()
+    visible = routing.visible_filter(user, powers)
+    return Approval.objects.filter(visible, status=Approval.Status.PENDING).exclude(pk__in=snoozed).count()
 
 
 def snoozed_count(user) -> int:
@@ -99,22 +101,27 @@ def wake(user, approval_ids: list[int]) -> None:
 def alike_key(approval: Approval) -> tuple | None:
     """What makes calls alike for the inbox: the same agent, tool, risk and the conditions "Always…"
     would prefill (so one rule would cover them all). None for what is never grouped: questions, plans,
-    critical calls (each needs its typed confirmation) and calls without a suggestion."""
+    critical calls (each needs its typed confirmation), calls that need several approvals (each
+    shows its own votes) and calls without a suggestion."""
     suggestion = approval.rule_suggestion
-    if approval.kind != Approval.Kind.ACTION or approval.confirmation_required or not suggestion:
+    if approval.kind != Approval.Kind.ACTION or approval.confirmation_required or approval.quorum > 1 or not suggestion:
         return None
     conditions = json.dumps(suggestion.get("arguments", {}), sort_keys=True)
     # The risk too: a group's row says one risk, so a riskier alike call is never hidden under it.
     return (approval.conversation.agent_id, approval.tool_call.name, conditions, approval.risk)
 
 
-def inbox_items(user, approvals: list[Approval]) -> list[InboxItem]:
+def inbox_items(user, approvals: list[Approval], powers: routing.Powers | None = None) -> list[InboxItem]:
     """The inbox's lines, oldest first: alike calls `user` may decide gathered into one group at the
-    place of the oldest; everything else one line each. Sets `viewer_may_decide` on each approval."""
+    place of the oldest; everything else one line each. Sets on each approval what the viewer may do:
+    `viewer_may_decide` (approve), `viewer_may_reject`, `viewer_voted` (their vote is counted)."""
+    powers = routing.powers_of(user, powers)  # one read of their delegations and groups for every row
     items: list[InboxItem] = []
     groups: dict[tuple, InboxItem] = {}
-    for approval in approvals:
-        approval.viewer_may_decide = can_decide(user, approval)
+    for approval in with_routes(approvals):
+        approval.viewer_voted = voted(user, approval)
+        approval.viewer_may_decide = not approval.viewer_voted and can_decide(user, approval, powers=powers)
+        approval.viewer_may_reject = can_decide(user, approval, approve=False, powers=powers)
         key = alike_key(approval) if approval.viewer_may_decide else None
         if key is None:
             items.append(InboxItem([approval]))
@@ -124,3 +131,9 @@ def inbox_items(user, approvals: list[Approval]) -> list[InboxItem]:
             groups[key] = InboxItem([approval])
             items.append(groups[key])
     return items
+
+
+def voted(user, approval: Approval) -> bool:
+    """Whether `user`'s approve counts toward `approval`'s quorum already (theirs, or cast by them for
+    someone): they may not vote again, and the card says so."""
+    return approval.quorum > 1 and any(vote.user_id == user.pk or vote.voter_id == user.pk for vote in votes.counted(approval))

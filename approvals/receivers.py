@@ -3,8 +3,8 @@ from hitl import live
 from hitl.celery import enqueue_on_commit
 
 from . import webhooks
-from .fragments import claim_html, dashboard_signal_html
-from .models import Webhook
+from .fragments import claim_html, dashboard_signal_html, votes_html
+from .models import Approval, Webhook
 from .tasks import deliver_webhook
 
 
@@ -35,10 +35,12 @@ def on_approval_claimed(sender, approval, **kwargs) -> None:
 
 
 def on_approval_voted(sender, approval, vote=None, deliveries=(), **kwargs) -> None:
-    # Still pending: open inboxes re-read their rows; the webhooks hear of the vote.
+    # Still pending: open inboxes re-read their rows; the webhooks hear of the vote; open
+    # conversations get the card's votes line ("1 of 2 approvals: bob"), the same for everyone.
     _tell_dashboards(1, Webhook.Event.VOTED)
     for delivery_id in deliveries:
         enqueue_on_commit(deliver_webhook, delivery_id)
+    _push_votes([approval])
 
 
 def on_approvals_reminded(sender, approvals, deliveries=(), **kwargs) -> None:
@@ -51,6 +53,14 @@ def on_approvals_escalated(sender, approvals, deliveries=(), **kwargs) -> None:
     _tell_dashboards(len(approvals), Webhook.Event.ESCALATED)
     for delivery_id in deliveries:
         enqueue_on_commit(deliver_webhook, delivery_id)
+    _push_votes(approvals)
+
+
+def _push_votes(approvals) -> None:
+    """Each card's votes line, as stored now (the votes read fresh), to its conversation."""
+    fresh = Approval.objects.filter(pk__in=[approval.pk for approval in approvals]).prefetch_related("votes__user", "votes__on_behalf_of")
+    for approval in fresh:
+        live.push_now(live.conversation_group(approval.conversation_id), votes_html(approval, oob=True))
 
 
 def _tell_dashboards(count: int, event: str) -> None:

@@ -1,18 +1,20 @@
-"""The dashboard's reads: pending approvals with filters, and the history of decisions."""
+"""The dashboard's reads: pending approvals with filters, and the history of decisions, each limited
+to what the viewer may see (approvals.routing.visible_filter)."""
 import re
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db.models import Q, QuerySet, TextField
+from django.db.models import Q, QuerySet, TextField, prefetch_related_objects
 from django.db.models.functions import Cast
 from django.utils import timezone
 
 from hitl.inputs import storable
 
+from . import routing
 from .models import Approval, Risk
 
 OLDER_THAN = re.compile(r"[0-9]{1,6}")  # minutes, ASCII digits: up to about two years back
-ROW_RELATIONS = ("tool_call", "conversation__agent", "requested_by", "decided_by", "edited_by", "claimed_by")
+ROW_RELATIONS = ("tool_call", "conversation__agent", "requested_by", "decided_by", "edited_by", "claimed_by", "on_behalf_of")
 
 
 @dataclass(frozen=True)
@@ -50,15 +52,25 @@ class Filters:
         )
 
 
-def pending_approvals(filters: Filters) -> QuerySet[Approval]:
-    """Every pending approval (approvers see all), oldest first, filtered; rows need no more queries."""
-    approvals = Approval.objects.filter(status=Approval.Status.PENDING).select_related(*ROW_RELATIONS)
-    return _filter(approvals, filters).order_by("requested_at", "pk")
+def pending_approvals(filters: Filters, *, user, powers: routing.Powers | None = None) -> QuerySet[Approval]:
+    """The pending approvals `user` may see (a global approver: all), oldest first, filtered; rows
+    need no more queries (with_routes() for what routed rows show)."""
+    approvals = Approval.objects.filter(routing.visible_filter(user, powers), status=Approval.Status.PENDING)
+    return _filter(approvals.select_related(*ROW_RELATIONS), filters).order_by("requested_at", "pk")
 
 
-def decided_approvals(filters: Filters) -> QuerySet[Approval]:
-    approvals = Approval.objects.exclude(status=Approval.Status.PENDING).select_related(*ROW_RELATIONS)
-    return _filter(approvals, filters).order_by("-decided_at", "-pk")
+def decided_approvals(filters: Filters, *, user, powers: routing.Powers | None = None) -> QuerySet[Approval]:
+    approvals = Approval.objects.filter(routing.visible_filter(user, powers)).exclude(status=Approval.Status.PENDING)
+    return _filter(approvals.select_related(*ROW_RELATIONS), filters).order_by("-decided_at", "-pk")
+
+
+def with_routes(approvals: list[Approval]) -> list[Approval]:
+    """What routed rows and cards show, read for all of them at once: the route's groups (who must
+    decide) and the votes counted so far. A few queries whatever the number of rows, none when no
+    approval is routed or needs several approvals."""
+    prefetch_related_objects([a for a in approvals if a.route_id is not None], "route__approvers", "route__escalate_to")
+    prefetch_related_objects([a for a in approvals if a.quorum > 1], "votes__user", "votes__on_behalf_of")
+    return approvals
 
 
 def _filter(approvals: QuerySet[Approval], filters: Filters) -> QuerySet[Approval]:
@@ -82,3 +94,12 @@ def _filter(approvals: QuerySet[Approval], filters: Filters) -> QuerySet[Approva
             | Q(rejection_reason__icontains=filters.q)
         )
     return approvals
+
+
+def powers_for(request) -> routing.Powers:
+    """The viewer's Powers, read once a request (their delegations and route groups), shared by the
+    view, the nav and every card's `can_decide`."""
+    powers = getattr(request, "_approval_powers", None)
+    if powers is None or powers.user is not request.user:
+        powers = request._approval_powers = routing.Powers(request.user)
+    return powers

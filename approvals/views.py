@@ -18,10 +18,11 @@ from .forms import arguments_from_form, edit_fields
 from .fragments import approval_controls_html
 from .models import Approval, Risk
 from .rulemaking import InvalidRule, ScopeNotAllowed, TargetNotFound
-from .permissions import can_decide, can_see, is_approver
-from .selectors import Filters, decided_approvals
+from .permissions import can_decide, can_see, may_approve_anything
+from .selectors import Filters, decided_approvals, powers_for, with_routes
 from .services import (
     AlreadyDecided,
+    AlreadyVoted,
     ArgumentsChanged,
     ConfirmationRequired,
     DecisionError,
@@ -44,39 +45,39 @@ KINDS = [("action", "tool calls"), ("question", "questions"), ("plan", "plans")]
 @login_required
 @require_GET
 def dashboard(request):
-    """The approvers' inbox: compact rows, alike calls grouped, the viewer's snoozes left out."""
-    if not is_approver(request.user):
-        raise PermissionDenied("The dashboard is for approvers.")
+    """The approvers' inbox: compact rows, alike calls grouped, the viewer's snoozes left out. A
+    member of a route's groups sees what the route sends them; a global approver sees everything."""
+    _check_approves(request, "The dashboard is for approvers.")
     filters = Filters.from_query(request.GET)
     template = "partials/dashboard_rows.html" if request.htmx else "approvals/dashboard.html"
-    return render(request, template, _inbox_context(request.user, filters))
+    return render(request, template, _inbox_context(request, filters))
 
 
-def _inbox_context(user, filters: Filters) -> dict:
-    approvals = inbox.inbox_approvals(user, filters)
+def _inbox_context(request, filters: Filters) -> dict:
+    user, powers = request.user, powers_for(request)
+    approvals = inbox.inbox_approvals(user, filters, powers)
     rows = list(approvals[:DASHBOARD_ROWS])
     return {
-        "items": inbox.inbox_items(user, rows), "count": approvals.count(), "shown": len(rows), "filters": filters,
+        "items": inbox.inbox_items(user, rows, powers), "count": approvals.count(), "shown": len(rows), "filters": filters,
         "risks": Risk.values, "kinds": KINDS, "snoozed_count": inbox.snoozed_count(user),
-        "inbox_count": inbox.pending_count(user),
+        "inbox_count": inbox.pending_count(user, powers),
     }
 
 
 @login_required
 @require_GET
 def history(request):
-    if not is_approver(request.user):
-        raise PermissionDenied("The history is for approvers.")
+    _check_approves(request, "The history is for approvers.")
     filters = Filters.from_query(request.GET)
-    page = Paginator(decided_approvals(filters), 50).get_page(request.GET.get("page"))
+    page = Paginator(decided_approvals(filters, user=request.user, powers=powers_for(request)), 50).get_page(request.GET.get("page"))
+    page.object_list = with_routes(list(page.object_list))  # the rows' votes and groups, read at once
     return render(request, "approvals/history.html", {"page": page, "filters": filters, "risks": Risk.values, "kinds": KINDS})
 
 
 @login_required
 @require_POST
 def bulk_decide(request):
-    if not is_approver(request.user):
-        raise PermissionDenied("Bulk decisions are for approvers.")
+    _check_approves(request, "Bulk decisions are for approvers.")
     decision = request.POST.get("decision")
     try:
         shown = parse_shown(request.POST.getlist("approval_ids"))
@@ -106,8 +107,7 @@ class GroupRefused(Exception):
 def group_decide(request):
     """A group of alike calls decided together: exactly the ids and versions its row listed, all or
     none (one edited, decided or made critical meanwhile: 409, nothing decided, the list re-read)."""
-    if not is_approver(request.user):
-        raise PermissionDenied("Group decisions are for approvers.")
+    _check_approves(request, "Group decisions are for approvers.")
     decision = request.POST.get("decision")
     listed = request.POST.getlist("approval_ids")
     try:
@@ -259,8 +259,7 @@ def controls_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> Ht
     """A card's decision controls as stored now (what Cancel on the edit form goes back to)."""
     _check_channel(request, via)
     approval = _approval_for(request.user, approval_id)
-    html = approval_controls_html(approval, can_decide=can_decide(request.user, approval), via=via)
-    return HttpResponse(html)
+    return HttpResponse(_controls_html(request, approval, via))
 
 
 @login_required
@@ -294,7 +293,7 @@ def edit_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> HttpRe
 
 def _approval_for(user, approval_id: int) -> Approval:
     """The approval if `user` may see it; 404 otherwise (its existence is not told)."""
-    approval = Approval.objects.select_related("tool_call", "decided_by", "edited_by", "requested_by").filter(pk=approval_id).first()
+    approval = Approval.objects.select_related("tool_call", "decided_by", "edited_by", "requested_by", "on_behalf_of").filter(pk=approval_id).first()
     if approval is None or not can_see(user, approval):
         raise Http404("No such approval.")
     return approval
@@ -306,27 +305,43 @@ def _edit_context(approval: Approval, arguments: dict, via: str) -> dict:
 
 def _check_channel(request, via: str) -> None:
     """The dashboard's routes are the dashboard's: for approvers only, like the page."""
-    if via == Approval.Via.DASHBOARD and not is_approver(request.user):
-        raise PermissionDenied("The dashboard is for approvers.")
+    if via == Approval.Via.DASHBOARD:
+        _check_approves(request, "The dashboard is for approvers.")
+
+
+def _check_approves(request, refusal: str) -> None:
+    """The approvers' pages: a global approver's, a route group member's, a delegate's."""
+    if not may_approve_anything(request.user, powers_for(request)):
+        raise PermissionDenied(refusal)
+
+
+def _controls_html(request, approval: Approval, via: str, **extra) -> str:
+    """The card's controls as this viewer may use them: approve (unless their vote already counts),
+    reject, and the votes so far."""
+    user, powers = request.user, powers_for(request)
+    voted = inbox.voted(user, approval)
+    return approval_controls_html(
+        approval, can_decide=not voted and can_decide(user, approval, powers=powers), via=via, voted=voted,
+        can_reject=can_decide(user, approval, approve=False, powers=powers), **extra,
+    )
 
 
 def _decided(request, approval: Approval, via: str, saved_rule=None) -> HttpResponse:
     if not request.htmx:
         return _back(request)
-    html = approval_controls_html(approval, can_decide=can_decide(request.user, approval), via=via, saved_rule=saved_rule)
-    return HttpResponse(html)
+    return HttpResponse(_controls_html(request, approval, via, saved_rule=saved_rule))
 
 
 def _refused(request, approval_id: int, exc: Exception, via: str) -> HttpResponse:
     """The card again, as stored now, with why nothing was decided."""
     if isinstance(exc, NotAllowed):
         return HttpResponse(str(exc), status=403)
-    status = 409 if isinstance(exc, (AlreadyDecided, ArgumentsChanged)) else 400
+    status = 409 if isinstance(exc, (AlreadyDecided, AlreadyVoted, ArgumentsChanged)) else 400
     if not request.htmx:
         return HttpResponse(str(exc), status=status)
-    approval = Approval.objects.select_related("tool_call", "decided_by", "edited_by").get(pk=approval_id)
+    approval = Approval.objects.select_related("tool_call", "decided_by", "edited_by", "on_behalf_of").get(pk=approval_id)
     error = "" if isinstance(exc, AlreadyDecided) else str(exc)  # a decided card says who decided first
-    html = approval_controls_html(approval, can_decide=can_decide(request.user, approval), via=via, error=error)
+    html = _controls_html(request, approval, via, error=error)
     if isinstance(exc, AlreadyDecided) and via == Approval.Via.CHAT:
         # The whole card too (its status, its badge) and the conversation's status, swapped by id: a
         # tab that missed the pushes never shows "pending" around the decision that came first.

@@ -8,18 +8,22 @@ from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.utils import timezone
 
+from approvals import routing
 from approvals.models import Approval
-from approvals.permissions import is_approver
+from approvals.selectors import with_routes
 from hitl.inputs import is_storable
 
 from .models import Agent, Conversation, Message
 
 
-def visible_conversations(user) -> QuerySet[Conversation]:
+def visible_conversations(user, powers: routing.Powers | None = None) -> QuerySet[Conversation]:
+    """The user's own conversations and those holding a call they may see: every one for a global
+    approver (or their delegate), those of calls routed to their groups for a route's member."""
     conversations = Conversation.objects.select_related("agent", "owner")
-    if is_approver(user):
+    visible = routing.visible_filter(user, powers)
+    if visible == Q():
         return conversations
-    return conversations.filter(owner=user)
+    return conversations.filter(Q(owner=user) | Q(pk__in=Approval.objects.filter(visible).values("conversation_id")))
 
 
 def usable_agents(user) -> QuerySet[Agent]:
@@ -73,14 +77,18 @@ def recent_conversations(user, *, limit: int = 100) -> QuerySet[Conversation]:
     )
 
 
-def conversation_for(user, conversation_id) -> Conversation:
-    """The conversation if `user` owns it or is an approver; 404 otherwise (its existence is not told).
-    Its owner needs no look at their permissions (two queries); anyone else always gets one, found
-    or not, so the time taken does not tell either."""
+def conversation_for(user, conversation_id, powers: routing.Powers | None = None) -> Conversation:
+    """The conversation if `user` owns it, is a global approver (or their delegate), or may see one of
+    its calls (routed to their group); 404 otherwise (its existence is not told). Its owner needs no
+    look at their permissions (two queries); anyone else always gets the look, found or not, so the
+    time taken does not tell either."""
     conversation = Conversation.objects.select_related("agent", "owner").filter(pk=conversation_id).first()
     if conversation is not None and user and user.is_authenticated and conversation.owner_id == user.pk:
         return conversation
-    if not is_approver(user) or conversation is None:
+    visible = routing.visible_filter(user, powers)
+    if visible != Q() and not Approval.objects.filter(visible, conversation_id=conversation_id).exists():
+        raise Http404("No such conversation.")
+    if conversation is None:
         raise Http404("No such conversation.")
     return conversation
 
@@ -116,6 +124,9 @@ def messages_for_page(conversation: Conversation, *, limit: int = MESSAGES_PER_P
         messages, "tool_calls__approval__decided_by", "tool_calls__approval__requested_by", "tool_calls__approval__edited_by",
         "tool_calls__approval__rule", "tool_calls__approval__repeat_of__decided_by",
     )
+    approvals = [call.approval for message in messages for call in message.tool_calls.all() if getattr(call, "approval", None)]
+    prefetch_related_objects([approval for approval in approvals if approval.on_behalf_of_id], "on_behalf_of")
+    with_routes(approvals)  # routed cards: their groups and votes (no query when none is routed)
     return MessagePage(messages, has_earlier=len(rows) > limit)
 
 

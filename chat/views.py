@@ -7,7 +7,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.models import Approval
-from approvals.permissions import is_approver
+from approvals.permissions import may_approve_anything
+from approvals.selectors import powers_for
 from approvals.services import decide_all
 from hitl.inputs import BadInput, parse_shown
 
@@ -59,7 +60,7 @@ def before_position(request) -> int | None:
 def conversation_page(request, conversation_id):
     """The newest messages; with `?before=`, the page before that position: its fragment, which
     replaces the "Load earlier messages" control (so it is prepended), or, without JavaScript, a page."""
-    conversation = conversation_for(request.user, conversation_id)
+    conversation = conversation_for(request.user, conversation_id, powers_for(request))
     try:
         before = before_position(request)
     except ValueError as exc:
@@ -69,8 +70,9 @@ def conversation_page(request, conversation_id):
         "page": messages_for_page(conversation, before=before),
         "before": before,
         "suggestions": SUGGESTIONS,
-        # Four-eyes calls: this viewer may decide them only as an approver who is not the owner.
-        "may_approve_others": is_approver(request.user) and conversation.owner_id != request.user.pk,
+        # Four-eyes and routed calls pushed to every viewer: this one may decide them only as an
+        # approver (global, a route's group, a delegate) who is not the owner.
+        "may_approve_others": conversation.owner_id != request.user.pk and may_approve_anything(request.user, powers_for(request)),
     }
     if request.htmx and before is not None:
         return render(request, "partials/messages_page.html", context)
@@ -144,7 +146,7 @@ def approve_all(request, conversation_id):
 def stop(request, conversation_id, via: str = Approval.Via.CHAT):
     """Stop the agent (owner, or an approver from the dashboard): see services.stop_conversation."""
     conversation = conversation_for(request.user, conversation_id)
-    if via == Approval.Via.DASHBOARD and not is_approver(request.user):
+    if via == Approval.Via.DASHBOARD and not may_approve_anything(request.user, powers_for(request)):
         return HttpResponse("The dashboard is for approvers.", status=403)
     try:
         services.stop_conversation(conversation=conversation, user=request.user, via=via)

@@ -6,6 +6,7 @@ from .api import api
 urlpatterns = [
     path("", include("chat.urls")),
     path("approvals/analytics/", include("approvals.analytics_urls")),
+    path("approvals/delegations/", include("approvals.delegation_urls")),
     path("approvals/", include("approvals.urls")),
     path("rules/", include("approvals.rule_urls")),
     path("telegram/", include("telegramlink.urls")),

@@ -79,7 +79,7 @@ if connection.vendor == "sqlite":
     @pytest.mark.parametrize(
         "queryset,index",
         [
-            (lambda alice, bob: pending_approvals(Filters())[:DASHBOARD_ROWS], "approvals_pending_by_age (status=?)"),
+            (lambda alice, bob: pending_approvals(Filters(), user=bob)[:DASHBOARD_ROWS], "approvals_pending_by_age (status=?)"),
             (lambda alice, bob: visible_approvals(bob).order_by("requested_at", "pk")[:100], "approvals_requested_order"),
             (
                 lambda alice, bob: visible_approvals(alice).order_by("requested_at", "pk")[:100],

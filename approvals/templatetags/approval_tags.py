@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from hitl.visible import reveal
 
-from approvals import hints, questions, titles
+from approvals import hints, questions, titles, votes
 
 register = template.Library()
 
@@ -146,3 +146,38 @@ def approval_url(name: str, approval, via: str) -> str:
     the route, not a form field, says how a decision was made (`decided_via`)."""
     prefix = "dashboard_" if via == "dashboard" else ""
     return reverse(f"approvals:{prefix}{name}", args=[approval.pk])
+
+
+@register.filter
+def votes_summary(approval) -> str:
+    """"1 of 2 approvals: bob" for a call that needs several approvals; "" otherwise."""
+    return votes.summary(approval)
+
+
+@register.filter
+def votes_count(approval) -> int:
+    return len(votes.counted(approval)) if approval.quorum > 1 else 0
+
+
+@register.filter
+def route_need(approval) -> str:
+    """Who must decide a routed call, for whoever may not: "Needs 2 approvals from finance" (and,
+    once escalated, "from finance or on-call"); "" for an unrouted call. Reads the route's groups
+    as prefetched (approvals.selectors.with_routes)."""
+    if approval.route_id is None:
+        return ""
+    groups = list(approval.route.approvers.all())
+    if approval.escalated_at is not None:
+        groups += [group for group in approval.route.escalate_to.all() if group not in groups]
+    names = " or ".join(group.name for group in groups) or "its groups"
+    many = f"{approval.quorum} approvals" if approval.quorum > 1 else "an approval"
+    return f"Needs {many} from {names}"
+
+
+@register.filter
+def decider(approval) -> str:
+    """Who decided, and for whom through a delegation: "bob for alice"; "the system" for nobody."""
+    if approval.decided_by_id is None:
+        return "the system"
+    who = approval.decided_by.get_username()
+    return f"{who} for {approval.on_behalf_of.get_username()}" if approval.on_behalf_of_id else who

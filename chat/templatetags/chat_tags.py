@@ -1,14 +1,25 @@
 from django import template
 
+from approvals.inbox import voted
 from approvals.permissions import can_decide
+from approvals.selectors import powers_for
 
 register = template.Library()
 
 
 @register.simple_tag(takes_context=True)
-def may_decide(context, approval) -> bool:
-    """Whether the viewer of this page may decide `approval` (the decision service checks again)."""
-    return can_decide(context["request"].user, approval)
+def viewer_may(context, approval) -> dict:
+    """What the viewer of this page may do with `approval` (the decision service checks again):
+    `decide` (approve: not once their vote counts), `reject`, and whether they `voted`. One Powers
+    for the whole render (stashed on the request), however many cards."""
+    request = context["request"]
+    powers = powers_for(request)
+    has_voted = voted(request.user, approval)
+    return {
+        "decide": not has_voted and can_decide(request.user, approval, powers=powers),
+        "reject": can_decide(request.user, approval, approve=False, powers=powers),
+        "voted": has_voted,
+    }
 
 
 @register.simple_tag
