@@ -1,7 +1,7 @@
 """Linked Telegram accounts and the messages sent, for auditors and for unlinking someone."""
 from django.contrib import admin
 
-from .models import ApprovalMessage, TelegramAccount
+from .models import ApprovalMessage, Reminder, TelegramAccount
 
 
 @admin.register(TelegramAccount)
@@ -18,7 +18,20 @@ class TelegramAccountAdmin(admin.ModelAdmin):
 class ApprovalMessageAdmin(admin.ModelAdmin):
     list_display = ["approval", "account", "status", "attempts", "last_error", "updated_at"]
     list_filter = ["status"]
-    readonly_fields = ["approval", "account", "chat_id", "message_id", "status", "attempts", "last_error"]
+    readonly_fields = ["approval", "account", "chat_id", "message_id", "status", "attempts", "last_error", "votes_seen"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Reminder)
+class ReminderAdmin(admin.ModelAdmin):
+    list_display = ["message", "status", "attempts", "last_error", "updated_at"]
+    list_filter = ["status"]
+    readonly_fields = ["message", "status", "attempts", "last_error"]
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -9,10 +9,15 @@ class TelegramLinkConfig(AppConfig):
     verbose_name = "Telegram"
 
     def ready(self) -> None:
-        from approvals.signals import approval_edited, approval_requested, approvals_decided
+        from approvals.signals import (
+            approval_edited, approval_requested, approval_voted, approvals_decided, approvals_escalated, approvals_reminded,
+        )
 
         from . import receivers
 
         approval_requested.connect(receivers.on_approval_requested, dispatch_uid="telegramlink.on_requested")
         approvals_decided.connect(receivers.on_approvals_decided, dispatch_uid="telegramlink.on_decided")
         approval_edited.connect(receivers.on_approval_edited, dispatch_uid="telegramlink.on_edited")
+        approval_voted.connect(receivers.on_approval_voted, dispatch_uid="telegramlink.on_voted")
+        approvals_reminded.connect(receivers.on_approvals_reminded, dispatch_uid="telegramlink.on_reminded")
+        approvals_escalated.connect(receivers.on_approvals_escalated, dispatch_uid="telegramlink.on_escalated")

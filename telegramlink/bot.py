@@ -10,7 +10,7 @@ import ssl
 import httpx
 
 from django.conf import settings
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, Forbidden, TelegramError  # noqa: F401  (callers catch these)
 from telegram.request import HTTPXRequest
@@ -61,19 +61,22 @@ def keyboard(rows: list[list[tuple[str, str]]]) -> InlineKeyboardMarkup | None:
     return InlineKeyboardMarkup([[InlineKeyboardButton(text, callback_data=data) for text, data in row] for row in rows])
 
 
-def send(chat_id: int, text: str, buttons: list[list[tuple[str, str]]] | None = None) -> int:
-    """Send an HTML message; its message_id."""
+def send(chat_id: int, text: str, buttons: list[list[tuple[str, str]]] | None = None, *, reply_to: int | None = None) -> int:
+    """Send an HTML message (as a reply to message `reply_to`, if it is still there); its message_id."""
+    replying = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None
     message = call(lambda bot: bot.send_message(
-        chat_id, text, parse_mode=ParseMode.HTML, reply_markup=keyboard(buttons or []), disable_web_page_preview=True
+        chat_id, text, parse_mode=ParseMode.HTML, reply_markup=keyboard(buttons or []), disable_web_page_preview=True,
+        reply_parameters=replying,
     ))
     return message.message_id
 
 
-def edit(chat_id: int, message_id: int, text: str) -> None:
-    """Replace a message's text and take its buttons away."""
+def edit(chat_id: int, message_id: int, text: str, buttons: list[list[tuple[str, str]]] | None = None) -> None:
+    """Replace a message's text, and its buttons with `buttons` (none: they go)."""
     try:
         call(lambda bot: bot.edit_message_text(
-            text, chat_id=chat_id, message_id=message_id, parse_mode=ParseMode.HTML, disable_web_page_preview=True
+            text, chat_id=chat_id, message_id=message_id, parse_mode=ParseMode.HTML, disable_web_page_preview=True,
+            reply_markup=keyboard(buttons or []),
         ))
     except BadRequest as exc:
         if "not modified" not in str(exc).lower():  # edited already (by a twin task): done

@@ -63,6 +63,9 @@ class ApprovalMessage(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.CharField(max_length=500, blank=True)
+    votes_seen = models.PositiveIntegerField(
+        default=0, help_text="How many votes its approval had when its text was last written: fewer than now, and it is edited."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -86,3 +89,28 @@ class SentVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.message} as of {self.shown_hash[:12]}"
+
+
+class Reminder(models.Model):
+    """The one "still waiting" a sent request gets once its routed approval's reminder is due: an
+    outbox row like ApprovalMessage (queued, claimed by a conditional update to send, sent or failed;
+    the sweep sends one a lost task left), so a restart loses none and none is sent twice."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        SENT = "sent"
+        CLOSED = "closed"  # its approval was decided before it went
+        FAILED = "failed"
+
+    message = models.OneToOneField(ApprovalMessage, on_delete=models.CASCADE, related_name="reminder")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "updated_at"], name="telegramlink_rem_status_upd")]
+
+    def __str__(self) -> str:
+        return f"reminder of {self.message} ({self.status})"

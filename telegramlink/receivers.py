@@ -1,9 +1,9 @@
 """Telegram hears of the decision service's events like every other surface."""
 from hitl.celery import enqueue_on_commit
 
-from . import bot, requests
+from . import bot, followups, requests
 from .models import ApprovalMessage
-from .tasks import close_messages, send_request
+from .tasks import close_messages, send_reminder, send_request, show_votes
 
 
 def on_approval_requested(sender, approval, **kwargs) -> None:
@@ -26,3 +26,22 @@ def on_approvals_decided(sender, approvals, **kwargs) -> None:
     )
     if ids:
         enqueue_on_commit(close_messages, ids)
+
+
+def on_approval_voted(sender, approval, **kwargs) -> None:
+    # Still pending: every copy counts the votes now, its buttons kept for the others.
+    if ids := followups.to_show_votes(approval):
+        enqueue_on_commit(show_votes, ids)
+
+
+def on_approvals_reminded(sender, approvals, **kwargs) -> None:
+    for approval in approvals:
+        on_approval_requested(sender, approval)  # linked since the request: they get the request itself
+        for reminder_id in followups.queue_reminders(approval):
+            enqueue_on_commit(send_reminder, reminder_id)
+
+
+def on_approvals_escalated(sender, approvals, **kwargs) -> None:
+    # The escalation groups' members may decide it now: they get the request, as its approvers did.
+    for approval in approvals:
+        on_approval_requested(sender, approval)

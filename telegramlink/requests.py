@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from approvals import routing
 from approvals.models import Approval
 from approvals.permissions import is_approver
 
@@ -17,13 +18,22 @@ logger = logging.getLogger(__name__)
 Status = ApprovalMessage.Status
 
 
+# A message's text counts its approval's votes (approvals.votes.summary): read with it, in one query.
+VOTES = ("approval__votes__user", "approval__votes__on_behalf_of")
+
+
 class Sent:
     SENT, NOT_CLAIMED, CLOSED, FAILED = "sent", "not claimed", "closed", "failed"
 
 
 def recipients(approval: Approval) -> list[TelegramAccount]:
-    """Those who may decide it: its owner, or for a four-eyes call the approvers other than the owner."""
+    """Those who may decide it: for a routed call the members of its route's groups (and, once it
+    escalated, of its escalation groups) but the requester; else its owner, or for a four-eyes call
+    the approvers other than the owner."""
     accounts = TelegramAccount.objects.select_related("user").filter(user__is_active=True)
+    if approval.route_id is not None:
+        eligible = [user.pk for user in routing.eligible_users(approval)]
+        return list(accounts.filter(user_id__in=eligible).order_by("user_id"))
     if not approval.approver_required:
         return list(accounts.filter(user_id=approval.requested_by_id))
     return [account for account in accounts.exclude(user_id=approval.requested_by_id) if is_approver(account.user)]
@@ -43,7 +53,7 @@ def queue(approval: Approval) -> list[int]:
 def send(message_id: int) -> str:
     """Send one queued message, if it is still to be sent and its approval still waits."""
     claimed = ApprovalMessage.objects.filter(pk=message_id, status=Status.QUEUED, attempts__lt=max_attempts())
-    row = claimed.select_related("approval__tool_call", "approval__conversation__agent").first()
+    row = claimed.select_related("approval__tool_call", "approval__conversation__agent").prefetch_related(*VOTES).first()
     if row is None or not claimed.filter(attempts=row.attempts).update(attempts=row.attempts + 1, updated_at=timezone.now()):
         return Sent.NOT_CLAIMED
     approval = row.approval
@@ -66,7 +76,7 @@ def send(message_id: int) -> str:
             ApprovalMessage.objects.filter(pk=row.pk, status=Status.QUEUED).update(status=Status.FAILED)
         return Sent.FAILED
     ApprovalMessage.objects.filter(pk=row.pk).update(
-        status=Status.SENT, message_id=sent_id, last_error="", updated_at=timezone.now()
+        status=Status.SENT, message_id=sent_id, last_error="", votes_seen=len(approval.votes.all()), updated_at=timezone.now()
     )
     return Sent.SENT
 
@@ -76,7 +86,7 @@ def close(message_id: int) -> bool:
     closed unsent. True once the message needs nothing more."""
     row = ApprovalMessage.objects.select_related(
         "approval__tool_call", "approval__conversation__agent", "approval__decided_by"
-    ).filter(pk=message_id).first()
+    ).prefetch_related(*VOTES).filter(pk=message_id).first()
     if row is None or row.status in (Status.CLOSED, Status.FAILED):
         return True
     approval = row.approval

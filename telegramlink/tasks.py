@@ -1,8 +1,8 @@
-"""Thin Celery tasks: send a request (retried with backoff), edit messages to the outcome, and the
-sweep that picks up what a lost task left."""
+"""Thin Celery tasks: send a request (retried with backoff), edit messages to the outcome or to the
+votes cast, send a reminder, and the sweep that picks up what a lost task left."""
 from celery import shared_task
 
-from . import requests
+from . import followups, requests
 
 
 @shared_task(bind=True, ignore_result=True, acks_late=True)
@@ -18,6 +18,19 @@ def close_messages(self, message_ids: list[int]) -> None:
         raise self.retry(args=(failed,), countdown=2 ** min(self.request.retries, 6), max_retries=requests.max_attempts())
 
 
+@shared_task(bind=True, ignore_result=True, acks_late=True)
+def show_votes(self, message_ids: list[int]) -> None:
+    failed = [message_id for message_id in message_ids if not followups.show_votes(message_id)]
+    if failed:
+        raise self.retry(args=(failed,), countdown=2 ** min(self.request.retries, 6), max_retries=requests.max_attempts())
+
+
+@shared_task(bind=True, ignore_result=True, acks_late=True)
+def send_reminder(self, reminder_id: int) -> None:
+    if followups.remind(reminder_id) == requests.Sent.FAILED:
+        raise self.retry(countdown=2 ** min(self.request.retries, 6), max_retries=requests.max_attempts())
+
+
 @shared_task(ignore_result=True)
 def resend_lost_messages() -> None:
     resend, reclose = requests.lost()
@@ -25,3 +38,8 @@ def resend_lost_messages() -> None:
         send_request.delay(message_id)
     if reclose:
         close_messages.delay(reclose)
+    reminders, reshow = followups.lost()
+    for reminder_id in reminders:
+        send_reminder.delay(reminder_id)
+    if reshow:
+        show_votes.delay(reshow)

@@ -8,6 +8,7 @@ from html import escape, unescape
 
 from django.conf import settings
 
+from approvals import votes
 from approvals.models import Approval
 from approvals.questions import shown
 from hitl.visible import reveal, reveal_line
@@ -55,6 +56,21 @@ def outcome_text(approval: Approval) -> str:
     """The request as it was shown, and under it what became of it."""
     outcome = "\n\n" + escape(_short(outcome_line(approval), MAX_OUTCOME_CHARS))
     return request(approval, room=MAX_TEXT - _length(outcome)).text + outcome
+
+
+def reminder(approval: Approval) -> str:
+    """The one "still waiting" a sent request gets when its route's reminder is due (a reply to it)."""
+    call, agent = approval.tool_call, approval.conversation.agent
+    count = f" ({_e(votes.summary(approval))})" if approval.quorum > 1 else ""
+    since = f"{approval.requested_at:%H:%M} UTC"
+    return (f"⏰ Reminder: still waiting for a decision on #{approval.pk} · {_e(agent.name)} · "
+            f"<code>{_e(call.name)}</code>, requested at {since}{count}. Decide with the buttons above or on "
+            f'<a href="{escape(conversation_url(approval), quote=True)}">the site</a>.')
+
+
+def counted_line(approval: Approval) -> str:
+    """What a person hears once their approve is counted toward a quorum that is not reached yet."""
+    return f"Your approval is counted: {len(votes.counted(approval))} of {approval.quorum}."
 
 
 def outcome_line(approval: Approval) -> str:
@@ -131,8 +147,14 @@ def _parts(approval: Approval) -> tuple[list[str], tuple[str, str, str], list[st
             hint = reveal(approval.confirmation_hint)
             whole = len(hint) <= MAX_LINE_CHARS  # a hint cut short cannot be typed
             tail.append(f"Critical: approving it needs the confirmation <code>{_e(hint)}</code>.")
-        if approval.approver_required:
+        if approval.route_id is not None:
+            tail.append("Routed: members of its approver groups decide, never the requester.")
+        elif approval.approver_required:
             tail.append("Four eyes: an approver other than the requester decides.")
+        if approval.quorum > 1:
+            tail.append(f"🗳 {_e(votes.summary(approval))}")
+        if approval.escalated_at and approval.status == Approval.Status.PENDING:
+            tail.append(f"Escalated at {approval.escalated_at:%H:%M} UTC: nobody decided it in time.")
     if approval.expires_at:
         tail.append(f"Expires: {approval.expires_at:%Y-%m-%d %H:%M} UTC")
     tail.append(f'<a href="{escape(conversation_url(approval), quote=True)}">Open the conversation</a>')

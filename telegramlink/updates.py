@@ -78,8 +78,8 @@ def on_press(query: dict) -> None:
                 bot.reply(account.chat_id, f"#{approval.pk} is critical: type <code>{escape(approval.confirmation_hint)}</code> "
                           f"to approve it, or open {escape(texts.conversation_url(approval))}")
                 return bot.answer_press(query_id, "Type the confirmation to approve.")
-            services.decide(approval.pk, user=user, approve=True, via=Approval.Via.TELEGRAM, shown_hash=shown_hash)
-            return bot.answer_press(query_id, "Approved.")
+            decided = services.decide(approval.pk, user=user, approve=True, via=Approval.Via.TELEGRAM, shown_hash=shown_hash)
+            return bot.answer_press(query_id, _approved(decided))
         if action == texts.REJECT:
             if approval.kind == Approval.Kind.QUESTION:
                 services.answer(approval.pk, user=user, via=Approval.Via.TELEGRAM, shown_hash=shown_hash, decline=True)
@@ -124,8 +124,8 @@ def _typed(account: TelegramAccount, text: str) -> None:
             services.decide(approval.pk, user=user, approve=False, via=via, shown_hash=shown_hash, reason=text[:2000])
             said = f"Rejected #{approval.pk}."
         elif awaiting == Awaiting.CONFIRMATION:
-            services.decide(approval.pk, user=user, approve=True, via=via, shown_hash=shown_hash, confirmation=text)
-            said = f"Approved #{approval.pk}."
+            decided = services.decide(approval.pk, user=user, approve=True, via=via, shown_hash=shown_hash, confirmation=text)
+            said = f"Approved #{approval.pk}." if decided.status != Approval.Status.PENDING else f"#{approval.pk}: {_approved(decided)}"
         else:
             value = questions.from_text(approval.question, text)
             services.answer(approval.pk, user=user, via=via, shown_hash=shown_hash, value=value)
@@ -162,6 +162,13 @@ def _await(account: TelegramAccount, approval: Approval | None, what: str, shown
     with transaction.atomic():
         TelegramAccount.objects.filter(pk=account.pk).update(awaiting=what, awaiting_approval=approval, awaiting_shown_hash=shown_hash)
     account.awaiting, account.awaiting_approval, account.awaiting_shown_hash = what, approval, shown_hash
+
+
+def _approved(approval: Approval) -> str:
+    """What an approve did: decided it, or (a quorum not reached yet) counted as one vote of several."""
+    if approval.status == Approval.Status.PENDING:
+        return texts.counted_line(approval)
+    return "Approved."
 
 
 def _changed(approval: Approval) -> str:
