@@ -86,6 +86,15 @@ def install_decided_is_final(using: str = DEFAULT_DB_ALIAS, **kwargs) -> None:
     if connections[using].vendor == "postgresql":  # the function of the update-only trigger this replaced
         with connections[using].cursor() as cursor:
             cursor.execute("DROP FUNCTION IF EXISTS approvals_refuse_decided_change();")
+    # A vote is final once cast; a delegation once ended early (until then, its end is written).
+    install(
+        using, table="approvals_vote", name="approvals_vote", final="OLD.id IS NOT NULL",
+        update_message="a vote is final", delete_message="a vote is never deleted",
+    )
+    install(
+        using, table="approvals_delegation", name="approvals_delegation", final="OLD.end_chain_position IS NOT NULL",
+        update_message="an ended delegation is final", delete_message="a delegation is never deleted",
+    )
 
 
 def install(using: str, *, table: str, **sql) -> None:

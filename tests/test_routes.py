@@ -419,7 +419,40 @@ def approval_position(approval) -> int:
     return Approval.objects.get(pk=approval.pk).chain_position
 
 
-def test_a_changed_vote_or_a_removed_delegation_breaks_the_chain(alice, mallory, agent, finance, api_as):
+@pytest.fixture
+def without_triggers():
+    """As someone who owns the tables would: the triggers dropped (they refuse what follows)."""
+    from django.db import connection
+
+    from approvals import triggers
+
+    for table, name in (("approvals_vote", "approvals_vote"), ("approvals_delegation", "approvals_delegation")):
+        triggers.uninstall(connection, table=table, name=name)
+    yield
+    triggers.install_decided_is_final()
+
+
+def test_a_vote_is_final_and_kept_and_so_is_an_ended_delegation(alice, mallory, agent, finance, api_as):
+    from django.db import IntegrityError, transaction
+
+    route(agent)
+    approval = routed_call(alice, agent)
+    made = api_as(finance.dana).post("delegations", {"to": "mallory", **window()}).json()
+    vote(api_as, finance.dana, approval)
+    api_as(finance.dana).delete(f"delegations/{made['id']}")
+
+    for change in (
+        lambda: Vote.objects.update(comment="rubber stamp"),
+        lambda: Vote.objects.all().delete(),
+        lambda: Delegation.objects.update(ends_at=timezone.now() + timedelta(days=9)),
+        lambda: Delegation.objects.all().delete(),
+    ):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            change()
+    assert audit.verify().is_intact
+
+
+def test_a_changed_vote_or_a_removed_delegation_breaks_the_chain(alice, mallory, agent, finance, api_as, without_triggers):
     route(agent)
     approval = routed_call(alice, agent)
     made = api_as(finance.dana).post("delegations", {"to": "mallory", **window()}).json()
