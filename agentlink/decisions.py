@@ -6,12 +6,12 @@ the chat's typed-decision rules.
 A decision binds to the version its client saw: by id, the entry's `shown_hash` (the pause lists
 one per call); a blanket `decision_type`, the calls the last pause sent for the task listed, at the
 versions it listed (`shown`, agentlink.runs.note_shown), never a call pending since. Sync."""
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from google.protobuf.json_format import MessageToDict
 
 from a2a.types import a2a_pb2 as pb
-from approvals import services
+from approvals import services, votes
 from approvals.models import Approval
 from approvals.permissions import can_decide
 from chat import services as chat_services
@@ -47,8 +47,9 @@ class Decision:
 
 @dataclass
 class Outcome:
-    decided: int
+    decided: int  # decisions and votes that stand
     left_alone: list[Approval]  # pending calls a blanket reply did not decide: its pause never listed them
+    voted: list[Approval] = field(default_factory=list)  # approved, but a quorum not reached yet: still pending
 
 
 def apply(*, conversation, user, message: pb.Message, pending: list[Approval], shown: dict[int, str]) -> Outcome:
@@ -70,10 +71,10 @@ def apply(*, conversation, user, message: pb.Message, pending: list[Approval], s
     decisions, left_alone = _read(data, pending, conversation, shown)
     for decision in decisions:
         _check(decision, user)
-    decided = 0
+    decided, voted = 0, []
     for decision in decisions:
         try:
-            _decide(decision, user)
+            approval = _decide(decision, user)
         except services.AlreadyDecided as exc:
             raise Refused(_already(exc.approval) + _so_far(decided), _data(exc.approval)) from None
         except services.ArgumentsChanged:
@@ -81,7 +82,20 @@ def apply(*, conversation, user, message: pb.Message, pending: list[Approval], s
         except (services.DecisionError, Approval.DoesNotExist) as exc:
             raise Refused(f"Approval #{decision.approval.pk}: {exc or 'not found.'}" + _so_far(decided)) from None
         decided += 1
-    return Outcome(decided, left_alone)
+        if approval.status == Approval.Status.PENDING and decision.verb == APPROVE:
+            voted.append(approval)
+    return Outcome(decided, left_alone, voted)
+
+
+def notice(outcome: Outcome) -> str:
+    """What the reply says beside the task: the votes counted toward a quorum (those calls still
+    wait), and the calls a blanket decision left alone."""
+    counted = [
+        f"Your approval of #{approval.pk} {approval.tool_call.name} is counted: {votes.summary(approval)}. "
+        f"It is still pending: {approval.quorum - len(votes.counted(approval))} more must approve it."
+        for approval in outcome.voted
+    ]
+    return "\n".join(counted + [left_alone_notice(outcome.left_alone)]).strip()
 
 
 def left_alone_notice(left_alone: list[Approval]) -> str:
@@ -174,6 +188,8 @@ def _check(decision: Decision, user) -> None:
     if decision.verb == APPROVE and is_question:
         raise Refused(f'{label} is a question: answer it with {{"answers": [{{"id": {approval.pk}, "answer": …}}]}}.')
     if not can_decide(user, approval, approve=decision.verb == APPROVE or (decision.verb == "answer" and not decision.decline)):
+        if approval.route_id is not None:
+            raise Refused(f"{label} is routed: only members of its approver groups decide it, never its requester.")
         raise Refused(f"{label} needs an approver other than the requester (four eyes).")
     if decision.verb == APPROVE and approval.confirmation_required and decision.confirmation.strip() != approval.confirmation_hint:
         raise Refused(f'{label} is critical: approve it with "confirmation": "{approval.confirmation_hint}".')
@@ -190,15 +206,14 @@ def _check(decision: Decision, user) -> None:
         raise Refused(f"{label}: {exc or 'not found.'} Nothing was decided.") from None
 
 
-def _decide(decision: Decision, user) -> None:
+def _decide(decision: Decision, user) -> Approval:
     approval, via = decision.approval, Approval.Via.A2A
     if decision.verb == "answer":
-        services.answer(
+        return services.answer(
             approval.pk, user=user, via=via, shown_hash=decision.shown_hash,
             value=decision.value, decline=decision.decline, reason=decision.reason,
         )
-    else:
-        services.decide(
+    return services.decide(
             approval.pk, user=user, approve=decision.verb == APPROVE, via=via, shown_hash=decision.shown_hash,
             reason=decision.reason, confirmation=decision.confirmation,
         )

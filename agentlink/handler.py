@@ -276,8 +276,8 @@ def _start(user, agent, message: pb.Message) -> runs.Task:
 def _continue(task: runs.Task, user, message: pb.Message) -> str:
     """A message on an existing task: decisions for its pause, read against what the last pause
     sent for it listed (runs.note_shown). A task that is working, or over, takes none (the next turn
-    of the context is a message without taskId). Returns what the client should hear of the calls
-    its reply left alone."""
+    of the context is a message without taskId). Returns what the client should hear of its votes
+    toward a quorum and of the calls its reply left alone."""
     reading = runs.read(task)
     if reading.state != State.TASK_STATE_INPUT_REQUIRED:
         try:
@@ -298,7 +298,7 @@ def _continue(task: runs.Task, user, message: pb.Message) -> str:
         raise InvalidParamsError(message=str(exc)) from None
     except chat_services.UnknownAgent:
         raise TaskNotFoundError(message="Unknown agent.") from None
-    return decisions.left_alone_notice(outcome.left_alone)
+    return decisions.notice(outcome)
 
 
 def _snapshot(task: runs.Task, history_length: int | None) -> pb.Task:

@@ -13,7 +13,7 @@ from datetime import timedelta
 import httpx
 import pytest
 from asgiref.sync import SyncToAsync
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict
@@ -22,6 +22,7 @@ from a2a.types import a2a_pb2 as pb
 from agentlink import decisions, handler, limits, runs
 from agentlink.app import MAX_BODY_BYTES, application
 from agentlink.models import Task
+from approvals import routemaking
 from approvals.models import Approval
 from approvals.services import decide
 from chat import services
@@ -1096,3 +1097,64 @@ def test_a_pause_sent_to_another_client_never_widens_a_blanket_reply(alice, agen
     assert refusal.message.startswith("The pause you were sent listed none of the pending calls")
     email.refresh_from_db()
     assert email.status == "pending" and not OutboxEmail.objects.exists()
+
+
+# --- Routed calls: a vote toward a quorum is not an approval ------------------------------------------
+
+
+@pytest.fixture
+def finance_route(ops_agent):
+    """The ops agent's emails go to the finance group (dana and erin), two of whom must approve."""
+    group = Group.objects.create(name="finance")
+    members = [User.objects.create_user(name) for name in ("dana", "erin")]
+    for member in members:
+        member.groups.add(group)
+    routemaking.create_route(created_by=None, agent="ops", tool="send_email", approvers=["finance"], quorum=2)
+    return members
+
+
+def test_an_approve_below_the_quorum_is_a_vote_the_task_still_waits_and_the_reply_says_it_is_counted(alice, ops_agent, finance_route):
+    dana, erin = finance_route
+    task = a2a_task(alice, ops_agent, "email bob@example.com about lunch")
+    [approval] = pending_approvals(task.conversation)
+    assert approval.quorum == 2
+
+    outcome = apply(task, dana, {"decision_type": "approve"})
+
+    assert (outcome.decided, outcome.voted) == (1, [approval])
+    assert statuses(task) == ["pending"]
+    vote = approval.votes.get()
+    assert (vote.user, vote.via) == (dana, "a2a")
+    assert decisions.notice(outcome) == (
+        f"Your approval of #{approval.pk} send_email is counted: 1 of 2 approvals: dana. It is still pending: 1 more must approve it."
+    )
+    assert sent(task).status.state == State.TASK_STATE_INPUT_REQUIRED
+    assert "already voted" in refused(task, dana, {"decision_type": "approve"}).message
+
+    # The handler's answer to the reply: the same words, over a task that still waits.
+    sent(task)
+    assert handler._continue(task, erin, message({"decision_type": "approve"})) == ""
+    assert statuses(task) == ["approved"]
+    approval.refresh_from_db()
+    assert (approval.decided_by, approval.decided_via) == (erin, "a2a")
+
+
+def test_the_handler_answers_a_vote_with_the_count_and_the_call_pending(alice, ops_agent, finance_route):
+    dana, _ = finance_route
+    task = a2a_task(alice, ops_agent, "email bob@example.com about lunch")
+    [approval] = pending_approvals(task.conversation)
+
+    notice = handler._continue(task, dana, message({"decisions": [{"id": approval.pk, "decision_type": "approve"}]}))
+
+    assert notice.startswith(f"Your approval of #{approval.pk} send_email is counted: 1 of 2 approvals: dana.")
+    assert MessageToDict(sent(task))["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+
+def test_the_owner_may_not_approve_a_routed_call_and_is_told_it_is_routed(alice, ops_agent, finance_route):
+    task = a2a_task(alice, ops_agent, "email bob@example.com about lunch")
+    [approval] = pending_approvals(task.conversation)
+
+    refusal = refused(task, alice, {"decision_type": "approve"})
+
+    assert refusal.message == f"Approval #{approval.pk} is routed: only members of its approver groups decide it, never its requester."
+    assert statuses(task) == ["pending"] and not approval.votes.exists()
