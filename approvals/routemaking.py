@@ -24,6 +24,27 @@ def create_route(
     *, created_by, agent: str, tool: str = "*", min_risk: str = Risk.LOW, approvers: list[str], quorum: int = 1,
     remind_after_seconds: int | None = None, escalate_after_seconds: int | None = None, escalate_to: list[str] = (),
 ) -> Route:
+    agent_row, approver_groups, escalation_groups = check_route(
+        agent=agent, tool=tool, min_risk=min_risk, approvers=approvers, quorum=quorum,
+        remind_after_seconds=remind_after_seconds, escalate_after_seconds=escalate_after_seconds, escalate_to=escalate_to,
+    )
+    with transaction.atomic():
+        route = Route.objects.create(
+            agent=agent_row, tool=tool, min_risk=min_risk, quorum=quorum, remind_after_seconds=remind_after_seconds,
+            escalate_after_seconds=escalate_after_seconds, created_by=created_by,
+        )
+        route.approvers.set(approver_groups)
+        route.escalate_to.set(escalation_groups)
+    logger.info("route %s made by %s: %s %s from %s, quorum %s", route.pk, created_by, agent, tool, min_risk, quorum)
+    return route
+
+
+def check_route(
+    *, agent: str, tool: str, min_risk: str, approvers: list[str], quorum: int,
+    remind_after_seconds: int | None, escalate_after_seconds: int | None, escalate_to: list[str],
+) -> tuple:
+    """(the agent, the approver groups, the escalation groups) of a route that may be made; raises
+    InvalidRoute naming what is wrong (the admin's form checks with it too)."""
     agent_model = apps.get_model("chat", "Agent")  # named, not imported: approvals imports nothing of chat
     if not is_storable(agent) or not (agent_row := agent_model.objects.filter(slug=agent).first()):
         raise InvalidRoute(f"Unknown agent {agent!r}.")
@@ -40,16 +61,7 @@ def create_route(
             raise InvalidRoute(f"`{name}` is from 1 to {MAX_DELAY_SECONDS} seconds, or null.")
     if escalate_after_seconds is not None and not escalate_to:
         raise InvalidRoute("`escalate_after_seconds` needs `escalate_to` groups to escalate to.")
-    approver_groups, escalation_groups = _groups(approvers), _groups(escalate_to)
-    with transaction.atomic():
-        route = Route.objects.create(
-            agent=agent_row, tool=tool, min_risk=min_risk, quorum=quorum, remind_after_seconds=remind_after_seconds,
-            escalate_after_seconds=escalate_after_seconds, created_by=created_by,
-        )
-        route.approvers.set(approver_groups)
-        route.escalate_to.set(escalation_groups)
-    logger.info("route %s made by %s: %s %s from %s, quorum %s", route.pk, created_by, agent, tool, min_risk, quorum)
-    return route
+    return agent_row, _groups(approvers), _groups(escalate_to)
 
 
 def _groups(names: list[str]) -> list[Group]:
