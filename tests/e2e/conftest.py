@@ -76,6 +76,8 @@ def stack(django_db_setup, django_db_blocker, tmp_path_factory):
         "HITL_EXPIRY_SWEEP_SECONDS": "0.5",
         "HITL_WEBHOOK_BACKOFF": "0.2",
         "HITL_WEBHOOK_RETRIES": "3",
+        # Reminders and escalations of routed approvals are swept every second (a delay of a few seconds).
+        "HITL_ESCALATION_SWEEP_SECONDS": "1",
     }
     processes = {}
     processes["redis"] = start(
