@@ -15,6 +15,7 @@ from hitl.live import conversation_group
 from tests.conftest import client_for, pending_approvals, start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)
+HTMX = {"HX-Request": "true"}
 
 
 @pytest.mark.parametrize("status", [choice for choice, _ in ToolCall.Status.choices])
@@ -245,3 +246,155 @@ def test_no_card_or_push_shows_template_comments(alice, agent, message):
 
     for html in (pushed, page):
         assert "{#" not in html and "#}" not in html
+
+
+# Routes, quorum, delegation (issue 25): what a routed card tells each viewer
+
+
+def member(name: str, *groups: str):
+    """A user in `groups` (made when missing), no global approver permission."""
+    from django.contrib.auth.models import Group, User
+
+    user = User.objects.create_user(name, password=f"{name}-password")
+    for group in groups:
+        user.groups.add(Group.objects.get_or_create(name=group)[0])
+    return User.objects.get(pk=user.pk)
+
+
+def finance_route(agent, quorum: int = 2, **fields):
+    """A route of every gated call of `agent` to the finance group."""
+    from django.contrib.auth.models import Group
+
+    from approvals.routemaking import create_route
+
+    for name in ["finance", *fields.get("escalate_to", [])]:
+        Group.objects.get_or_create(name=name)
+    return create_route(created_by=None, agent=agent.slug, approvers=["finance"], quorum=quorum, **fields)
+
+
+def routed_call(owner, agent, text: str = "delete a.txt") -> tuple:
+    conversation = start(owner, agent, text)
+    [approval] = pending_approvals(conversation)
+    assert approval.route_id is not None and approval.approver_required
+    return conversation, approval
+
+
+def card_for(user, conversation, approval) -> str:
+    response = client_for(user).get(f"/conversations/{conversation.pk}/")
+    assert response.status_code == 200
+    return card_html(response.content.decode(), approval)
+
+
+def test_a_vote_leaves_the_card_pending_for_the_others_and_tells_the_voter_their_vote_counts(alice, agent):
+    dana, erin = member("dana", "finance"), member("erin", "finance")
+    finance_route(agent)
+    conversation, approval = routed_call(alice, agent)
+
+    response = client_for(dana).post(f"/approvals/{approval.pk}/decide/", {"decision": "approve", "shown_hash": approval.shown_hash}, headers=HTMX)
+
+    assert response.status_code == 200
+    approval.refresh_from_db()
+    assert approval.status == "pending" and [vote.user for vote in approval.votes.all()] == [dana]
+    mine = text_of(response.content.decode())
+    assert "You approved · 1 of 2" in mine and "1 of 2 approvals: dana" in mine and ">Approve</button>" not in response.content.decode()
+    assert "You approved · 1 of 2" in text_of(card_for(dana, conversation, approval))
+    theirs = card_for(erin, conversation, approval)
+    assert ">Approve</button>" in theirs and "1 of 2 approvals: dana" in text_of(theirs) and "You approved" not in theirs
+
+
+def test_who_sees_a_routed_call_but_may_not_decide_it_is_told_why(alice, bob, agent):
+    member("dana", "finance")
+    finance_route(agent)
+    conversation, approval = routed_call(alice, agent)
+
+    owners = card_for(alice, conversation, approval)
+    assert "Needs 2 approvals from finance (alice may still reject it)." in text_of(owners)
+    assert ">Approve</button>" not in owners and 'value="reject"' in owners  # the owner's veto
+    outsiders = card_for(bob, conversation, approval)  # a global approver outside the route's groups
+    assert "Needs 2 approvals from finance" in text_of(outsiders) and "Waiting for finance." in text_of(outsiders)
+    assert ">Approve</button>" not in outsiders and 'value="reject"' not in outsiders
+
+
+def test_an_escalated_card_says_so_and_names_the_escalation_group_too(alice, bob, agent):
+    from django.utils import timezone
+
+    finance_route(agent, escalate_after_seconds=60, escalate_to=["oncall"])
+    conversation, approval = routed_call(alice, agent)
+    Approval.objects.filter(pk=approval.pk).update(escalated_at=timezone.now())
+
+    card = text_of(card_for(bob, conversation, approval))
+    assert "escalated" in card and "Needs 2 approvals from finance or oncall" in card
+
+
+def test_the_last_vote_decides_once_and_the_decided_card_lists_the_votes_and_whom_a_delegate_decided_for(alice, agent):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from approvals import delegations
+
+    dana, erin, hank = member("dana", "finance"), member("erin", "finance"), member("hank")
+    finance_route(agent)
+    delegations.delegate(erin, to="hank", starts_at=timezone.now() - timedelta(minutes=1), ends_at=timezone.now() + timedelta(hours=1))
+    conversation, approval = routed_call(alice, agent)
+
+    decide(approval.pk, user=dana, approve=True, via="dashboard", shown_hash=approval.shown_hash)
+    response = client_for(hank).post(f"/approvals/{approval.pk}/decide/", {"decision": "approve", "shown_hash": approval.shown_hash}, headers=HTMX)
+
+    assert response.status_code == 200
+    approval.refresh_from_db()
+    assert approval.status == "approved" and approval.decided_by == hank and approval.on_behalf_of == erin
+    card = text_of(card_for(alice, conversation, approval))
+    assert re.search(r"✓ Approved by hank for erin via chat · \d\d:\d\d:\d\d", card)
+    assert "2 of 2 approvals: dana, hank for erin" in card
+
+
+def test_a_second_vote_by_the_same_person_is_refused_with_a_conflict(alice, agent):
+    dana = member("dana", "finance")
+    member("erin", "finance")
+    finance_route(agent)
+    _, approval = routed_call(alice, agent)
+    decide(approval.pk, user=dana, approve=True, via="chat", shown_hash=approval.shown_hash)
+
+    again = client_for(dana).post(f"/approvals/{approval.pk}/decide/", {"decision": "approve", "shown_hash": approval.shown_hash}, headers=HTMX)
+
+    assert again.status_code == 409 and "already voted" in again.content.decode()
+    assert approval.votes.count() == 1
+
+
+def test_a_vote_pushes_the_cards_votes_line_to_the_conversation(alice, agent):
+    dana = member("dana", "finance")
+    finance_route(agent)
+    conversation, approval = routed_call(alice, agent)
+    layer = get_channel_layer()
+    chat = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(conversation_group(conversation.pk), chat)
+
+    client_for(dana).post(f"/approvals/{approval.pk}/decide/", {"decision": "approve", "shown_hash": approval.shown_hash}, headers=HTMX)
+
+    line = async_to_sync(receive_within)(layer, chat)["html"]
+    assert f'<p id="votes-{approval.pk}" class="votes-line" hx-swap-oob="true">' in line
+    assert text_of(line) == "1 of 2 approvals: dana"
+
+
+async def receive_within(layer, channel) -> dict:
+    return await asyncio.wait_for(layer.receive(channel), 5)
+
+
+def test_a_routed_chat_page_reads_its_votes_and_groups_in_a_constant_number_of_queries(alice, agent):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    dana = member("dana", "finance")
+    finance_route(agent)
+
+    def queries_of_page(text: str) -> int:
+        conversation = start(alice, agent, text)
+        for approval in pending_approvals(conversation):
+            decide(approval.pk, user=dana, approve=True, via="chat", shown_hash=approval.shown_hash)
+        with CaptureQueriesContext(connection) as queries:
+            page = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
+        assert "1 of 2 approvals: dana" in text_of(page)
+        return len(queries)
+
+    assert queries_of_page("delete a.txt") == queries_of_page("delete a.txt, b.txt and c.txt")

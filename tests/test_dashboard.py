@@ -157,3 +157,41 @@ def test_a_bulk_approval_skips_critical_calls_and_says_so(alice, bob, agent):
     assert "1 is critical: approve it on its row with its typed confirmation." in response.content.decode()
     approval.refresh_from_db()
     assert approval.status == "pending"
+
+
+def test_history_says_whom_a_delegate_decided_for_and_the_votes_that_approved(alice, agent):
+    from datetime import timedelta
+
+    from approvals import delegations
+    from tests.test_cards import finance_route, member
+
+    dana, erin, hank = member("dana", "finance"), member("erin", "finance"), member("hank")
+    finance_route(agent)
+    delegations.delegate(erin, to="hank", starts_at=timezone.now() - timedelta(minutes=1), ends_at=timezone.now() + timedelta(hours=1))
+    [approval] = pending_approvals(start(alice, agent, "delete a.txt"))
+    decide(approval.pk, user=dana, approve=True, via="dashboard", shown_hash=approval.shown_hash)
+    decide(approval.pk, user=hank, approve=True, via="dashboard", shown_hash=approval.shown_hash)
+
+    page = client_for(dana).get("/approvals/history/").content.decode()
+
+    row = page[page.index(f'<tr id="history-{approval.pk}"'):]
+    row = " ".join(row[:row.index("</tr>")].split())
+    assert '<td data-label="By">hank for erin' in row and "2 of 2 approvals: dana, hank for erin" in row
+
+
+def test_history_of_routed_decisions_reads_votes_in_a_constant_number_of_queries(alice, agent):
+    from tests.test_cards import finance_route, member
+
+    dana, erin = member("dana", "finance"), member("erin", "finance")
+    finance_route(agent)
+
+    def decided_all_and_count() -> int:
+        for approval in Approval.objects.filter(status="pending"):
+            for user in (dana, erin):
+                decide(approval.pk, user=user, approve=True, via="dashboard", shown_hash=approval.shown_hash)
+        return count_queries(client_for(dana), "/approvals/history/")
+
+    start(alice, agent, "delete a.txt")
+    few = decided_all_and_count()
+    start(alice, agent, "delete a.txt, b.txt and c.txt")
+    assert decided_all_and_count() == few

@@ -223,3 +223,107 @@ def test_stop_lives_in_the_rows_menu(alice, bob, agent):
     menu = row[row.index('class="row-menu"'):row.index("</details>", row.index('class="row-menu"'))]
     assert "Stop conversation" in menu and "Snooze for an hour" in menu and "Open in conversation" in menu
     assert "{#" not in page and "#}" not in page
+
+
+# Routes, quorum, reminders and escalation (issue 25)
+
+
+def test_a_route_member_sees_only_what_the_route_sends_them_in_the_inbox_count_and_history(alice, bob, agent):
+    from tests.test_cards import finance_route, member
+
+    dana = member("dana", "finance")
+    unrouted = start(alice, agent, "delete a.txt")  # before the route: decided as before routes
+    finance_route(agent, quorum=1)
+    routed = start(alice, agent, "delete b.txt")
+    [mine] = pending_approvals(routed)
+
+    page = page_of(dana)
+    assert f'id="approval-row-{mine.pk}"' in page and 'data-count="1"' in page
+    assert f'id="approval-row-{pending_approvals(unrouted)[0].pk}"' not in page
+    assert "Approvals (1)" in re.sub(r"<[^>]+>", "", page_of(dana, "/")) and "Delegations" in page
+    assert 'data-count="2"' in page_of(bob)  # a global approver still sees everything
+
+    client_for(dana).post(f"/approvals/dashboard/{mine.pk}/decide/", {"decision": "approve", "shown_hash": mine.shown_hash})
+    client_for(bob).post(f"/approvals/dashboard/{pending_approvals(unrouted)[0].pk}/decide/", {"decision": "reject", "shown_hash": pending_approvals(unrouted)[0].shown_hash})
+    history = page_of(dana, "/approvals/history/")
+    assert f'id="history-{mine.pk}"' in history and history.count('<tr id="history-') == 1
+    assert client_for(dana).get(f"/conversations/{routed.pk}/").status_code == 200
+    assert client_for(dana).get(f"/conversations/{unrouted.pk}/").status_code == 404
+
+
+def test_a_route_member_decides_from_the_inbox_and_bulk_and_a_stranger_still_gets_403(alice, mallory, agent):
+    from tests.test_cards import finance_route, member
+
+    dana = member("dana", "finance")
+    finance_route(agent, quorum=1)
+    [first, second] = pending_approvals(start(alice, agent, "delete a.txt and b.txt"))
+
+    bulk = client_for(dana).post("/approvals/bulk/", {"decision": "reject", "approval_ids": [f"{first.pk}:{first.shown_hash}"]}, headers=HTMX)
+
+    assert bulk.status_code == 200
+    first.refresh_from_db()
+    assert first.status == "rejected" and first.decided_by == dana
+    assert client_for(mallory).get("/approvals/").status_code == 403
+    assert client_for(mallory).post("/approvals/bulk/", {"decision": "reject", "approval_ids": [f"{second.pk}:{second.shown_hash}"]}).status_code == 403
+    second.refresh_from_db()
+    assert second.status == "pending"
+
+
+def test_calls_that_need_several_approvals_are_never_grouped_and_each_row_shows_its_votes(alice, agent):
+    from approvals.services import decide
+    from tests.test_cards import finance_route, member
+
+    dana, erin = member("dana", "finance"), member("erin", "finance")
+    finance_route(agent)
+    first, second = pending_approvals(start(alice, agent, "delete a.txt and b.txt"))
+    decide(first.pk, user=dana, approve=True, via="dashboard", shown_hash=first.shown_hash)
+
+    page = page_of(erin)
+    assert group_ids(page) == [] and page.count('<article id="approval-row-') == 2
+    row = page[page.index(f'id="approval-row-{first.pk}"'):]
+    assert "1 of 2 approvals: dana" in row[:row.index("</summary>")]
+    mine = page_of(dana)
+    assert "You approved · 1 of 2" in re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", mine))
+
+
+def test_reminded_and_escalated_calls_are_marked_in_the_inbox(alice, bob, agent):
+    from tests.test_cards import finance_route, member
+
+    member("dana", "finance")
+    finance_route(agent, quorum=1, remind_after_seconds=60, escalate_after_seconds=120, escalate_to=["oncall"])
+    reminded, escalated, fresh = pending_approvals(start(alice, agent, "delete a.txt, b.txt and c.txt"))
+    Approval.objects.filter(pk=reminded.pk).update(reminded_at=timezone.now())
+    Approval.objects.filter(pk=escalated.pk).update(reminded_at=timezone.now(), escalated_at=timezone.now())
+
+    page = page_of(bob)
+
+    def summary(approval) -> str:
+        row = page[page.index(f'id="approval-row-{approval.pk}"'):]
+        return row[:row.index("</summary>")]
+
+    assert "row-reminded" in page[page.index(f'id="approval-row-{reminded.pk}"') - 200:page.index(f'id="approval-row-{reminded.pk}"') + 200]
+    assert ">reminded</span>" in summary(reminded) and ">escalated</span>" not in summary(reminded)
+    assert ">reminded</span>" in summary(escalated) and ">escalated</span>" in summary(escalated)
+    assert ">reminded</span>" not in summary(fresh) and ">escalated</span>" not in summary(fresh)
+
+
+def test_the_inbox_of_routed_calls_reads_votes_in_a_constant_number_of_queries(alice, agent):
+    from approvals.services import decide
+    from tests.test_cards import finance_route, member
+
+    dana, erin = member("dana", "finance"), member("erin", "finance")
+    finance_route(agent)
+
+    def queries() -> int:
+        for approval in Approval.objects.filter(status="pending"):
+            if not approval.votes.exists():
+                decide(approval.pk, user=dana, approve=True, via="dashboard", shown_hash=approval.shown_hash)
+        client = client_for(erin)
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get("/approvals/").status_code == 200
+        return len(captured)
+
+    start(alice, agent, "delete a.txt")
+    few = queries()
+    start(alice, agent, "delete a.txt, b.txt and c.txt")
+    assert queries() == few
