@@ -1,15 +1,22 @@
-"""The audit admin for approvals and webhooks: searchable, filterable, read-only, exportable."""
+"""The audit admin for approvals and webhooks: searchable, filterable, read-only, exportable; and
+the routes operators define (made and removed, never changed), with the delegations people made."""
 import csv
 import json
+import logging
 
+from django import forms
 from django.contrib import admin
 from django.http import HttpResponse
 from django.utils import timezone
 
 from hitl.admin import ReadOnlyAdminMixin
 
-from .models import Approval, Rule, Webhook, WebhookDelivery
+from . import routemaking, votes
+from .models import Approval, Delegation, Route, Rule, Vote, Webhook, WebhookDelivery
+from .permissions import may_manage_routes
 from .templatetags.approval_tags import edit_diff
+
+logger = logging.getLogger(__name__)
 
 EXPORT_COLUMNS = [
     "id", "status", "tool", "arguments", "risk", "reason", "approver_required", "agent", "conversation",
@@ -28,18 +35,36 @@ def neutralised(value) -> str:
     return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
+class VoteInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """The votes toward an approval's quorum, in the order cast (each linked into the audit chain)."""
+
+    model = Vote
+    fields = ["user", "on_behalf_of", "voter", "via", "decided_at", "comment", "shown_hash", "chain_position"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+
 @admin.register(Approval)
 class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["id", "tool_name", "kind", "status", "risk", "requested_by", "requested_at", "decided_by", "decided_via", "decided_at"]
+    list_display = [
+        "id", "tool_name", "kind", "status", "risk", "quorum", "requested_by", "requested_at", "decided_by", "decided_via", "decided_at",
+    ]
     list_filter = [
         "kind", "status", "risk", "decided_via", "approver_required", ("conversation__agent", admin.RelatedOnlyFieldListFilter),
-        "tool_call__name", ("decided_by", admin.RelatedOnlyFieldListFilter), "requested_at", "decided_at",
+        "tool_call__name", ("decided_by", admin.RelatedOnlyFieldListFilter), ("route", admin.RelatedOnlyFieldListFilter),
+        "requested_at", "decided_at",
     ]
+    inlines = [VoteInline]
     search_fields = ["tool_call__name", "reason", "rejection_reason", "comment", "requested_by__username", "decided_by__username", "=conversation__id"]
     list_select_related = ["tool_call", "requested_by", "decided_by"]
     date_hierarchy = "requested_at"
     actions = ["export_csv"]
-    readonly_fields = ["edit_as_diff"]
+    readonly_fields = ["edit_as_diff", "votes_counted"]
+
+    @admin.display(description="votes counted")
+    def votes_counted(self, approval: Approval) -> str:
+        return votes.summary(approval) or "one person decides (quorum 1)"
 
     @admin.display(description="edit (− requested, + edited)")
     def edit_as_diff(self, approval: Approval) -> str:
@@ -96,3 +121,95 @@ class WebhookDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["id", "event", "webhook", "approval", "status", "attempts", "last_status_code", "updated_at"]
     list_filter = ["status", "event", "webhook"]
     search_fields = ["webhook__url", "last_error"]
+
+
+class RouteForm(forms.ModelForm):
+    """A new route, checked as the API checks one (approvals.routemaking.check_route)."""
+
+    class Meta:
+        model = Route
+        fields = ["agent", "tool", "min_risk", "approvers", "quorum", "remind_after_seconds", "escalate_after_seconds", "escalate_to"]
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            routemaking.check_route(
+                agent=data["agent"].slug, tool=data.get("tool") or "", min_risk=data.get("min_risk") or "",
+                approvers=[group.name for group in data.get("approvers") or []], quorum=data.get("quorum") or 0,
+                remind_after_seconds=data.get("remind_after_seconds"), escalate_after_seconds=data.get("escalate_after_seconds"),
+                escalate_to=[group.name for group in data.get("escalate_to") or []],
+            )
+        except routemaking.InvalidRoute as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return data
+
+
+@admin.register(Route)
+class RouteAdmin(admin.ModelAdmin):
+    """Routes, for holders of `approvals.manage_route` (superusers have it). Made and removed, never
+    changed: the calls a route sent keep it, and changing its groups would change who decides them.
+    Removing one (the delete button and action) marks it removed (`deleted_at`) and keeps it."""
+
+    form = RouteForm
+    list_display = ["id", "agent", "tool", "min_risk", "approver_groups", "quorum", "remind_after_seconds", "escalate_after_seconds", "escalation_groups", "deleted_at"]
+    list_filter = [("agent", admin.RelatedOnlyFieldListFilter), ("deleted_at", admin.EmptyFieldListFilter)]
+    list_select_related = ["agent"]
+    filter_horizontal = ["approvers", "escalate_to"]
+    readonly_fields = ["created_by", "created_at", "deleted_at"]
+    search_fields = ["tool", "agent__slug", "approvers__name"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("approvers", "escalate_to")
+
+    @admin.display(description="approvers")
+    def approver_groups(self, route: Route) -> str:
+        return ", ".join(sorted(group.name for group in route.approvers.all()))
+
+    @admin.display(description="escalate to")
+    def escalation_groups(self, route: Route) -> str:
+        return ", ".join(sorted(group.name for group in route.escalate_to.all()))
+
+    def has_module_permission(self, request) -> bool:
+        return may_manage_routes(request.user) or super().has_module_permission(request)
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return may_manage_routes(request.user)
+
+    def has_add_permission(self, request) -> bool:
+        return may_manage_routes(request.user)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False  # remove it and make another: what it routed keeps the route it had
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return may_manage_routes(request.user) and (obj is None or obj.deleted_at is None)
+
+    def save_model(self, request, obj: Route, form, change: bool) -> None:
+        obj.created_by = request.user
+        super().save_model(request, obj, form, change)
+        logger.info("route %s made by %s in the admin", obj.pk, request.user)
+
+    def delete_model(self, request, obj: Route) -> None:
+        routemaking.remove_route(obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for route in queryset:
+            routemaking.remove_route(route)
+
+    def get_deleted_objects(self, objs, request):
+        # Nothing is deleted (the route is marked removed), so nothing it routed stands in the way.
+        routes = [route for route in objs if route.deleted_at is None]
+        return [str(route) for route in routes], {Route._meta.verbose_name_plural: len(routes)}, set(), []
+
+
+@admin.register(Delegation)
+class DelegationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Delegations, read-only: each is a link of the audit chain, made and ended on the delegation
+    page or the API (approvals.delegations), never here."""
+
+    list_display = ["id", "delegator", "delegate", "starts_at", "ends_at", "ended_at", "ended_by", "created_at"]
+    list_filter = [("delegator", admin.RelatedOnlyFieldListFilter), ("delegate", admin.RelatedOnlyFieldListFilter), "starts_at"]
+    list_select_related = ["delegator", "delegate", "ended_by"]
+    search_fields = ["delegator__username", "delegate__username"]
