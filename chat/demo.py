@@ -1,9 +1,14 @@
-"""The demo agents and users that `make run` creates (the agents are also used by the tests)."""
+"""The demo agents, users and route that `make run` creates (the agents are also used by the tests)."""
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 
-from approvals.permissions import approvers_group
+from approvals import routemaking
+from approvals.models import Route
+from approvals.permissions import APPROVERS_GROUP, approvers_group
 
 from .models import Agent
+
+FINANCE_GROUP = "finance"
 
 DEMO_TOOLS = [
     "list_directory", "read_file", "write_file", "delete_file", "delete_all_files", "send_email", "calculator", "web_fetch",
@@ -49,11 +54,27 @@ def ensure_ops_agent() -> Agent:
     return agent
 
 
-def ensure_user(username: str, password: str, *, approver: bool = False):
+def ensure_finance_route() -> Route:
+    """The ops agent's emails go to the `finance` group: two of its members must approve each, they
+    are reminded after two minutes, and after ten the Approvers may decide too. (The ops agent moves
+    no money; an email leaving the company is the nearest it comes to what finance signs off.) A
+    live route of that shape is kept; one an operator removed is made again, as the agents are."""
+    Group.objects.get_or_create(name=FINANCE_GROUP)
+    approvers_group()
+    live = Route.objects.filter(agent__slug="ops", tool="send_email", deleted_at__isnull=True, approvers__name=FINANCE_GROUP)
+    return live.order_by("pk").first() or routemaking.create_route(
+        created_by=None, agent="ops", tool="send_email", approvers=[FINANCE_GROUP], quorum=2,
+        remind_after_seconds=120, escalate_after_seconds=600, escalate_to=[APPROVERS_GROUP],
+    )
+
+
+def ensure_user(username: str, password: str, *, approver: bool = False, group: str = ""):
     user, created = get_user_model().objects.get_or_create(username=username)
     if created:
         user.set_password(password)
         user.save()
     if approver:
         user.groups.add(approvers_group())
+    if group:
+        user.groups.add(Group.objects.get_or_create(name=group)[0])
     return user

@@ -1,8 +1,16 @@
-"""The demo setup `make run` does before it starts Redis says nothing alarming (issue 23)."""
+"""The demo setup `make run` does: nothing alarming before Redis is up (issue 23), and the finance
+route a newcomer tries quorum with (issue 25)."""
 import io
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
+
+from approvals.models import Approval, Route
+from approvals.permissions import APPROVERS_GROUP
+from chat import services
+from chat.models import Agent, OutboxEmail
+from tests.conftest import client_for, pending_approvals
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the pushes are sent on commit
 
@@ -18,3 +26,46 @@ def test_the_demo_setup_before_redis_is_up_logs_no_lost_push(settings, caplog):
 
     assert not [record.getMessage() for record in caplog.records if "lost" in record.getMessage()]
     assert "createsuperuser" in out.getvalue()
+
+
+def test_the_demo_has_a_finance_route_on_the_ops_agents_emails_made_once(monkeypatch):
+    monkeypatch.delenv("HITL_DEMO_PASSWORD", raising=False)
+    out = io.StringIO()
+
+    call_command("setup_demo", stdout=out)
+    call_command("setup_demo", stdout=out)
+
+    (route,) = Route.objects.all()
+    assert (route.agent.slug, route.tool, route.min_risk, route.quorum) == ("ops", "send_email", "low", 2)
+    assert (route.remind_after_seconds, route.escalate_after_seconds) == (120, 600)
+    assert [g.name for g in route.approvers.all()] == ["finance"] and [g.name for g in route.escalate_to.all()] == [APPROVERS_GROUP]
+    assert sorted(User.objects.filter(groups__name="finance").values_list("username", flat=True)) == ["dana", "erin"]
+    for name in ("dana", "erin"):
+        assert User.objects.get(username=name).check_password(name)
+    assert "finance: dana / dana; erin / erin" in out.getvalue()
+
+    Route.objects.update(deleted_at=route.created_at)  # an operator removed it: the next `make run` makes it again
+    call_command("setup_demo", stdout=out)
+    assert Route.objects.filter(deleted_at__isnull=True).count() == 1
+
+
+def test_a_newcomer_approves_the_ops_agents_email_as_dana_then_erin_and_it_runs_once(settings, tmp_path, monkeypatch):
+    monkeypatch.delenv("HITL_DEMO_PASSWORD", raising=False)
+    settings.HITL_SANDBOX_ROOT = tmp_path / "sandboxes"
+    call_command("setup_demo", stdout=io.StringIO())
+    demo, dana, erin, approver = (User.objects.get(username=name) for name in ("demo", "dana", "erin", "approver"))
+    conversation = services.start_conversation(user=demo, agent=Agent.objects.get(slug="ops"), content="email bob@example.com about lunch")
+    (approval,) = pending_approvals(conversation)
+    decide = f"/approvals/dashboard/{approval.pk}/decide/"
+    form = {"decision": "approve", "shown_hash": approval.shown_hash}
+
+    assert client_for(demo).post(f"/approvals/{approval.pk}/decide/", form).status_code == 403  # the owner may only veto
+    assert client_for(approver).post(decide, form).status_code == 403  # not finance, and not escalated yet
+    assert client_for(dana).post(decide, form).status_code == 302  # a plain form: back to the page
+    assert Approval.objects.get(pk=approval.pk).status == "pending" and not OutboxEmail.objects.exists()
+    assert client_for(erin).post(decide, form).status_code == 302
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by) == ("approved", erin)
+    assert sorted(approval.votes.values_list("user__username", flat=True)) == ["dana", "erin"]
+    assert list(OutboxEmail.objects.values_list("to", flat=True)) == ["bob@example.com"]
