@@ -39,10 +39,14 @@ class VoteInline(ReadOnlyAdminMixin, admin.TabularInline):
     """The votes toward an approval's quorum, in the order cast (each linked into the audit chain)."""
 
     model = Vote
-    fields = ["user", "on_behalf_of", "voter", "via", "decided_at", "comment", "shown_hash", "chain_position"]
+    fields = ["user", "on_behalf_of", "voter", "via", "decided_at", "comment", "version", "chain_position"]
     readonly_fields = fields
     extra = 0
     can_delete = False
+
+    @admin.display(description="version approved")
+    def version(self, vote: Vote) -> str:
+        return vote.shown_hash[:12] + "…"  # the whole hash is in the audit export; this tells versions apart
 
 
 @admin.register(Approval)
@@ -123,12 +127,34 @@ class WebhookDeliveryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ["webhook__url", "last_error"]
 
 
+class InForceFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("in_force", "in force"), ("removed", "removed")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "in_force":
+            return queryset.filter(deleted_at__isnull=True)
+        if self.value() == "removed":
+            return queryset.filter(deleted_at__isnull=False)
+        return queryset
+
+
 class RouteForm(forms.ModelForm):
     """A new route, checked as the API checks one (approvals.routemaking.check_route)."""
 
     class Meta:
         model = Route
         fields = ["agent", "tool", "min_risk", "approvers", "quorum", "remind_after_seconds", "escalate_after_seconds", "escalate_to"]
+        help_texts = {
+            "min_risk": "It routes the agent's gated calls of this risk and above.",
+            "approvers": "Their members see and decide what the route sends them.",
+            "quorum": "How many distinct members must approve; one reject rejects.",
+            "remind_after_seconds": "Remind the approvers once after this long undecided; empty: never.",
+            "escalate_after_seconds": "After this long undecided the escalation groups may decide too; empty: never.",
+        }
 
     def clean(self) -> dict:
         data = super().clean()
@@ -153,8 +179,8 @@ class RouteAdmin(admin.ModelAdmin):
     Removing one (the delete button and action) marks it removed (`deleted_at`) and keeps it."""
 
     form = RouteForm
-    list_display = ["id", "agent", "tool", "min_risk", "approver_groups", "quorum", "remind_after_seconds", "escalate_after_seconds", "escalation_groups", "deleted_at"]
-    list_filter = [("agent", admin.RelatedOnlyFieldListFilter), ("deleted_at", admin.EmptyFieldListFilter)]
+    list_display = ["id", "agent_slug", "tool", "min_risk", "approver_groups", "quorum", "delays", "escalation_groups", "in_force"]
+    list_filter = [("agent", admin.RelatedOnlyFieldListFilter), InForceFilter]
     list_select_related = ["agent"]
     filter_horizontal = ["approvers", "escalate_to"]
     readonly_fields = ["created_by", "created_at", "deleted_at"]
@@ -162,6 +188,24 @@ class RouteAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).prefetch_related("approvers", "escalate_to")
+
+    def get_fields(self, request, obj=None) -> list[str]:
+        made = ["created_by", "created_at", "deleted_at"] if obj is not None else []
+        return RouteForm.Meta.fields + made
+
+    @admin.display(description="agent", ordering="agent__slug")
+    def agent_slug(self, route: Route) -> str:
+        return route.agent.slug
+
+    @admin.display(description="remind, escalate")
+    def delays(self, route: Route) -> str:
+        remind = f"{route.remind_after_seconds} s" if route.remind_after_seconds else "never"
+        escalate = f"{route.escalate_after_seconds} s" if route.escalate_after_seconds else "never"
+        return f"{remind}, {escalate}"
+
+    @admin.display(description="in force", boolean=True)
+    def in_force(self, route: Route) -> bool:
+        return route.deleted_at is None
 
     @admin.display(description="approvers")
     def approver_groups(self, route: Route) -> str:
@@ -209,7 +253,7 @@ class DelegationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Delegations, read-only: each is a link of the audit chain, made and ended on the delegation
     page or the API (approvals.delegations), never here."""
 
-    list_display = ["id", "delegator", "delegate", "starts_at", "ends_at", "ended_at", "ended_by", "created_at"]
-    list_filter = [("delegator", admin.RelatedOnlyFieldListFilter), ("delegate", admin.RelatedOnlyFieldListFilter), "starts_at"]
+    list_display = ["id", "delegator", "delegate", "starts_at", "ends_at", "ended_at"]
+    list_filter = [("delegator", admin.RelatedOnlyFieldListFilter), ("delegate", admin.RelatedOnlyFieldListFilter)]
     list_select_related = ["delegator", "delegate", "ended_by"]
     search_fields = ["delegator__username", "delegate__username"]

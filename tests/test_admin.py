@@ -93,9 +93,9 @@ def test_routes_are_listed_with_their_groups_and_filtered_by_agent(auditor, fina
     routemaking.create_route(created_by=None, agent="demo", tool="delete_file", approvers=["finance"])
 
     page = auditor.get("/admin/approvals/route/").content.decode()
-    ops_only = auditor.get(f"/admin/approvals/route/?agent__id__exact={ops_agent.pk}").content.decode()
+    ops_only = auditor.get(f"/admin/approvals/route/?agent__id__exact={ops_agent.pk}&state=in_force").content.decode()
 
-    assert "send_email" in page and "delete_file" in page and "finance" in page and "120" in page
+    assert "send_email" in page and "delete_file" in page and "finance" in page and "120 s, never" in page
     assert "send_email" in ops_only and "delete_file" not in ops_only
     assert 'class="selectfilter' in auditor.get("/admin/approvals/route/add/").content.decode()
 
@@ -137,6 +137,8 @@ def test_deleting_a_route_in_the_admin_marks_it_removed_and_what_it_routed_keeps
     route.refresh_from_db()
     assert route.deleted_at is not None
     assert Approval.objects.get(pk=approval.pk).route_id == route.pk
+    assert "send_email" in auditor.get("/admin/approvals/route/?state=removed").content.decode()
+    assert "send_email" not in auditor.get("/admin/approvals/route/?state=in_force").content.decode()
     assert auditor.post(f"/admin/approvals/route/{route.pk}/delete/", {"post": "yes"}).status_code == 403  # removed once
 
 
