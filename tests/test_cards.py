@@ -398,3 +398,24 @@ def test_a_routed_chat_page_reads_its_votes_and_groups_in_a_constant_number_of_q
         return len(queries)
 
     assert queries_of_page("delete a.txt") == queries_of_page("delete a.txt, b.txt and c.txt")
+
+
+def test_an_escalation_pushes_the_escalated_mark_to_the_conversation(alice, agent, django_capture_on_commit_callbacks):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from approvals import escalation
+
+    finance_route(agent, escalate_after_seconds=60, escalate_to=["oncall"])
+    conversation, approval = routed_call(alice, agent)
+    layer = get_channel_layer()
+    chat = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(conversation_group(conversation.pk), chat)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert escalation.escalate_due(now=timezone.now() + timedelta(seconds=61)) == [approval.pk]
+
+    line = async_to_sync(receive_within)(layer, chat)["html"]
+    assert f'<p id="votes-{approval.pk}" class="votes-line" hx-swap-oob="true">' in line
+    assert text_of(line) == "escalated 0 of 2 approvals"
