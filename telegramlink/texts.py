@@ -154,7 +154,7 @@ def _parts(approval: Approval) -> tuple[list[str], tuple[str, str, str], list[st
         if approval.quorum > 1:
             tail.append(f"🗳 {_e(votes.summary(approval))}")
         if approval.escalated_at and approval.status == Approval.Status.PENDING:
-            tail.append(f"Escalated at {approval.escalated_at:%H:%M} UTC: nobody decided it in time.")
+            tail.append(f"Escalated at {approval.escalated_at:%H:%M} UTC: nobody decided it in time, so its escalation groups may too.")
     if approval.expires_at:
         tail.append(f"Expires: {approval.expires_at:%Y-%m-%d %H:%M} UTC")
     tail.append(f'<a href="{escape(conversation_url(approval), quote=True)}">Open the conversation</a>')
