@@ -18,8 +18,9 @@ logger = logging.getLogger(__name__)
 Status = ApprovalMessage.Status
 
 
-# A message's text counts its approval's votes (approvals.votes.summary): read with it, in one query.
-VOTES = ("approval__votes__user", "approval__votes__on_behalf_of")
+# A message's text counts its approval's votes (approvals.votes.summary) and names its route's
+# groups: read with it, a query each.
+VOTES = ("approval__votes__user", "approval__votes__on_behalf_of", "approval__route__approvers", "approval__route__escalate_to")
 
 
 class Sent:

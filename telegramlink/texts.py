@@ -11,6 +11,7 @@ from django.conf import settings
 from approvals import votes
 from approvals.models import Approval
 from approvals.questions import shown
+from approvals.templatetags.approval_tags import route_need
 from hitl.visible import reveal, reveal_line
 
 MAX_TEXT = 4096  # the Bot API's limit: characters of a message's text after entities parsing
@@ -148,7 +149,7 @@ def _parts(approval: Approval) -> tuple[list[str], tuple[str, str, str], list[st
             whole = len(hint) <= MAX_LINE_CHARS  # a hint cut short cannot be typed
             tail.append(f"Critical: approving it needs the confirmation <code>{_e(hint)}</code>.")
         if approval.route_id is not None:
-            tail.append("Routed: members of its approver groups decide, never the requester.")
+            tail.append(f"{_e(route_need(approval))}, never the requester's.")
         elif approval.approver_required:
             tail.append("Four eyes: an approver other than the requester decides.")
         if approval.quorum > 1:

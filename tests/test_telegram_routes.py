@@ -74,6 +74,7 @@ def test_a_routed_call_goes_to_its_route_members_and_not_to_the_global_approvers
     assert request_to(fake, DANA_TG, approval) and request_to(fake, ERIN_TG, approval)
     for outsider in (ALICE_TG, BOB_TG, CAROL_TG):
         assert not request_to(fake, outsider, approval)
+    assert "Needs 2 approvals from finance, never the requester" in request_to(fake, DANA_TG, approval)["text"]
     assert "0 of 2 approvals" in request_to(fake, DANA_TG, approval)["text"]
 
     unrouted = only_pending(start_conversation(alice, ops_agent, "delete a.txt"))  # four eyes, as before routes
@@ -231,7 +232,7 @@ def test_escalation_sends_the_request_to_the_escalation_groups_linked_members_wh
     assert escalation.escalate_due(now=later()) == [approval.pk]
 
     request = request_to(fake, CAROL_TG, approval)
-    assert request and "Escalated at" in request["text"]
+    assert request and "Escalated at" in request["text"] and f"from finance or {APPROVERS_GROUP}" in request["text"]
     assert not request_to(fake, BOB_TG, approval)  # a global approver, not in the escalation group
     assert sorted(ApprovalMessage.objects.filter(approval=approval).values_list("account__user__username", flat=True)) == ["carol", "dana"]
     assert press(fake, CAROL_TG, fake.buttons(request)["Approve"]) == "Your approval is counted: 1 of 2."
