@@ -100,3 +100,31 @@ def test_a_route_member_sees_the_routed_call_in_their_inbox_and_nothing_else(new
     expect(danas.locator("h1")).to_contain_text(re.compile("not found", re.I))
     danas.goto(f"/conversations/{routed}/")
     expect(button(danas.locator(f"#approval-{mine.pk}"), "Approve")).to_be_visible()
+
+
+def test_the_delegations_page_delegates_shows_an_error_in_the_form_and_ends_one_accessibly(new_page, bob, carol):
+    from approvals.models import Delegation
+    from tests.e2e.test_a11y_browser import assert_accessible
+
+    for width, height in ((1280, 900), (390, 844)):
+        page = new_page(width=width, height=height)
+        log_in(page, bob)
+        page.get_by_role("link", name="Delegations").click()
+        page.get_by_role("textbox", name="To").fill("bob")
+        button(page, "Delegate").click()
+        expect(page.get_by_role("alert")).to_have_text("You cannot delegate to yourself.")
+        assert_accessible(page, f"the delegations page with an error at {width} px")
+        assert not Delegation.objects.exists()
+
+    page.get_by_role("textbox", name="To").fill("carol")
+    button(page, "Delegate").click()
+    expect(page.locator(".badge-delegation-active")).to_have_text("active")
+    delegation = Delegation.objects.get()
+    assert (delegation.delegator, delegation.delegate, delegation.ended_at) == (bob, carol, None)
+    assert_accessible(page, "the delegations page with a delegation at 390 px")
+
+    page.get_by_role("button", name="End now: the delegation to carol").click()
+
+    expect(page.locator(f"#delegation-{delegation.pk}")).to_contain_text("ended early")
+    delegation.refresh_from_db()
+    assert delegation.ended_by == bob
