@@ -121,6 +121,12 @@ class Powers:
         order = {principal.pk: index for index, principal in enumerate(self.principals)}
         return sorted(dict.fromkeys(found), key=lambda principal: order[principal.pk])
 
+    def deciding_routes(self) -> tuple[set[int], set[int]]:
+        """The routes whose calls this person may decide (as themselves or a delegator): from the
+        start, and once escalated. For a page whose cards are pushed to every viewer."""
+        approve, escalate = self._memberships
+        return set(approve), set(escalate)
+
     def sees_route(self, route_id) -> bool:
         approve, escalate = self._memberships
         return route_id in approve or route_id in escalate

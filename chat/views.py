@@ -74,6 +74,9 @@ def conversation_page(request, conversation_id):
         # approver (global, a route's group, a delegate) who is not the owner.
         "may_approve_others": conversation.owner_id != request.user.pk and may_approve_anything(request.user, powers_for(request)),
     }
+    # A routed card pushed to every viewer offers Approve only to the route's people (its escalation
+    # groups' once escalated): the page says which routes this viewer decides (partials/routed_cards_style.html).
+    context["deciding_routes"], context["escalation_routes"] = powers_for(request).deciding_routes() if context["may_approve_others"] else (set(), set())
     if request.htmx and before is not None:
         return render(request, "partials/messages_page.html", context)
     if request.htmx:  # the socket (re)connected: bring the page up to date from the database

@@ -504,3 +504,20 @@ def test_a_delegation_window_that_is_not_a_date_or_has_no_time_zone_is_refused(f
     assert not_dates.status_code == 422 and "starts_at" in str(not_dates.json()["detail"])
     assert naive.status_code == 400 and "time zone" in naive.json()["detail"]
     assert Delegation.objects.count() == 0
+
+
+def test_a_routed_card_pushed_to_every_viewer_offers_approve_only_to_the_routes_people(alice, bob, agent, finance):
+    from tests.conftest import client_for
+
+    made = route(agent, escalate_after_seconds=600, escalate_to=["oncall"])
+    approval = routed_call(alice, agent)
+    page = f"/conversations/{approval.conversation_id}/"
+
+    outsider, member_, on_call, owner = (client_for(u).get(page).content.decode() for u in (bob, finance.dana, finance.olga, alice))
+
+    hide = ".needs-approver.for-anyone.routed{} .approve-only {{ display: none; }}"
+    assert hide.format("") in outsider  # a global approver outside the route: every routed card waits for others
+    assert hide.format(f":not(.route-{made.pk})") in member_
+    assert hide.format(f":not(.route-{made.pk}.route-escalated)") in on_call  # the escalation group: once escalated
+    assert "for-anyone.routed" not in owner  # the owner never approves: data-may-approve is false for them
+    assert f"routed route-{made.pk}" in member_

@@ -128,3 +128,30 @@ def test_the_delegations_page_delegates_shows_an_error_in_the_form_and_ends_one_
     expect(page.locator(f"#delegation-{delegation.pk}")).to_contain_text("ended early")
     delegation.refresh_from_db()
     assert delegation.ended_by == bob
+
+
+def test_a_routed_card_pushed_live_offers_approve_to_the_routes_member_and_not_to_a_global_approver_outside_it(new_page, alice, bob, agent, api_for):
+    from tests.e2e.browser import say, wait_for_status
+    from chat.models import Conversation
+
+    dana = finance_member("dana")
+    finance_route()
+    # A first routed call, vetoed by its owner: from then on dana may open the conversation.
+    conversation_id = start(api_for(alice), EMAIL)
+    [first] = wait_for_pending(conversation_id, 1)
+    vetoed = api_for(alice).post(f"approvals/{first.pk}/decision", {"decision": "reject", "reason": "not yet"})
+    assert vetoed.status_code == 200, vetoed.text
+    wait_for_status(conversation_id, Conversation.Status.IDLE)
+    bobs = logged_in(new_page, bob, width=1280, height=900)  # a global approver, not in finance
+    open_conversation(bobs, conversation_id)
+    danas = logged_in(new_page, dana, width=390, height=844)
+    open_conversation(danas, conversation_id)
+
+    say(api_for(alice), conversation_id, "email dave@example.com about lunch")  # pushed, rendered once for every viewer
+    [approval] = wait_for_pending(conversation_id, 1)
+
+    bobs_card, danas_card = (page.locator(f"#approval-{approval.pk}") for page in (bobs, danas))
+    expect(bobs_card.locator(".waiting")).to_contain_text("Waiting for finance")
+    expect(button(bobs_card, "Approve")).to_be_hidden()
+    expect(button(danas_card, "Approve")).to_be_visible()
+    expect(danas_card.locator(".waiting")).to_be_hidden()
