@@ -199,25 +199,35 @@ def _hash_of(content_: dict) -> str:
     return hashlib.sha256(json.dumps(content_, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def link_vote(head: Head, vote: Vote) -> None:
-    """Give an unsaved vote the next link of the chain (the caller holds the chain lock)."""
+START_FIELDS = ("chain_position", "previous_hash", "decision_hash")
+END_FIELDS = ("end_chain_position", "end_previous_hash", "end_hash")
+
+
+def _link(head: Head, row, content_of, fields: tuple[str, str, str]) -> dict:
+    """Give `row` (a vote, a delegation, a delegation's end) the next link of the chain, in the
+    `fields` named (position, previous hash, hash); the caller holds the chain lock. Returns them."""
+    position, previous, hash_ = fields
     head.position += 1
-    vote.chain_position, vote.previous_hash = head.position, head.hash
-    vote.decision_hash = head.hash = _hash_of(vote_content(vote))
+    setattr(row, position, head.position)
+    setattr(row, previous, head.hash)
+    head.hash = _hash_of(content_of(row))
+    setattr(row, hash_, head.hash)
+    return {name: getattr(row, name) for name in fields}
+
+
+def link_vote(head: Head, vote: Vote) -> None:
+    """An unsaved vote's link."""
+    _link(head, vote, vote_content, START_FIELDS)
 
 
 def link_delegation(head: Head, delegation: Delegation) -> None:
-    head.position += 1
-    delegation.chain_position, delegation.previous_hash = head.position, head.hash
-    delegation.decision_hash = head.hash = _hash_of(delegation_content(delegation))
+    """An unsaved delegation's link."""
+    _link(head, delegation, delegation_content, START_FIELDS)
 
 
 def link_delegation_end(head: Head, delegation: Delegation) -> dict:
     """The end's link for an ended delegation (ended_at, ended_by set): values for its UPDATE."""
-    head.position += 1
-    delegation.end_chain_position, delegation.end_previous_hash = head.position, head.hash
-    delegation.end_hash = head.hash = _hash_of(delegation_end_content(delegation))
-    return {"end_chain_position": delegation.end_chain_position, "end_previous_hash": delegation.end_previous_hash, "end_hash": delegation.end_hash}
+    return _link(head, delegation, delegation_end_content, END_FIELDS)
 
 
 # The newest link of the whole chain: decisions, votes, delegations and their early ends share one
