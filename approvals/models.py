@@ -40,6 +40,9 @@ class DecidedVia(models.TextChoices):
     REPEAT = "repeat"  # rejected at once: the same call was just rejected in the conversation (`repeat_of`)
     A2A = "a2a"  # by an A2A client, acting as its token's user (agentlink)
     TELEGRAM = "telegram"  # by a press or a reply in Telegram, as the linked user who sent it (telegramlink)
+    SLACK = "slack"  # by a press in Slack, as the linked user who pressed (slacklink)
+    EMAIL = "email"  # through a one-click email link, as its recipient (emaillink, approvals.tokens)
+    PUSH = "push"  # by a notification's action, as the subscribed user (pushlink, approvals.tokens)
 
 
 class Approval(models.Model):
@@ -311,6 +314,27 @@ class Delegation(models.Model):
     def is_active(self, now=None) -> bool:
         now = now or timezone.now()
         return self.ended_at is None and self.starts_at <= now < self.ends_at
+
+
+class DecisionToken(models.Model):
+    """The proof for one decision outside the site (an email link, a notification's action): who
+    may decide which approval, at which version, until when. Single use; the signed string that
+    names it is approvals.tokens'. A decision anywhere else makes every token of the approval moot."""
+
+    approval = models.ForeignKey(Approval, on_delete=models.CASCADE, related_name="decision_tokens")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    channel = models.CharField(max_length=16, choices=[(DecidedVia.EMAIL, "email"), (DecidedVia.PUSH, "push")])
+    shown_hash = models.CharField(max_length=64, help_text="The version the message showed: only that one is decided.")
+    nonce = models.CharField(max_length=32, help_text="Random: the signed token names it, so a guessed id proves nothing.")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["approval", "user"], name="approvals_token_by_approval")]
+
+    def __str__(self) -> str:
+        return f"{self.channel} token for approval #{self.approval_id}"
 
 
 class Snooze(models.Model):

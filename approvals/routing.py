@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.db.models import Q
 from django.utils import timezone
 
@@ -236,3 +237,20 @@ def eligible_users(approval: Approval) -> list:
         groups |= Q(groups__escalation_routes=approval.route_id)
     users = get_user_model().objects.filter(groups, is_active=True).exclude(pk=approval.requested_by_id)
     return list(users.distinct().order_by("pk"))
+
+
+def deciders(approval: Approval) -> list:
+    """Whom a surface that reaches people (Telegram, Slack, email, a phone) asks about a pending
+    approval: for a routed call the members of its route's groups (and of its escalation groups once
+    escalated) but the requester; else its owner, or for a call that needs an approver every active
+    global approver but the requester and whoever edited it. Not delegates: they act in the app."""
+    if approval.route_id is not None:
+        return [user for user in eligible_users(approval) if user.pk != approval.edited_by_id]
+    users = get_user_model().objects.filter(is_active=True)
+    if not approval.approver_required:
+        return list(users.filter(pk=approval.requested_by_id))
+    app_label, codename = DECIDE_PERMISSION.split(".")
+    granted = Permission.objects.filter(content_type__app_label=app_label, codename=codename).values("pk")
+    approvers = users.filter(Q(is_superuser=True) | Q(user_permissions__in=granted) | Q(groups__permissions__in=granted))
+    approvers = approvers.exclude(pk__in=[approval.requested_by_id, approval.edited_by_id or 0])
+    return list(approvers.distinct().order_by("pk"))

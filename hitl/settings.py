@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "toolservers",
     "agentlink",
     "telegramlink",
+    "profiles",
 ]
 
 MIDDLEWARE = [

@@ -13,7 +13,12 @@ class TelegramLinkConfig(AppConfig):
             approval_edited, approval_requested, approval_voted, approvals_decided, approvals_escalated, approvals_reminded,
         )
 
+        from profiles.sections import Section, register
+
         from . import receivers
+        from .views import profile_context
+
+        register(Section("telegram", "Telegram", "telegramlink/profile_section.html", order=10, context=profile_context))
 
         approval_requested.connect(receivers.on_approval_requested, dispatch_uid="telegramlink.on_requested")
         approvals_decided.connect(receivers.on_approvals_decided, dispatch_uid="telegramlink.on_decided")

@@ -9,7 +9,6 @@ from django.utils import timezone
 
 from approvals import routing
 from approvals.models import Approval
-from approvals.permissions import is_approver
 
 from . import bot, texts
 from .models import ApprovalMessage, SentVersion, TelegramAccount
@@ -28,16 +27,9 @@ class Sent:
 
 
 def recipients(approval: Approval) -> list[TelegramAccount]:
-    """Those who may decide it: for a routed call the members of its route's groups (and, once it
-    escalated, of its escalation groups) but the requester; else its owner, or for a four-eyes call
-    the approvers other than the owner."""
+    """The linked accounts of those who may decide it (approvals.routing.deciders)."""
     accounts = TelegramAccount.objects.select_related("user").filter(user__is_active=True)
-    if approval.route_id is not None:
-        eligible = [user.pk for user in routing.eligible_users(approval)]
-        return list(accounts.filter(user_id__in=eligible).order_by("user_id"))
-    if not approval.approver_required:
-        return list(accounts.filter(user_id=approval.requested_by_id))
-    return [account for account in accounts.exclude(user_id=approval.requested_by_id) if is_approver(account.user)]
+    return list(accounts.filter(user_id__in=[user.pk for user in routing.deciders(approval)]).order_by("user_id"))
 
 
 def queue(approval: Approval) -> list[int]:

@@ -26,6 +26,11 @@ def webhook_secret(purpose: str) -> str:
     return hmac.new(key, f"telegram-{purpose}".encode(), hashlib.sha256).hexdigest()[:48]
 
 
+def profile_context(request) -> dict:
+    """The profile page's Telegram section: linked or not."""
+    return {"account": TelegramAccount.objects.filter(user=request.user).first(), "enabled": bot.enabled()}
+
+
 @login_required
 @require_GET
 def telegram_page(request) -> HttpResponse:

@@ -1,0 +1,109 @@
+"""Single-use signed tokens for a decision made outside the site: an email's link, a notification's
+action. A token names one stored DecisionToken (its id and random nonce, signed with Django's
+signing), which binds it to the approval, the version shown, the recipient and an expiry no later
+than the approval's. Redeeming one decides through approvals.services as its recipient: everything
+the decision service enforces (who may decide, four eyes, routes and votes, critical confirmation,
+expiry, first decision wins) holds, and the version decided is the one the message showed.
+
+Single use: the token is claimed by a conditional update in the same transaction as the decision,
+so two presses decide at most once, and a decision refused (a critical call without its
+confirmation, say) leaves it unclaimed for another try.
+"""
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.core import signing
+from django.db import transaction
+from django.utils import timezone
+
+from . import services
+from .models import Approval, DecisionToken
+
+SALT = "hitl.approvals.decision-token"
+DEFAULT_LIFETIME = timedelta(days=3)  # for an approval that never expires
+
+
+class TokenInvalid(Exception):
+    """Not a token this site signed, or signed for nothing that exists: a 403, nothing said about why."""
+
+
+class TokenUsed(Exception):
+    """This token already decided (or tried to decide) once."""
+
+    def __init__(self, token: DecisionToken):
+        self.token = token
+        super().__init__("This link was already used.")
+
+
+class TokenExpired(Exception):
+    def __init__(self, token: DecisionToken):
+        self.token = token
+        super().__init__("This link has expired.")
+
+
+def issue(approval: Approval, user, *, channel: str, lifetime: timedelta = DEFAULT_LIFETIME) -> str:
+    """A token for `user` to decide `approval` at the version it shows now, through `channel`."""
+    now = timezone.now()
+    expires_at = now + lifetime
+    if approval.expires_at is not None:
+        expires_at = min(expires_at, approval.expires_at)
+    token = DecisionToken.objects.create(
+        approval=approval, user=user, channel=channel, shown_hash=approval.shown_hash, nonce=secrets.token_hex(16),
+        created_at=now, expires_at=expires_at,
+    )
+    return signing.dumps({"t": token.pk, "n": token.nonce}, salt=SALT, compress=False)
+
+
+@dataclass
+class Opened:
+    """What a token names, read without deciding anything (a GET)."""
+
+    token: DecisionToken
+    approval: Approval
+
+    @property
+    def used(self) -> bool:
+        return self.token.used_at is not None
+
+    @property
+    def expired(self) -> bool:
+        return self.token.expires_at <= timezone.now()
+
+    @property
+    def changed(self) -> bool:
+        """The call was edited since the message showed it: this token decides nothing."""
+        return self.token.shown_hash != self.approval.shown_hash
+
+
+def open_token(value: str) -> Opened:
+    """The token and its approval (with the call), or TokenInvalid for anything this site did not sign."""
+    try:
+        data = signing.loads(value, salt=SALT)
+        token_id, nonce = int(data["t"]), str(data["n"])
+    except (signing.BadSignature, KeyError, TypeError, ValueError):
+        raise TokenInvalid from None
+    token = DecisionToken.objects.select_related("user", "approval__tool_call", "approval__conversation__agent").filter(pk=token_id).first()
+    if token is None or not secrets.compare_digest(token.nonce, nonce) or not token.user.is_active:
+        raise TokenInvalid
+    return Opened(token, token.approval)
+
+
+def redeem(value: str, *, approve: bool, reason: str = "", confirmation: str = "") -> Approval:
+    """Decide with a token, as its recipient, through its channel, at the version it was issued for.
+    Raises TokenInvalid, TokenUsed, TokenExpired, and whatever services.decide raises (AlreadyDecided,
+    ArgumentsChanged, NotAllowed, ConfirmationRequired, AlreadyVoted...)."""
+    opened = open_token(value)
+    token = opened.token
+    if opened.used:
+        raise TokenUsed(token)
+    if opened.expired:
+        raise TokenExpired(token)
+    with transaction.atomic():
+        if not DecisionToken.objects.filter(pk=token.pk, used_at__isnull=True).update(used_at=timezone.now()):
+            raise TokenUsed(token)
+        decided = services.decide(
+            token.approval_id, user=token.user, approve=approve, via=token.channel, shown_hash=token.shown_hash,
+            reason=reason, confirmation=confirmation,
+        )
+    return decided
