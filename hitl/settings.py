@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "agentlink",
     "telegramlink",
     "profiles",
+    "slacklink",
 ]
 
 MIDDLEWARE = [
@@ -310,3 +311,17 @@ LOGGING = {
         "LiteLLM": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
+
+# Slack (slacklink): off until both the bot token and the signing secret are set. SLACK_API_BASE_URL
+# is the Web API's base (Slack's own; the tests point it at their stand-in).
+SLACK_BOT_TOKEN = os.environ.get("SLACK_BOT_TOKEN", "")
+SLACK_SIGNING_SECRET = os.environ.get("SLACK_SIGNING_SECRET", "")
+SLACK_API_BASE_URL = os.environ.get("SLACK_API_BASE_URL", "https://slack.com/api/")
+HITL_SLACK_CODE_MINUTES = int(os.environ.get("HITL_SLACK_CODE_MINUTES", "10"))
+HITL_SLACK_RETRIES = int(os.environ.get("HITL_SLACK_RETRIES", "5"))
+HITL_SLACK_STALE_SECONDS = float(os.environ.get("HITL_SLACK_STALE_SECONDS", "60"))
+CELERY_BEAT_SCHEDULE["resend-lost-slack-messages"] = {
+    "task": "slacklink.tasks.resend_lost_messages",
+    "schedule": float(os.environ.get("HITL_SLACK_SWEEP_SECONDS", "30")),
+}
+LOGGING["loggers"]["slacklink"] = {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}

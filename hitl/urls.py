@@ -10,6 +10,7 @@ urlpatterns = [
     path("approvals/", include("approvals.urls")),
     path("rules/", include("approvals.rule_urls")),
     path("telegram/", include("telegramlink.urls")),
+    path("slack/", include("slacklink.urls")),
     path("profile/", include("profiles.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),

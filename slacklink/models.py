@@ -1,0 +1,92 @@
+"""Linked Slack users, the one-time codes that link them, one outbox row per request sent to a
+person (with the versions its buttons decide), and the signatures already seen (replays)."""
+import secrets
+
+from django.conf import settings
+from django.db import models
+
+
+class SlackAccount(models.Model):
+    """A user's Slack identity, linked with `/hitl link <code>`. A press is authorised by the Slack
+    user who pressed (team and user id, as Slack signs them), never by the channel it was pressed in."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="slack_account")
+    team_id = models.CharField(max_length=32)
+    slack_user_id = models.CharField(max_length=32)
+    slack_username = models.CharField(max_length=80, blank=True)
+    linked_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team_id", "slack_user_id"], name="slacklink_slackaccount_one_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} ↔ slack {self.team_id}/{self.slack_user_id}"
+
+
+class LinkCode(models.Model):
+    """A one-time code that links the Slack user who sends `/hitl link <code>` to `user`."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    code_hash = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class SlackMessage(models.Model):
+    """One Slack message showing one approval to one linked person: queued, sent (its buttons work
+    while the approval waits), then closed (updated to the outcome, or never sent because the
+    approval was decided first), or failed (Slack kept refusing it: shown to operators in the admin)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        SENT = "sent"
+        CLOSED = "closed"
+        FAILED = "failed"
+
+    approval = models.ForeignKey("approvals.Approval", on_delete=models.CASCADE, related_name="slack_messages")
+    account = models.ForeignKey(SlackAccount, on_delete=models.CASCADE, related_name="messages")
+    channel = models.CharField(max_length=32, blank=True, help_text="The direct message channel Slack answered with.")
+    ts = models.CharField(max_length=32, blank=True, help_text="The message's timestamp: its id for chat.update.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    shown_hash = models.CharField(max_length=64, blank=True, help_text="The version its text shows now.")
+    votes_seen = models.PositiveIntegerField(default=0, help_text="The votes its text counts.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["approval", "account"], name="slacklink_slackmessage_one_per_person"),
+            models.CheckConstraint(condition=models.Q(status__in=["queued", "sent", "closed", "failed"]), name="slacklink_slackmessage_status"),
+        ]
+        indexes = [models.Index(fields=["status", "updated_at"], name="slacklink_msg_status_upd")]
+
+    def __str__(self) -> str:
+        return f"approval #{self.approval_id} to {self.account_id} ({self.status})"
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(18)
+
+
+class SentVersion(models.Model):
+    """What the buttons of one rendering of a SlackMessage carry, and the version of the approval
+    that rendering showed: a press decides that version or nothing."""
+
+    message = models.ForeignKey(SlackMessage, on_delete=models.CASCADE, related_name="versions")
+    token = models.CharField(max_length=32, unique=True, default=new_token)
+    shown_hash = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.message} as of {self.shown_hash[:12]}"
+
+
+class SeenRequest(models.Model):
+    """A signed request from Slack already handled: the same signature again is a replay. Kept for
+    the verifier's window (five minutes), then swept."""
+
+    signature = models.CharField(max_length=80, unique=True)
+    seen_at = models.DateTimeField(auto_now_add=True, db_index=True)

@@ -1,0 +1,40 @@
+"""Slack hears of the decision service's events like every other surface."""
+from hitl.celery import enqueue_on_commit
+
+from . import client, requests
+from .models import SlackMessage
+from .tasks import close_messages, refresh_messages, send_request
+
+
+def on_approval_requested(sender, approval, **kwargs) -> None:
+    for message_id in requests.queue(approval):
+        enqueue_on_commit(send_request, message_id)
+
+
+def on_approval_edited(sender, approval, **kwargs) -> None:
+    # Every copy shows the edit (with buttons for it), and a stricter edit's new approvers get it now.
+    if ids := requests.to_refresh(approval):
+        enqueue_on_commit(refresh_messages, ids)
+    on_approval_requested(sender, approval)
+
+
+def on_approvals_decided(sender, approvals, **kwargs) -> None:
+    if not client.enabled():
+        return
+    ids = list(SlackMessage.objects.filter(
+        approval__in=[a.pk for a in approvals], status__in=(SlackMessage.Status.QUEUED, SlackMessage.Status.SENT)
+    ).values_list("pk", flat=True))
+    if ids:
+        enqueue_on_commit(close_messages, ids)
+
+
+def on_approval_voted(sender, approval, **kwargs) -> None:
+    # Still pending: every copy counts the votes now, its buttons kept for the others.
+    if ids := requests.to_refresh(approval):
+        enqueue_on_commit(refresh_messages, ids)
+
+
+def on_approvals_widened(sender, approvals, **kwargs) -> None:
+    # Reminded or escalated: whoever may decide it now and has no copy yet gets one.
+    for approval in approvals:
+        on_approval_requested(sender, approval)

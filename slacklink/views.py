@@ -1,0 +1,74 @@
+"""Slack's endpoints (the slash command and interactions: signed, new, then handled) and the
+profile page's Slack section (a one-time link code, unlink)."""
+import json
+import logging
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from . import accounts, client, commands, interactions, verification
+from .models import SlackAccount
+
+logger = logging.getLogger(__name__)
+MAX_BODY = 200_000  # an interaction's payload carries the whole message: a few tens of kilobytes
+
+
+def profile_context(request) -> dict:
+    return {"account": SlackAccount.objects.filter(user=request.user).first(), "enabled": client.enabled()}
+
+
+@login_required
+@require_POST
+def new_code(request) -> HttpResponse:
+    if not client.enabled():
+        raise Http404
+    code = accounts.issue_code(request.user)
+    context = profile_context(request) | {"code": code, "minutes": settings.HITL_SLACK_CODE_MINUTES}
+    return render(request, "slacklink/code.html", context)
+
+
+@login_required
+@require_POST
+def unlink(request) -> HttpResponse:
+    accounts.unlink_user(request.user)
+    return redirect("/profile/#slack")
+
+
+def _refusal(request) -> JsonResponse | None:
+    """Why a request claiming to be Slack's is not taken (a 4xx), or None."""
+    if not client.enabled():
+        return JsonResponse({"detail": "Slack is not set up here."}, status=404)
+    if len(request.body) > MAX_BODY:
+        return JsonResponse({"detail": "Too large."}, status=413)
+    try:
+        verification.check(request.body, request.headers)
+    except verification.Refused as exc:
+        return JsonResponse({"detail": str(exc)}, status=exc.status)
+    return None
+
+
+@csrf_exempt  # Slack posts here: its signature stands for the CSRF token
+@require_POST
+def slash_command(request) -> HttpResponse:
+    if refused := _refusal(request):
+        return refused
+    return JsonResponse({"response_type": "ephemeral", "text": commands.handle(request.POST)})
+
+
+@csrf_exempt
+@require_POST
+def interaction(request) -> HttpResponse:
+    if refused := _refusal(request):
+        return refused
+    try:
+        payload = json.loads(request.POST.get("payload", ""))
+    except ValueError:
+        return JsonResponse({"detail": "No JSON payload."}, status=400)
+    if not isinstance(payload, dict):
+        return JsonResponse({"detail": "The payload is not an object."}, status=400)
+    answer = interactions.handle(payload)
+    return JsonResponse(answer) if answer else HttpResponse(status=200)

@@ -1,0 +1,580 @@
+"""Slack as one more surface of the decision service (slacklink), in process: linking with
+`/hitl link <code>`, the signed endpoints (forged, stale, replayed and garbage requests refused),
+what a request shows (Block Kit, escaped, cut, its buttons), who gets it, presses and modals
+deciding through approvals.services via "slack", every copy following the outcome, and the outbox
+(queued, sent, failed, resent, closed). The Slack Web API is tests/fake_slack.py, reached through
+slack_sdk's WebClient; presses are signed and posted to the site as Slack posts them."""
+import io
+import json
+import time
+from datetime import timedelta
+from urllib.parse import urlencode
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.core.management import CommandError, call_command
+from django.test import Client
+from django.utils import timezone
+
+from approvals import routemaking
+from approvals import services as approval_services
+from approvals.models import Approval
+from slacklink import accounts, blocks, requests, verification
+from slacklink.models import LinkCode, SeenRequest, SentVersion, SlackAccount, SlackMessage
+from slacklink.tasks import resend_lost_messages
+from tests.conftest import client_for, pending_approvals, start_conversation
+from tests.fake_slack import TEAM, FakeSlack, django_poster, dm, sign
+
+pytestmark = pytest.mark.django_db
+through_the_loop = pytest.mark.django_db(transaction=True)  # the signals that send are sent on commit
+
+ALICE, BOB, CAROL, MALLORY, DANA, ERIN, STRANGER = "UALICE", "UBOB", "UCAROL", "UMALLORY", "UDANA", "UERIN", "USTRANGER"
+
+
+@pytest.fixture
+def fake(settings):
+    with FakeSlack(poster=django_poster(Client())) as slack:
+        settings.SLACK_BOT_TOKEN = slack.token
+        settings.SLACK_SIGNING_SECRET = slack.signing_secret
+        settings.SLACK_API_BASE_URL = slack.url
+        yield slack
+
+
+def link(fake, user, slack_id: str) -> SlackAccount:
+    status, body = fake.command(slack_id, f"link {accounts.issue_code(user)}")
+    assert status == 200, body
+    return SlackAccount.objects.get(user=user, slack_user_id=slack_id)
+
+
+def answer(response: tuple[int, str]) -> str:
+    status, body = response
+    assert status == 200, body
+    return json.loads(body)["text"]
+
+
+def only_pending(conversation) -> Approval:
+    (approval,) = pending_approvals(conversation)
+    return approval
+
+
+def request_to(fake, slack_id: str, approval: Approval) -> dict | None:
+    """The message that shows `approval` in `slack_id`'s messages with the app, as it is now."""
+    return next((m for m in fake.messages_to(slack_id) if f"(#{approval.pk})" in fake.text_of(m)), None)
+
+
+def queued_unsent(settings, user, agent, text: str) -> tuple[Approval, SlackMessage]:
+    """An approval requested while Slack was off, then queued by hand: its message not yet sent."""
+    token = settings.SLACK_BOT_TOKEN
+    settings.SLACK_BOT_TOKEN = ""
+    approval = only_pending(start_conversation(user, agent, text))
+    settings.SLACK_BOT_TOKEN = token
+    (message_id,) = requests.queue(approval)
+    return approval, SlackMessage.objects.get(pk=message_id)
+
+
+def stale(settings):
+    settings.HITL_SLACK_STALE_SECONDS = 0
+    return timezone.now() + timedelta(seconds=1)
+
+
+def sweep() -> None:
+    """The beat sweep, once what a check of `requests.lost()` stamped has aged."""
+    SlackMessage.objects.update(updated_at=timezone.now() - timedelta(seconds=5))
+    resend_lost_messages.delay()
+
+
+# --- Linking -------------------------------------------------------------------------------------
+
+
+def test_a_link_code_links_the_slack_user_who_sends_it_once(fake, alice):
+    code = accounts.issue_code(alice)
+
+    assert answer(fake.command(ALICE, f"link {code.lower()}", username="alice.s")).startswith("Linked to alice.")
+
+    account = SlackAccount.objects.get(user=alice)
+    assert (account.team_id, account.slack_user_id, account.slack_username) == (TEAM, ALICE, "alice.s")
+    assert "unknown, used or expired" in answer(fake.command(STRANGER, f"link {code}"))
+    assert list(SlackAccount.objects.values_list("slack_user_id", flat=True)) == [ALICE]
+
+
+def test_an_expired_or_replaced_code_links_nothing(fake, alice):
+    older = accounts.issue_code(alice)
+    code = accounts.issue_code(alice)
+    assert "unknown, used or expired" in answer(fake.command(ALICE, f"link {older}"))
+    LinkCode.objects.filter(user=alice, used_at__isnull=True).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert "unknown, used or expired" in answer(fake.command(ALICE, f"link {code}"))
+    assert not SlackAccount.objects.exists()
+
+
+def test_unlink_and_usage(fake, alice):
+    link(fake, alice, ALICE)
+    assert answer(fake.command(ALICE, "unlink")) == "Unlinked from alice."
+    assert not SlackAccount.objects.exists()
+    assert answer(fake.command(ALICE, "unlink")) == "This Slack account is not linked."
+    assert answer(fake.command(ALICE, "")) == answer(fake.command(ALICE, "link")) == answer(fake.command(ALICE, "hello"))
+
+
+def test_the_same_slack_user_in_another_team_is_another_person(fake, alice, bob):
+    link(fake, alice, ALICE)
+    fake.command(ALICE, f"link {accounts.issue_code(bob)}", team="T0OTHER")
+    assert sorted(SlackAccount.objects.values_list("user__username", "team_id")) == [("alice", TEAM), ("bob", "T0OTHER")]
+
+
+def test_the_link_code_command_prints_the_code_as_its_last_word(fake, alice):
+    out = io.StringIO()
+    call_command("slack_link_code", "alice", stdout=out)
+
+    answer(fake.command(ALICE, f"link {out.getvalue().split()[-1]}"))
+
+    assert SlackAccount.objects.get(user=alice).slack_user_id == ALICE
+    with pytest.raises(CommandError, match="No active user 'nobody'"):
+        call_command("slack_link_code", "nobody", stdout=io.StringIO())
+
+
+# --- The signed endpoints, attacked ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/slack/commands/", "/slack/interactions/"])
+def test_a_forged_stale_or_unsigned_request_is_refused_and_changes_nothing(fake, alice, path):
+    body = urlencode({"team_id": TEAM, "user_id": ALICE, "text": f"link {accounts.issue_code(alice)}",
+                      "payload": json.dumps({"type": "block_actions"})})
+    forged = sign("not-the-secret", body)
+    old = sign(fake.signing_secret, body, timestamp=int(time.time()) - 301)
+    future = sign(fake.signing_secret, body, timestamp=int(time.time()) + 301)
+    tampered = sign(fake.signing_secret, body)
+    for headers in (forged, old, future, {"Content-Type": "application/x-www-form-urlencoded"},
+                    {**tampered, "X-Slack-Signature": "v0=" + "0" * 64}, {**tampered, "X-Slack-Request-Timestamp": "soon"},
+                    {**tampered, "X-Slack-Signature": "v1=abc"}, {**tampered, "X-Slack-Request-Timestamp": "٣٣٣"}):
+        status, _ = fake.deliver(path, body, headers=headers)
+        assert status == 401, headers
+    status, _ = fake.deliver(path, body + "&text=link+OTHER", headers=tampered)  # signed, then changed
+    assert status == 401
+    assert not SlackAccount.objects.exists() and not SeenRequest.objects.exists()
+
+
+def test_a_replayed_command_is_refused(fake, alice):
+    body = urlencode({"team_id": TEAM, "user_id": ALICE, "text": "unlink"})
+    headers = sign(fake.signing_secret, body)
+    assert fake.deliver("/slack/commands/", body, headers=headers)[0] == 200
+    assert fake.deliver("/slack/commands/", body, headers=headers)[0] == 409
+
+
+def test_garbage_interactions_get_a_4xx_or_are_ignored_never_a_500(fake, alice):
+    for body in ["", "payload=", "payload=not-json", "payload=%5B1%2C2%5D", "payload=%22text%22", "nothing=1", "payload=%FF%FE"]:
+        assert fake.deliver("/slack/interactions/", body)[0] == 400, body
+    link(fake, alice, ALICE)
+    for payload in [{}, {"type": "block_actions"}, {"type": "block_actions", "actions": "x"}, {"type": "block_actions", "actions": [None]},
+                    {"type": "block_actions", "user": "UALICE", "actions": [{"action_id": "approve", "value": "x"}]},
+                    {"type": "block_actions", "user": {"id": ALICE}, "team": {"id": TEAM}, "actions": [{"action_id": "approve", "value": 12}]},
+                    {"type": "block_actions", "user": {"id": ALICE}, "team": {"id": TEAM}, "actions": [{"action_id": "choose", "value": "99999999.x"}]},
+                    {"type": "view_submission", "view": None}, {"type": "view_submission", "user": {"id": ALICE}, "team": {"id": TEAM},
+                                                                "view": {"callback_id": "hitl_reason", "private_metadata": ["x"]}},
+                    {"type": "shortcut"}, {"type": None}]:
+        status, _ = fake.interact(payload)
+        assert status == 200, payload
+
+
+def test_the_endpoints_are_off_without_slack_and_take_only_post(fake, settings):
+    assert Client().get("/slack/interactions/").status_code == 405
+    assert Client().get("/slack/commands/").status_code == 405
+    settings.SLACK_SIGNING_SECRET = ""
+    assert fake.command(ALICE, "unlink")[0] == 404
+
+
+def test_a_body_too_large_is_refused(fake):
+    body = "payload=" + "x" * 300_000
+    assert fake.deliver("/slack/interactions/", body)[0] == 413
+
+
+def test_old_signatures_are_forgotten_by_the_sweep(fake):
+    SeenRequest.objects.create(signature="v0=old")
+    SeenRequest.objects.filter(signature="v0=old").update(seen_at=timezone.now() - timedelta(minutes=11))
+    verification.forget_old()
+    assert not SeenRequest.objects.exists()
+
+
+# --- What a request shows -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pending(fake, alice, agent):
+    """alice linked, with one pending write_file approval whose request reached her messages."""
+    link(fake, alice, ALICE)
+    approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
+    message = request_to(fake, ALICE, approval)
+    assert message is not None
+    return approval, message
+
+
+@through_the_loop
+def test_a_request_shows_agent_tool_risk_reason_arguments_expiry_and_the_buttons(pending, fake):
+    approval, message = pending
+    text = fake.text_of(message)
+    assert "Approval needed" in text and "Tool: write_file" in text and f"Risk: {approval.risk}" in text
+    assert f"Why: {approval.reason}" in text and "a.txt" in text
+    assert list(fake.buttons(message)) == ["Approve", "Reject", "Reject with reason", "Open on the site"]
+    assert fake.buttons(message)["Open on the site"]["url"].endswith(f"#tool-call-{approval.tool_call_id}")
+    (post,) = fake.sent("chat.postMessage", channel=ALICE)
+    assert post["text"].startswith("Demo agent wants to run write_file") or "write_file" in post["text"]
+    values = {b["value"] for label, b in fake.buttons(message).items() if label != "Open on the site"}
+    (version,) = SentVersion.objects.filter(message__approval=approval)
+    assert values == {version.token} and "a.txt" not in version.token
+
+
+@through_the_loop
+def test_markup_mentions_and_invisible_characters_in_arguments_are_shown_literally(fake, alice, agent):
+    link(fake, alice, ALICE)
+    content = "<!channel> *bold* <https://evil.test|click> \u202egnp.exe & done"
+    approval = only_pending(start_conversation(alice, agent, f"call write_file with {json.dumps({'path': 'x.txt', 'content': content})}"))
+    message = request_to(fake, ALICE, approval)
+    detail = next(b for b in message["blocks"] if b["type"] == "rich_text")
+    shown = detail["elements"][0]["elements"][0]["text"]
+    assert "⟨U+202E⟩" in shown and "\u202e" not in json.dumps(message, ensure_ascii=False)
+    assert "<!channel>" in shown  # literal: preformatted rich text neither mentions nor links
+    assert all(b["type"] != "section" or b.get("text", {"type": "plain_text"})["type"] == "plain_text" for b in message["blocks"])
+    (post,) = fake.sent("chat.postMessage", channel=ALICE)
+    assert "<" not in post["text"] and ">" not in post["text"]
+
+
+@through_the_loop
+def test_a_call_too_long_for_slack_is_cut_with_a_link_and_can_only_be_rejected_there(fake, alice, agent):
+    link(fake, alice, ALICE)
+    approval = only_pending(start_conversation(alice, agent, f"call write_file with {json.dumps({'path': 'x.txt', 'content': 'y' * 9000})}"))
+    message = request_to(fake, ALICE, approval)
+    assert message is not None  # the stand-in refuses a block past 3,000 characters, as Slack does
+    assert blocks.CUT in fake.text_of(message)
+    assert list(fake.buttons(message)) == ["Reject", "Reject with reason", "Open on the site"]
+
+
+@through_the_loop
+def test_a_call_decided_at_once_by_a_rule_is_not_sent(fake, alice, agent, api_as):
+    link(fake, alice, ALICE)
+    response = api_as(alice).post("rules", {"effect": "allow", "tool": "write_file", "scope": "agent_user", "agent": agent.slug})
+    assert response.status_code in (200, 201), response.content
+    start_conversation(alice, agent, "write hello to a.txt")
+    assert not SlackMessage.objects.exists()
+
+
+# --- Deciding ---------------------------------------------------------------------------------------
+
+
+@through_the_loop
+def test_an_approve_press_decides_as_the_linked_user_via_slack_and_updates_the_message(pending, fake, alice):
+    approval, message = pending
+
+    assert fake.press(ALICE, message, "Approve")[0] == 200
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by, approval.decided_via) == ("approved", alice, "slack")
+    row = SlackMessage.objects.get(approval=approval)
+    assert row.status == "closed"
+    now = request_to(fake, ALICE, approval)
+    assert (now["ts"], now["channel"]) == (row.ts, row.channel) == (message["ts"], dm(ALICE))
+    assert f"Approved by alice via slack at {approval.decided_at:%H:%M}" in fake.text_of(now)
+    assert fake.buttons(now) == {}
+
+
+@through_the_loop
+def test_reject_with_reason_opens_a_modal_whose_reason_rejects(pending, fake, alice):
+    approval, message = pending
+
+    fake.press(ALICE, message, "Reject with reason")
+
+    (view,) = fake.views()
+    assert view["callback_id"] == blocks.REASON_VIEW and Approval.objects.get(pk=approval.pk).status == "pending"
+    assert fake.submit(ALICE, view, {"reason": "  Legal has <not> signed off "}) == (200, "")
+    approval.refresh_from_db()
+    assert (approval.status, approval.rejection_reason, approval.decided_via) == ("rejected", "Legal has <not> signed off", "slack")
+    assert "Rejected by alice via slack" in fake.text_of(request_to(fake, ALICE, approval))
+    assert "Legal has <not> signed off" in fake.text_of(request_to(fake, ALICE, approval))
+
+
+@through_the_loop
+def test_a_late_press_is_told_who_decided_first_in_an_ephemeral(pending, fake, alice):
+    approval, message = pending
+    approval_services.decide(approval.pk, user=alice, approve=False, via="api", shown_hash=approval.shown_hash, reason="not now")
+    assert "Rejected by alice via api" in fake.text_of(request_to(fake, ALICE, approval))
+
+    fake.press(ALICE, message, "Approve")
+
+    assert fake.ephemerals(ALICE)[-1].startswith("too late: rejected by alice via api at ")
+    assert fake.ephemerals(ALICE)[-1].endswith(": not now")
+    assert Approval.objects.get(pk=approval.pk).decided_via == "api"
+
+
+@through_the_loop
+def test_a_late_modal_submission_shows_who_decided_first_in_the_modal(pending, fake, alice):
+    approval, message = pending
+    fake.press(ALICE, message, "Reject with reason")
+    approval_services.decide(approval.pk, user=alice, approve=True, via="api", shown_hash=approval.shown_hash)
+
+    status, body = fake.submit(ALICE, fake.views()[-1], {"reason": "no"})
+
+    assert status == 200 and json.loads(body)["errors"]["reason"].startswith("too late: approved by alice via api")
+    assert Approval.objects.get(pk=approval.pk).status == "approved"
+
+
+@through_the_loop
+def test_presses_from_someone_unlinked_or_not_allowed_or_on_anothers_copy_decide_nothing(pending, fake, alice, mallory):
+    approval, message = pending
+    fake.press(STRANGER, message, "Approve")
+    assert "not linked" in fake.ephemerals(STRANGER)[-1]
+    link(fake, mallory, MALLORY)
+    fake.press(MALLORY, message, "Approve")  # alice's button, pressed by mallory
+    assert fake.ephemerals(MALLORY)[-1] == "This request is no longer known."
+    fake.press(ALICE, message, "Approve", team="T0OTHER")  # the same user id in another workspace
+    assert "not linked" in fake.ephemerals(ALICE)[-1]
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+
+@through_the_loop
+def test_a_critical_call_opens_a_modal_for_its_confirmation(fake, alice, agent):
+    link(fake, alice, ALICE)
+    approval = only_pending(start_conversation(alice, agent, "delete all files"))
+    message = request_to(fake, ALICE, approval)
+    assert "Critical: approving it needs the confirmation DELETE" in fake.text_of(message)
+
+    fake.press(ALICE, message, "Approve (type the confirmation)")
+
+    assert Approval.objects.get(pk=approval.pk).status == "pending"  # one press approves nothing
+    (view,) = fake.views()
+    assert view["callback_id"] == blocks.CONFIRM_VIEW and "DELETE" in json.dumps(view)
+    status, body = fake.submit(ALICE, view, {"confirmation": "delete"})
+    assert status == 200 and json.loads(body)["errors"]["confirmation"].startswith("That is not it")
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+    assert fake.submit(ALICE, view, {"confirmation": "DELETE"}) == (200, "")
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_via) == ("approved", "slack")
+
+
+@through_the_loop
+def test_question_options_are_buttons_and_a_press_answers(fake, alice, agent):
+    link(fake, alice, ALICE)
+    approval = only_pending(start_conversation(alice, agent, "ask me to choose between tea, coffee and water"))
+    message = request_to(fake, ALICE, approval)
+    assert list(fake.buttons(message))[:3] == ["tea", "coffee", "water"]
+    assert "Reject (decline to answer)" in fake.buttons(message)
+
+    fake.press(ALICE, message, "coffee")
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.answer, approval.decided_via) == ("answered", "coffee", "slack")
+    assert "Answered by alice via slack" in fake.text_of(request_to(fake, ALICE, approval))
+
+
+@through_the_loop
+def test_many_options_become_a_select(fake, alice, agent):
+    link(fake, alice, ALICE)
+    options = ["red", "orange", "yellow", "green", "blue", "indigo", "violet"]
+    ask = json.dumps({"question": "Which colour?", "type": "choice", "options": options})
+    approval = only_pending(start_conversation(alice, agent, f"call ask_human with {ask}"))
+    message = request_to(fake, ALICE, approval)
+    assert len(fake.select(message)["options"]) == 7
+
+    fake.choose(ALICE, message, "6.")
+
+    assert Approval.objects.get(pk=approval.pk).answer == "indigo"
+
+
+@through_the_loop
+def test_a_text_question_is_answered_in_a_modal(fake, alice, agent):
+    link(fake, alice, ALICE)
+    ask = json.dumps({"question": "How many?", "type": "number", "min": 1, "max": 5})
+    approval = only_pending(start_conversation(alice, agent, f"call ask_human with {ask}"))
+    fake.press(ALICE, request_to(fake, ALICE, approval), "Answer…")
+    view = fake.views()[-1]
+
+    status, body = fake.submit(ALICE, view, {"answer": "9"})
+    assert status == 200 and "between 1 and 5" in json.loads(body)["errors"]["answer"]
+    assert fake.submit(ALICE, view, {"answer": "3"}) == (200, "")
+    assert Approval.objects.get(pk=approval.pk).answer == 3
+
+
+# --- Who gets it, and every copy following ----------------------------------------------------------
+
+
+@through_the_loop
+def test_a_four_eyes_call_goes_only_to_eligible_approvers_and_one_press_updates_every_copy(fake, alice, bob, carol, mallory, ops_agent):
+    for user, slack_id in ((alice, ALICE), (bob, BOB), (carol, CAROL), (mallory, MALLORY)):
+        link(fake, user, slack_id)
+
+    approval = only_pending(start_conversation(alice, ops_agent, "delete a.txt"))
+
+    assert approval.approver_required
+    assert sorted(a.user.username for a in requests.recipients(approval)) == ["bob", "carol"]
+    assert not request_to(fake, ALICE, approval) and not request_to(fake, MALLORY, approval)
+    fake.press(BOB, request_to(fake, BOB, approval), "Approve")
+    for slack_id in (BOB, CAROL):
+        assert "Approved by bob via slack" in fake.text_of(request_to(fake, slack_id, approval))
+        assert fake.buttons(request_to(fake, slack_id, approval)) == {}
+    assert set(SlackMessage.objects.filter(approval=approval).values_list("status", flat=True)) == {"closed"}
+
+
+@through_the_loop
+def test_an_edit_after_sending_rewrites_every_copy_and_the_old_buttons_decide_nothing(fake, alice, bob, carol, ops_agent):
+    link(fake, bob, BOB)
+    link(fake, carol, CAROL)
+    approval = only_pending(start_conversation(alice, ops_agent, "delete a.txt"))
+    before = request_to(fake, CAROL, approval)
+
+    approval_services.approve_edited(approval.pk, user=bob, arguments={"path": "b.txt"}, via="chat", shown_hash=approval.shown_hash)
+
+    after = request_to(fake, CAROL, approval)
+    assert "b.txt" in fake.text_of(after) and before["ts"] == after["ts"]
+    fake.press(CAROL, before, "Approve")  # the button as it was before the edit
+    assert fake.ephemerals(CAROL)[-1].startswith("The call was edited after this message")
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+    fake.press(CAROL, after, "Approve")
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by, approval.approved_arguments) == ("approved", carol, {"path": "b.txt"})
+
+
+@through_the_loop
+def test_a_vote_below_quorum_is_counted_on_every_copy_which_keeps_its_buttons(fake, alice, ops_agent):
+    group = Group.objects.create(name="finance")
+    dana, erin = (User.objects.create_user(name) for name in ("dana", "erin"))
+    for member in (dana, erin):
+        member.groups.add(group)
+    routemaking.create_route(created_by=None, agent="ops", tool="send_email", approvers=["finance"], quorum=2)
+    link(fake, dana, DANA)
+    link(fake, erin, ERIN)
+    approval = only_pending(start_conversation(alice, ops_agent, "email bob@example.com about lunch"))
+    assert "0 of 2 approvals" in fake.text_of(request_to(fake, ERIN, approval))
+
+    fake.press(DANA, request_to(fake, DANA, approval), "Approve")
+
+    assert fake.ephemerals(DANA)[-1] == "Your approval is counted: 1 of 2 approvals: dana."
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+    erins = request_to(fake, ERIN, approval)
+    assert "1 of 2 approvals: dana" in fake.text_of(erins) and "Approve" in fake.buttons(erins)
+    fake.press(ERIN, erins, "Approve")
+    assert Approval.objects.get(pk=approval.pk).status == "approved"
+    assert "Approved by erin via slack" in fake.text_of(request_to(fake, DANA, approval))
+
+
+@through_the_loop
+def test_nothing_is_sent_without_slack_set_up(fake, alice, agent, settings):
+    link(fake, alice, ALICE)
+    settings.SLACK_BOT_TOKEN = ""
+    approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
+    assert not SlackMessage.objects.exists() and requests.queue(approval) == []
+
+
+# --- The outbox -------------------------------------------------------------------------------------
+
+
+@through_the_loop
+def test_a_failed_send_stays_queued_and_the_sweep_sends_it_again_once(fake, alice, agent, settings):
+    link(fake, alice, ALICE)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    fake.failing = {"chat.postMessage"}
+
+    assert requests.send(row.pk) == requests.Sent.FAILED
+
+    row.refresh_from_db()
+    assert (row.status, row.attempts, row.ts) == ("queued", 1, "")
+    assert "service_unavailable" in row.last_error or "503" in row.last_error
+    assert requests.lost(now=stale(settings)) == ([row.pk], [], [])
+    fake.failing = set()
+    sweep()
+    row.refresh_from_db()
+    assert (row.status, row.last_error) == ("sent", "") and request_to(fake, ALICE, approval)
+    sweep()
+    assert len(fake.sent("chat.postMessage", channel=ALICE)) == 1
+
+
+@through_the_loop
+def test_a_send_slack_refuses_for_good_is_failed_at_once_and_shown_to_operators(fake, alice, agent, settings, admin_client):
+    link(fake, alice, ALICE)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    fake.refusing = {"chat.postMessage": "channel_not_found"}
+
+    assert requests.send(row.pk) == requests.Sent.FAILED
+
+    row.refresh_from_db()
+    assert (row.status, row.last_error) == ("failed", "channel_not_found")
+    assert requests.lost(now=stale(settings)) == ([], [], [])
+    page = admin_client.get("/admin/slacklink/slackmessage/?status__exact=failed")
+    assert page.status_code == 200 and "channel_not_found" in page.content.decode()
+
+
+@through_the_loop
+def test_a_send_that_keeps_failing_gives_up_after_the_retries(fake, alice, agent, settings):
+    settings.HITL_SLACK_RETRIES = 1
+    link(fake, alice, ALICE)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    fake.failing = {"chat.postMessage"}
+    assert requests.send(row.pk) == requests.send(row.pk) == requests.Sent.FAILED
+    assert requests.send(row.pk) == requests.Sent.NOT_CLAIMED
+    assert SlackMessage.objects.get(pk=row.pk).status == "failed"
+
+
+@through_the_loop
+def test_a_decision_while_slack_is_down_is_made_and_the_sweep_updates_the_message_later(pending, fake, alice, settings):
+    approval, message = pending
+    fake.failing = {"chat.update"}
+
+    approval_services.decide(approval.pk, user=alice, approve=True, via="chat", shown_hash=approval.shown_hash)
+
+    assert Approval.objects.get(pk=approval.pk).status == "approved"
+    row = SlackMessage.objects.get(approval=approval)
+    assert row.status == "sent" and row.last_error
+    assert requests.lost(now=stale(settings)) == ([], [row.pk], [])
+    fake.failing = set()
+    sweep()
+    assert SlackMessage.objects.get(pk=row.pk).status == "closed"
+    assert "Approved by alice via chat" in fake.text_of(request_to(fake, ALICE, approval))
+
+
+@through_the_loop
+def test_a_message_decided_before_it_was_sent_is_closed_unsent(fake, alice, agent, settings):
+    link(fake, alice, ALICE)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    approval_services.decide(approval.pk, user=alice, approve=False, via="chat", shown_hash=approval.shown_hash)
+    assert SlackMessage.objects.get(pk=row.pk).status == "closed"
+    assert requests.send(row.pk) == requests.Sent.NOT_CLAIMED
+    assert not fake.sent("chat.postMessage")
+
+
+@through_the_loop
+def test_a_press_on_a_copy_whose_send_was_never_recorded_records_it_and_updates_it(fake, alice, agent, settings):
+    link(fake, alice, ALICE)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    fake.lost_answers = {"chat.postMessage"}
+    assert requests.send(row.pk) == requests.Sent.FAILED
+    fake.lost_answers = set()
+    delivered = request_to(fake, ALICE, approval)
+
+    fake.press(ALICE, delivered, "Approve")
+
+    row.refresh_from_db()
+    assert (row.status, row.ts) == ("closed", delivered["ts"])
+    assert "Approved by alice via slack" in fake.text_of(request_to(fake, ALICE, approval))
+
+
+# --- The profile page ---------------------------------------------------------------------------------
+
+
+def test_the_profile_page_gives_a_code_that_links_and_unlinks(fake, alice):
+    page = client_for(alice).get("/profile/").content.decode()
+    assert 'id="slack"' in page and "Get a Slack link code" in page
+
+    shown = client_for(alice).post("/slack/code/").content.decode()
+    code = shown.split('id="slack-code">/hitl link ')[1].split("<")[0]
+    answer(fake.command(ALICE, f"link {code}"))
+    assert "slack-linked" in client_for(alice).get("/profile/").content.decode()
+
+    assert client_for(alice).post("/slack/unlink/").status_code == 302
+    assert not SlackAccount.objects.exists()
+
+
+def test_the_profile_forms_need_a_login_and_a_csrf_token(fake, alice):
+    assert Client().post("/slack/code/").status_code == 302
+    assert client_for(alice, csrf=True).post("/slack/code/").status_code == 403
+    assert not LinkCode.objects.exists()
+
+
+def test_the_profile_section_says_when_slack_is_not_set_up(alice, settings):
+    settings.SLACK_BOT_TOKEN = ""
+    assert "Slack is not set up on this site" in client_for(alice).get("/profile/").content.decode()
+    assert client_for(alice).post("/slack/code/").status_code == 404
