@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "agentlink",
     "telegramlink",
     "profiles",
+    "pushlink",
     "slacklink",
 ]
 
@@ -325,3 +326,26 @@ CELERY_BEAT_SCHEDULE["resend-lost-slack-messages"] = {
     "schedule": float(os.environ.get("HITL_SLACK_SWEEP_SECONDS", "30")),
 }
 LOGGING["loggers"]["slacklink"] = {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}
+
+# Web Push (pushlink): notifications with Approve / Reject on phones and desktops. Nothing is sent
+# until a person turns notifications on in a browser (the profile page); HITL_PUSH_NOTIFICATIONS=0
+# turns the channel off. VAPID keys: from here, else generated once into VAR_DIR (keep that file).
+HITL_PUSH_NOTIFICATIONS = env_bool("HITL_PUSH_NOTIFICATIONS", True)
+HITL_VAPID_PRIVATE_KEY = os.environ.get("HITL_VAPID_PRIVATE_KEY", "")
+HITL_VAPID_PUBLIC_KEY = os.environ.get("HITL_VAPID_PUBLIC_KEY", "")
+HITL_VAPID_SUBJECT = os.environ.get("HITL_VAPID_SUBJECT", "mailto:hitl@localhost")
+# The push services whose endpoints a browser may give (the site POSTs there): Chrome, Firefox, Edge, Safari.
+HITL_PUSH_SERVICE_HOSTS = env_list(
+    "HITL_PUSH_SERVICE_HOSTS", "fcm.googleapis.com,updates.push.services.mozilla.com,.notify.windows.com,.push.apple.com"
+)
+# Plain http endpoints on this machine (a local stand-in for a push service): in development only.
+HITL_PUSH_ALLOW_LOOPBACK = env_bool("HITL_PUSH_ALLOW_LOOPBACK", DEBUG)
+HITL_PUSH_MAX_DEVICES = int(os.environ.get("HITL_PUSH_MAX_DEVICES", "20"))
+HITL_PUSH_TIMEOUT = float(os.environ.get("HITL_PUSH_TIMEOUT", "10"))
+HITL_PUSH_RETRIES = int(os.environ.get("HITL_PUSH_RETRIES", "5"))
+HITL_PUSH_STALE_SECONDS = float(os.environ.get("HITL_PUSH_STALE_SECONDS", "60"))
+CELERY_BEAT_SCHEDULE["resend-lost-push-notifications"] = {
+    "task": "pushlink.tasks.resend_lost_notifications",
+    "schedule": float(os.environ.get("HITL_PUSH_SWEEP_SECONDS", "30")),
+}
+LOGGING["loggers"]["pushlink"] = {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}

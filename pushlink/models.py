@@ -1,0 +1,67 @@
+from django.conf import settings
+from django.db import models
+
+
+class PushSubscription(models.Model):
+    """One browser's push subscription (a device): the push service's endpoint and the keys the
+    browser decrypts with. The endpoint is a capability: whoever knows it can reach that browser."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="push_subscriptions")
+    endpoint = models.URLField(max_length=1000, unique=True)
+    p256dh = models.CharField(max_length=100, help_text="The browser's P-256 public key (base64url).")
+    auth = models.CharField(max_length=50, help_text="The browser's authentication secret (base64url).")
+    user_agent = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.user} on {self.device}"
+
+    @property
+    def device(self) -> str:
+        """A short name for the list of devices: the browser's name and the push service's host."""
+        from urllib.parse import urlsplit
+
+        agent = self.user_agent
+        browser = next((name for key, name in BROWSERS if key in agent), "A browser")
+        return f"{browser} ({urlsplit(self.endpoint).hostname})"
+
+    def subscription_info(self) -> dict:
+        return {"endpoint": self.endpoint, "keys": {"p256dh": self.p256dh, "auth": self.auth}}
+
+
+# Order matters: Edge and Opera say "Chrome" too, Chrome says "Safari".
+BROWSERS = [("Edg/", "Edge"), ("OPR/", "Opera"), ("Firefox/", "Firefox"), ("Chrome/", "Chrome"), ("Safari/", "Safari")]
+
+
+class PushNotification(models.Model):
+    """The outbox: one approval's notification to one device. Queued, sent (its actions work while
+    the approval waits), then closed (replaced by the outcome, or never sent because the approval
+    was decided first), or failed (the push service refused it; shown to operators)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        SENT = "sent"
+        CLOSED = "closed"
+        FAILED = "failed"
+
+    approval = models.ForeignKey("approvals.Approval", on_delete=models.CASCADE, related_name="push_notifications")
+    # SET_NULL: a subscription the push service said is gone (404/410) is removed, its failures kept.
+    subscription = models.ForeignKey(PushSubscription, null=True, on_delete=models.SET_NULL, related_name="notifications")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    device = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    shown_hash = models.CharField(max_length=64, blank=True, help_text="The version its last send showed.")
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["approval", "subscription"], name="pushlink_one_notification_per_device"),
+            models.CheckConstraint(condition=models.Q(status__in=["queued", "sent", "closed", "failed"]), name="pushlink_notification_status_valid"),
+        ]
+        indexes = [models.Index(fields=["status", "updated_at"], name="pushlink_status_upd")]
+
+    def __str__(self) -> str:
+        return f"approval #{self.approval_id} to {self.device or 'a removed device'} ({self.status})"

@@ -1,0 +1,123 @@
+"""The service worker at the site root, storing and removing a browser's subscription (a session
+and its CSRF token), and the decisions a notification's actions POST (the token is the proof)."""
+import json
+from pathlib import Path
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from approvals import services, tokens
+
+from . import keys, pushservice, subscriptions
+from .texts import outcome_line
+from .models import PushSubscription
+
+SERVICE_WORKER = Path(__file__).resolve().parent / "static" / "pushlink" / "sw.js"
+MAX_BODY_BYTES = 10_000
+MAX_REASON_CHARS = 2000
+
+
+def profile_context(request) -> dict:
+    """The profile page's section: the button, the key it subscribes with, this person's devices."""
+    enabled = pushservice.enabled()
+    return {
+        "enabled": enabled,
+        "vapid_public_key": keys.public_key() if enabled else "",
+        "devices": PushSubscription.objects.filter(user=request.user).order_by("-created_at"),
+    }
+
+
+@require_GET
+def service_worker(request) -> HttpResponse:
+    response = HttpResponse(SERVICE_WORKER.read_bytes(), content_type="text/javascript; charset=utf-8")
+    response["Service-Worker-Allowed"] = "/"
+    response["Cache-Control"] = "no-cache"  # browsers check for a new worker on each registration
+    return response
+
+
+@require_http_methods(["POST", "DELETE"])
+def subscriptions_view(request) -> JsonResponse:
+    """POST stores the browser's subscription as this person's device; DELETE ({endpoint}) removes it."""
+    if not request.user.is_authenticated:
+        return JsonResponse({"detail": "Log in first."}, status=403)
+    if not pushservice.enabled():
+        return JsonResponse({"detail": "Notifications are off on this site."}, status=404)
+    try:
+        data = _json(request)
+        if request.method == "DELETE":
+            endpoint = data.get("endpoint") if isinstance(data, dict) else None
+            if not isinstance(endpoint, str):
+                raise subscriptions.BadSubscription("Say which endpoint to remove.")
+            removed, _ = PushSubscription.objects.filter(user=request.user, endpoint=endpoint).delete()
+            return JsonResponse({"removed": bool(removed)}, status=200 if removed else 404)
+        subscription = subscriptions.save(request.user, **subscriptions.parse(data), user_agent=request.headers.get("User-Agent", ""))
+    except subscriptions.BadSubscription as exc:
+        return JsonResponse({"detail": str(exc)}, status=400)
+    return JsonResponse({"id": subscription.pk, "device": subscription.device}, status=201)
+
+
+@login_required
+@require_POST
+def remove(request, pk: int) -> HttpResponse:
+    """The profile page's Remove: a plain form."""
+    get_object_or_404(PushSubscription, pk=pk, user=request.user).delete()
+    return redirect("/profile/#push")
+
+
+@csrf_exempt  # the service worker posts a single-use signed token: it is the proof, not a session
+@require_POST
+def decide(request) -> JsonResponse:
+    try:
+        data = _json(request)
+        value, decision = data.get("token"), data.get("decision")
+        reason = data.get("reason") or ""
+        if not isinstance(value, str) or decision not in ("approve", "reject") or not isinstance(reason, str):
+            raise ValueError
+    except (ValueError, AttributeError, subscriptions.BadSubscription):
+        return _answer(400, "bad request", 'Send {"token": ..., "decision": "approve" or "reject"}.')
+    try:
+        opened = tokens.open_token(value)
+        if opened.token.channel != "push":
+            raise tokens.TokenInvalid
+        approval = tokens.redeem(value, approve=decision == "approve", reason=reason.strip()[:MAX_REASON_CHARS])
+    except tokens.TokenInvalid:
+        return _answer(403, "invalid", "This notification's action is not valid.")
+    except tokens.TokenExpired:
+        return _answer(403, "expired", "This notification has expired: open the site.")
+    except tokens.TokenUsed:
+        return _answer(409, "used", "This notification was already used.", opened.approval)
+    except services.AlreadyDecided as exc:
+        return _answer(409, "already decided", f"Too late: {outcome_line(exc.approval)}.", exc.approval)
+    except services.ArgumentsChanged:
+        return _answer(409, "changed", "The call was edited after this notification: open the site to see it.")
+    except services.AlreadyVoted:
+        return _answer(409, "already voted", "Your vote is already counted.")
+    except (services.ConfirmationRequired, services.WrongKind, services.InvalidAnswer):
+        return _answer(409, "decide on the site", "Decide this one on the site.")
+    except services.NotAllowed:
+        return _answer(403, "not allowed", "You may not decide this call.")
+    except services.DecisionError:
+        return _answer(409, "refused", "The decision was refused: open the site.")
+    if approval.status == approval.Status.PENDING:
+        return _answer(200, "voted", "Your approval is counted; it waits for more.", approval)
+    return _answer(200, approval.status, f"{approval.status.capitalize()}.", approval)
+
+
+def _json(request):
+    if len(request.body) > MAX_BODY_BYTES:
+        raise subscriptions.BadSubscription("Too large.")
+    try:
+        return json.loads(request.body)
+    except (ValueError, UnicodeDecodeError):
+        raise subscriptions.BadSubscription("Send JSON.") from None
+
+
+def _answer(status: int, outcome: str, message: str, approval=None) -> JsonResponse:
+    body = {"outcome": outcome, "message": message}
+    if approval is not None:
+        body |= {"approval_id": approval.pk, "status": approval.status, "decided_via": approval.decided_via,
+                 "decided_by": approval.decided_by.get_username() if approval.decided_by_id else None}
+    return JsonResponse(body, status=status)

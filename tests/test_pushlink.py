@@ -1,0 +1,511 @@
+"""Web Push as one more surface of the decision service (pushlink), in process: storing a browser's
+subscription (and refusing what is none), the service worker at the root, who gets a notification
+and what it says, deciding with a notification's token (once, only the version shown, never a
+tampered one), the outcome replacing the request, a device the push service forgot, a push service
+down and back. The push service is tests/fake_push.py, reached through pywebpush; the scripted
+model runs inline (eager Celery)."""
+import json
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+
+from approvals import services as approval_services
+from approvals import tokens
+from approvals.models import Approval, DecisionToken
+from pushlink import keys, requests, texts
+from pushlink.models import PushNotification, PushSubscription
+from tests.conftest import client_for, pending_approvals, start_conversation
+from tests.fake_push import FakePush
+
+pytestmark = pytest.mark.django_db
+through_the_loop = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def fake(settings):
+    with FakePush() as push:
+        yield push
+
+
+def subscribe(fake: FakePush, user, *, user_agent: str = "Mozilla/5.0 Chrome/140.0") -> dict:
+    """As the profile page's script does: subscribe with the site's key, POST it."""
+    subscription = fake.subscribe(keys.public_key())
+    response = client_for(user).post("/push/subscriptions", subscription, content_type="application/json", HTTP_USER_AGENT=user_agent)
+    assert response.status_code == 201, response.content
+    return subscription
+
+
+def only_pending(conversation) -> Approval:
+    (approval,) = pending_approvals(conversation)
+    return approval
+
+
+def decide(token: str, decision: str, **extra):
+    response = Client().post("/push/decide", json.dumps({"token": token, "decision": decision, **extra}), content_type="application/json")
+    return response.status_code, response.json()
+
+
+def requests_to(fake: FakePush, subscription: dict, approval: Approval) -> list[dict]:
+    return [m for m in fake.messages(subscription["endpoint"]) if m["approval_id"] == approval.pk and m["type"] == "request"]
+
+
+def queued_unsent(settings, user, agent, text: str) -> tuple[Approval, PushNotification]:
+    """An approval requested while push was off, then queued by hand: its notification not yet sent."""
+    settings.HITL_PUSH_NOTIFICATIONS = False
+    approval = only_pending(start_conversation(user, agent, text))
+    settings.HITL_PUSH_NOTIFICATIONS = True
+    (notification_id,) = requests.queue(approval)
+    return approval, PushNotification.objects.get(pk=notification_id)
+
+
+# --- The service worker and the subscriptions -------------------------------------------------------
+
+
+def test_the_service_worker_is_served_at_the_root_as_javascript_for_the_whole_site(client):
+    response = client.get("/sw.js")
+
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/javascript")
+    assert response["Service-Worker-Allowed"] == "/"
+    body = response.content.decode()
+    assert 'addEventListener("push"' in body and "/push/decide" in body and "notificationclick" in body
+    assert client.post("/sw.js").status_code == 405
+
+
+def test_a_subscription_is_stored_as_the_users_device(fake, alice):
+    subscription = subscribe(fake, alice)
+
+    stored = PushSubscription.objects.get()
+    assert (stored.user, stored.endpoint, stored.auth) == (alice, subscription["endpoint"], subscription["keys"]["auth"])
+    assert stored.device == "Chrome (127.0.0.1)"
+
+
+def test_storing_a_subscription_needs_a_login_and_a_csrf_token(fake, alice):
+    body = json.dumps(fake.subscribe())
+
+    assert Client().post("/push/subscriptions", body, content_type="application/json").status_code == 403
+    assert client_for(alice, csrf=True).post("/push/subscriptions", body, content_type="application/json").status_code == 403
+    assert not PushSubscription.objects.exists()
+
+
+def _good(fake) -> dict:
+    return fake.subscribe()
+
+
+GARBAGE = {
+    "not json": lambda good: "{not json",
+    "a list": lambda good: [good],
+    "no keys": lambda good: {"endpoint": good["endpoint"]},
+    "keys not strings": lambda good: {**good, "keys": {"p256dh": 1, "auth": 2}},
+    "p256dh not a point": lambda good: {**good, "keys": {**good["keys"], "p256dh": "BA" + "A" * 85}},
+    "p256dh not base64": lambda good: {**good, "keys": {**good["keys"], "p256dh": "!!!"}},
+    "auth too short": lambda good: {**good, "keys": {**good["keys"], "auth": "AAAA"}},
+    "plain http elsewhere": lambda good: {**good, "endpoint": "http://push.example.com/x"},
+    "not a push service": lambda good: {**good, "endpoint": "https://attacker.example/collect"},
+    "an internal address": lambda good: {**good, "endpoint": "https://10.0.0.5/admin"},
+    "a file url": lambda good: {**good, "endpoint": "file:///etc/passwd"},
+    "credentials in the url": lambda good: {**good, "endpoint": "https://user:pw@fcm.googleapis.com/fcm/send/x"},
+    "a look-alike host": lambda good: {**good, "endpoint": "https://fcm.googleapis.com.evil.example/x"},
+    "too long": lambda good: {**good, "endpoint": "https://fcm.googleapis.com/" + "x" * 1000},
+}
+
+
+@pytest.mark.parametrize("case", GARBAGE)
+def test_what_is_no_subscription_is_refused_with_400_and_nothing_stored(fake, alice, case):
+    body = GARBAGE[case](_good(fake))
+    data = body if isinstance(body, str) else json.dumps(body)
+
+    response = client_for(alice).post("/push/subscriptions", data, content_type="application/json")
+
+    assert response.status_code == 400 and response.json()["detail"]
+    assert not PushSubscription.objects.exists()
+
+
+def test_a_real_push_services_https_endpoint_is_taken(alice, fake):
+    good = _good(fake)
+    good["endpoint"] = "https://fcm.googleapis.com/fcm/send/abc:def"
+
+    assert client_for(alice).post("/push/subscriptions", good, content_type="application/json").status_code == 201
+
+
+def test_plain_http_to_this_machine_is_taken_only_in_development(settings, alice, fake):
+    settings.HITL_PUSH_ALLOW_LOOPBACK = False
+
+    assert client_for(alice).post("/push/subscriptions", _good(fake), content_type="application/json").status_code == 400
+
+
+def test_the_same_browser_subscribing_again_keeps_one_device_owned_by_the_last_to_turn_it_on(fake, alice, bob):
+    subscription = subscribe(fake, alice)
+    client_for(alice).post("/push/subscriptions", subscription, content_type="application/json")
+    assert PushSubscription.objects.get().user == alice
+
+    client_for(bob).post("/push/subscriptions", subscription, content_type="application/json")
+
+    assert PushSubscription.objects.get().user == bob
+
+
+def test_a_person_may_not_register_past_the_device_limit(fake, alice, settings):
+    settings.HITL_PUSH_MAX_DEVICES = 2
+    subscribe(fake, alice)
+    subscribe(fake, alice)
+
+    response = client_for(alice).post("/push/subscriptions", fake.subscribe(), content_type="application/json")
+
+    assert response.status_code == 400 and PushSubscription.objects.count() == 2
+
+
+def test_delete_removes_ones_own_subscription_only(fake, alice, bob):
+    mine, bobs = subscribe(fake, alice), subscribe(fake, bob)
+
+    refused = client_for(alice).delete("/push/subscriptions", {"endpoint": bobs["endpoint"]}, content_type="application/json")
+    removed = client_for(alice).delete("/push/subscriptions", {"endpoint": mine["endpoint"]}, content_type="application/json")
+
+    assert (refused.status_code, removed.status_code) == (404, 200)
+    assert list(PushSubscription.objects.values_list("user__username", flat=True)) == ["bob"]
+
+
+def test_the_profile_page_offers_the_button_and_lists_and_removes_ones_devices(fake, alice, bob):
+    subscribe(fake, alice, user_agent="Mozilla/5.0 Firefox/140.0")
+    bobs = subscribe(fake, bob)
+    page = client_for(alice).get("/profile/").content.decode()
+    assert "Turn on notifications on this device" in page and f'data-vapid-key="{keys.public_key()}"' in page
+    assert "Firefox (127.0.0.1)" in page and "pushlink/push.js" in page
+
+    bob_device = PushSubscription.objects.get(endpoint=bobs["endpoint"])
+    assert client_for(alice).post(f"/push/subscriptions/{bob_device.pk}/remove").status_code == 404
+    mine = PushSubscription.objects.get(user=alice)
+    assert client_for(alice, csrf=True).post(f"/push/subscriptions/{mine.pk}/remove").status_code == 403
+    response = client_for(alice).post(f"/push/subscriptions/{mine.pk}/remove")
+
+    assert response.status_code == 302 and response["Location"] == "/profile/#push"
+    assert list(PushSubscription.objects.values_list("user__username", flat=True)) == ["bob"]
+
+
+def test_the_vapid_key_is_generated_once_into_the_var_directory(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    first = keys.public_key()
+
+    assert (tmp_path / keys.KEY_FILE).exists() and keys.public_key() == first
+    keys._vapid.cache_clear()
+    assert keys.public_key() == first  # another process reads the same file
+
+
+def test_vapid_keys_from_settings_are_used(settings, tmp_path):
+    from py_vapid import Vapid
+
+    settings.VAR_DIR = tmp_path
+    made = Vapid()
+    made.generate_keys()
+    settings.HITL_VAPID_PRIVATE_KEY = made.private_pem().decode()
+
+    assert keys.vapid().public_key.public_numbers() == made.public_key.public_numbers()
+    assert not (tmp_path / keys.KEY_FILE).exists()
+
+
+# --- Who gets a notification, and what it says ------------------------------------------------------
+
+
+@through_the_loop
+def test_a_request_reaches_each_device_of_its_owner_encrypted_with_approve_reject_and_view(fake, alice, bob, agent, settings):
+    phone, laptop, bobs = subscribe(fake, alice), subscribe(fake, alice), subscribe(fake, bob)
+
+    approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
+
+    (on_phone,), (on_laptop,) = requests_to(fake, phone, approval), requests_to(fake, laptop, approval)
+    assert not requests_to(fake, bobs, approval)
+    assert on_phone["title"] == "write_file · medium risk"
+    assert "a.txt" in on_phone["body"] and on_phone["body"].startswith(f"#{approval.pk} ")
+    assert [a["action"] for a in on_phone["actions"]] == ["approve", "reject", "view"]
+    assert on_phone["url"] == f"{settings.HITL_BASE_URL}/conversations/{approval.conversation_id}/#tool-call-{approval.tool_call_id}"
+    assert on_phone["tag"] == f"approval-{approval.pk}" and set(on_phone["tokens"]) == {"approve", "reject"}
+    assert on_phone["tokens"] != on_laptop["tokens"]
+    assert "hello" not in json.dumps(on_phone["tokens"])  # tokens, never the arguments
+    headers = fake.received[0].headers
+    assert headers["topic"] == f"approval-{approval.pk}" and int(headers["ttl"]) > 0 and headers["urgency"] == "high"
+    assert set(PushNotification.objects.values_list("status", flat=True)) == {"sent"}
+
+
+@through_the_loop
+def test_invisible_characters_in_a_summary_are_revealed(fake, alice, agent):
+    phone = subscribe(fake, alice)
+
+    approval = only_pending(start_conversation(alice, agent, "write hello to a\u202eb.txt"))
+
+    (shown,) = requests_to(fake, phone, approval)
+    assert "\u202e" not in shown["body"] and "⟨U+202E⟩" in shown["body"]
+
+
+@through_the_loop
+def test_a_critical_call_offers_view_only(fake, alice, agent):
+    phone = subscribe(fake, alice)
+
+    approval = only_pending(start_conversation(alice, agent, "delete all files"))
+
+    (shown,) = requests_to(fake, phone, approval)
+    assert approval.confirmation_required and "critical" in shown["title"]
+    assert [a["action"] for a in shown["actions"]] == ["view"] and shown["tokens"] == {}
+    assert not DecisionToken.objects.exists()
+
+
+@through_the_loop
+def test_a_four_eyes_call_reaches_only_the_approvers_other_than_the_requester_with_view_only(fake, alice, bob, carol, mallory, ops_agent):
+    devices = {user.username: subscribe(fake, user) for user in (alice, bob, carol, mallory)}
+
+    approval = only_pending(start_conversation(alice, ops_agent, "delete a.txt"))
+
+    assert approval.approver_required
+    assert sorted(s.user.username for s in requests.recipients(approval)) == ["bob", "carol"]
+    for name, device in devices.items():
+        shown = requests_to(fake, device, approval)
+        assert bool(shown) == (name in ("bob", "carol")), name
+    assert [a["action"] for a in requests_to(fake, devices["bob"], approval)[0]["actions"]] == ["view"]
+    assert not DecisionToken.objects.exists()
+
+
+@through_the_loop
+def test_nothing_is_sent_when_push_is_off(fake, alice, agent, settings):
+    settings.HITL_PUSH_NOTIFICATIONS = False
+    subscribe_response = client_for(alice).post("/push/subscriptions", fake.subscribe(), content_type="application/json")
+
+    only_pending(start_conversation(alice, agent, "write hello to a.txt"))
+
+    assert subscribe_response.status_code == 404 and not fake.received and not PushNotification.objects.exists()
+
+
+# --- Deciding with a notification's action ---------------------------------------------------------
+
+
+@pytest.fixture
+def pending(fake, alice, agent):
+    """alice's pending write_file approval, its notification on her phone."""
+    phone = subscribe(fake, alice)
+    approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
+    (shown,) = requests_to(fake, phone, approval)
+    return approval, shown, phone
+
+
+@through_the_loop
+def test_approve_decides_via_push_as_the_subscriber_and_the_outcome_replaces_the_notification(pending, fake, alice):
+    approval, shown, phone = pending
+
+    status, answer = decide(shown["tokens"]["approve"], "approve")
+
+    assert (status, answer["outcome"], answer["message"]) == (200, "approved", "Approved.")
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by, approval.decided_via) == ("approved", alice, "push")
+    decided = [m for m in fake.messages(phone["endpoint"]) if m["type"] == "decided"]
+    assert len(decided) == 1 and decided[0]["tag"] == shown["tag"]
+    assert decided[0]["body"].startswith("Approved by alice via push at ") and decided[0]["tokens"] == {}
+    assert PushNotification.objects.get().status == "closed"
+
+
+@through_the_loop
+def test_reject_with_a_reason_stores_the_reason(pending, fake):
+    approval, shown, phone = pending
+
+    status, answer = decide(shown["tokens"]["reject"], "reject", reason="  not on a Friday ")
+
+    approval.refresh_from_db()
+    assert (status, approval.status, approval.rejection_reason, approval.decided_via) == (200, "rejected", "not on a Friday", "push")
+    assert fake.messages(phone["endpoint"])[-1]["body"].endswith(": not on a Friday")
+
+
+@through_the_loop
+def test_a_token_decides_once(pending):
+    approval, shown, _ = pending
+    assert decide(shown["tokens"]["approve"], "approve")[0] == 200
+
+    status, answer = decide(shown["tokens"]["approve"], "approve")
+
+    assert (status, answer["outcome"]) == (409, "used")
+    assert Approval.objects.get(pk=approval.pk).status == "approved"
+
+
+@through_the_loop
+def test_a_late_action_after_another_surface_decided_says_by_whom_and_changes_nothing(pending, fake, alice):
+    approval, shown, phone = pending
+    approval_services.decide(approval.pk, user=alice, approve=False, via="api", shown_hash=approval.shown_hash, reason="not now")
+    assert [m["type"] for m in fake.messages(phone["endpoint"])] == ["request", "decided"]  # replaced at once
+
+    status, answer = decide(shown["tokens"]["approve"], "approve")
+
+    assert (status, answer["outcome"], answer["decided_by"], answer["decided_via"]) == (409, "already decided", "alice", "api")
+    assert answer["message"].startswith("Too late: Rejected by alice via api at ") and answer["message"].endswith(": not now.")
+    assert Approval.objects.get(pk=approval.pk).decided_via == "api"
+    assert DecisionToken.objects.filter(used_at__isnull=False).count() == 0
+
+
+@through_the_loop
+def test_an_edit_after_sending_voids_the_old_tokens_and_sends_the_new_version(pending, fake, alice):
+    approval, shown, phone = pending
+    # An invisible character makes the edit riskier: stricter, so it waits for a decision on the new version.
+    approval_services.approve_edited(approval.pk, user=alice, arguments={"path": "b\u200b.txt", "content": "hello"}, via="chat",
+                                     shown_hash=approval.shown_hash)
+    edited = Approval.objects.get(pk=approval.pk)
+    assert edited.status == "pending" and edited.shown_hash != approval.shown_hash
+
+    status, answer = decide(shown["tokens"]["approve"], "approve")
+
+    assert (status, answer["outcome"]) == (409, "changed")
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+    first, second = requests_to(fake, phone, approval)
+    assert second["tag"] == first["tag"] and "⟨U+200B⟩" in second["body"] and edited.risk in second["title"]
+    assert PushNotification.objects.get().shown_hash == edited.shown_hash
+    assert decide(second["tokens"]["approve"], "approve")[0] == 200
+    edited.refresh_from_db()
+    assert (edited.status, edited.approved_arguments["path"]) == ("approved", "b\u200b.txt")
+
+
+@through_the_loop
+def test_a_quorum_vote_from_a_notification_is_impossible_routed_calls_offer_view_only(fake, alice, agent):
+    approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
+    Approval.objects.filter(pk=approval.pk).update(quorum=2)
+
+    assert not texts.offers_actions(Approval.objects.get(pk=approval.pk))
+
+
+BAD_BODIES = ["", "{", "[]", '"token"', '{"token": 1, "decision": "approve"}', '{"token": "x", "decision": "maybe"}',
+              '{"token": "x"}', '{"token": "x", "decision": "approve", "reason": 5}', "\xff\xfe"]
+
+
+@pytest.mark.parametrize("body", BAD_BODIES)
+def test_a_decide_post_that_is_no_decision_is_400(body):
+    response = Client().post("/push/decide", body, content_type="application/json")
+
+    assert response.status_code == 400 and response.json()["outcome"] == "bad request"
+
+
+@through_the_loop
+def test_a_tampered_or_foreign_token_is_403_and_decides_nothing(pending, alice):
+    approval, shown, _ = pending
+    token = shown["tokens"]["approve"]
+    email_token = tokens.issue(approval, alice, channel="email")
+
+    for forged in (token[:-2] + ("AA" if not token.endswith("AA") else "BB"), token.replace(":", ";", 1), "x" * 60, email_token):
+        status, answer = decide(forged, "approve")
+        assert (status, answer["outcome"]) == (403, "invalid"), forged
+
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+    assert not DecisionToken.objects.filter(used_at__isnull=False).exists()
+
+
+@through_the_loop
+def test_a_token_of_a_user_deactivated_since_is_403(pending, alice):
+    approval, shown, _ = pending
+    User.objects.filter(pk=alice.pk).update(is_active=False)
+
+    assert decide(shown["tokens"]["approve"], "approve")[0] == 403
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+
+@through_the_loop
+def test_an_expired_token_is_403(pending):
+    approval, shown, _ = pending
+    DecisionToken.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+
+    assert decide(shown["tokens"]["approve"], "approve") [1]["outcome"] == "expired"
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+
+def test_decide_takes_only_post(client):
+    assert client.get("/push/decide").status_code == 405
+
+
+# --- Deliveries: gone devices, a push service down, the sweep --------------------------------------
+
+
+@through_the_loop
+def test_a_device_the_push_service_forgot_is_removed_and_the_failure_kept_for_operators(fake, alice, agent, settings):
+    phone = subscribe(fake, alice)
+    fake.gone.add(phone["endpoint"].rsplit("/", 1)[-1])
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+
+    assert requests.send(row.pk) == requests.Sent.FAILED
+
+    row.refresh_from_db()
+    assert not PushSubscription.objects.exists()
+    assert (row.status, row.subscription_id) == ("failed", None) and "410" in row.last_error
+    assert requests.still_queued(row.pk) is False
+
+
+@through_the_loop
+def test_a_push_service_down_leaves_it_queued_and_the_sweep_sends_it_once_back(fake, alice, agent, settings):
+    phone = subscribe(fake, alice)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    fake.stop()
+
+    assert requests.send(row.pk) == requests.Sent.FAILED
+    row.refresh_from_db()
+    assert (row.status, row.attempts) == ("queued", 1) and "ConnectionError" in row.last_error
+
+    fake.start()
+    settings.HITL_PUSH_STALE_SECONDS = 0
+    from pushlink.tasks import resend_lost_notifications
+
+    resend_lost_notifications.delay()
+    resend_lost_notifications.delay()
+
+    row.refresh_from_db()
+    assert (row.status, row.last_error) == ("sent", "")
+    assert len(requests_to(fake, phone, approval)) == 1
+    assert requests.lost(now=timezone.now() + timedelta(seconds=1)) == ([], [])
+
+
+@through_the_loop
+def test_a_503_is_retried_and_a_send_that_keeps_failing_gives_up(fake, alice, agent, settings):
+    settings.HITL_PUSH_RETRIES = 1
+    subscribe(fake, alice)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    fake.failing = True
+
+    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert requests.still_queued(row.pk)
+    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert requests.send(row.pk) == requests.Sent.NOT_CLAIMED
+
+    row.refresh_from_db()
+    assert (row.status, row.attempts) == ("failed", 2) and "503" in row.last_error
+
+
+@through_the_loop
+def test_a_push_signed_with_another_key_is_refused_by_the_push_service_and_not_retried(fake, alice, agent, settings):
+    subscription = fake.subscribe(application_server_key="B" + "A" * 86)  # subscribed with another site's key
+    client_for(alice).post("/push/subscriptions", subscription, content_type="application/json")
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+
+    assert requests.send(row.pk) == requests.Sent.FAILED
+
+    row.refresh_from_db()
+    assert row.status == "failed" and "403" in row.last_error and fake.refused[-1][0] == 403
+
+
+@through_the_loop
+def test_a_notification_whose_approval_was_decided_before_sending_is_closed_unsent(fake, alice, agent, settings):
+    phone = subscribe(fake, alice)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+
+    approval_services.decide(approval.pk, user=alice, approve=False, via="chat", shown_hash=approval.shown_hash)
+
+    assert PushNotification.objects.get(pk=row.pk).status == "closed"
+    PushNotification.objects.filter(pk=row.pk).update(status="queued")  # as if the send came before the closing
+    assert requests.send(row.pk) == requests.Sent.CLOSED
+    assert not fake.messages(phone["endpoint"])
+
+
+@through_the_loop
+def test_a_removed_device_gets_nothing_more(fake, alice, agent, settings):
+    subscribe(fake, alice)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    PushSubscription.objects.all().delete()
+
+    assert requests.send(row.pk) == requests.Sent.CLOSED
+    assert not fake.received
+
+
+def test_failed_deliveries_are_listed_for_operators(fake, alice, admin_client):
+    response = admin_client.get("/admin/pushlink/pushnotification/?status__exact=failed")
+
+    assert response.status_code == 200
