@@ -112,7 +112,8 @@ def to_refresh(approval: Approval) -> list[int]:
 def refresh(message_id: int) -> bool:
     """Rewrite a sent message of a waiting approval as it stands now: the votes cast, the version
     an edit made (with buttons for that version; the old ones decide nothing). A reader who may no
-    longer decide it (an edit handed it to approvers) keeps no buttons. True once nothing more is needed."""
+    longer decide it (an edit handed it to approvers) keeps no buttons, and still gets the outcome.
+    True once nothing more is needed."""
     row = _row(message_id, status=Status.SENT)
     if row is None or row.approval.status != Pending:
         return True  # closing updates it to the outcome
@@ -121,11 +122,11 @@ def refresh(message_id: int) -> bool:
     if row.shown_hash == approval.shown_hash and seen <= row.votes_seen:
         return True
     if row.account.user_id not in {user.pk for user in routing.deciders(approval)}:
-        content, closing = blocks.not_yours(approval), {"status": Status.CLOSED}
+        content = blocks.not_yours(approval)
     else:
         version = row.versions.filter(shown_hash=approval.shown_hash).order_by("-pk").first()
         version = version or SentVersion.objects.create(message=row, shown_hash=approval.shown_hash)
-        content, closing = blocks.request(approval, version.token), {}
+        content = blocks.request(approval, version.token)
     try:
         client.update(row.channel, row.ts, *content)
     except client.ERRORS as exc:
@@ -133,7 +134,7 @@ def refresh(message_id: int) -> bool:
         SlackMessage.objects.filter(pk=row.pk).update(last_error=client.error_code(exc)[:500], updated_at=timezone.now())
         return client.is_permanent(exc)
     SlackMessage.objects.filter(pk=row.pk, status=Status.SENT).update(
-        shown_hash=approval.shown_hash, votes_seen=seen, last_error="", updated_at=timezone.now(), **closing
+        shown_hash=approval.shown_hash, votes_seen=seen, last_error="", updated_at=timezone.now()
     )
     if Approval.objects.filter(pk=approval.pk, status=Pending).exists():
         return True

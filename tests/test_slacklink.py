@@ -421,12 +421,15 @@ def test_an_edit_after_sending_rewrites_every_copy_and_the_old_buttons_decide_no
 
     after = request_to(fake, CAROL, approval)
     assert "b.txt" in fake.text_of(after) and before["ts"] == after["ts"]
+    bobs = request_to(fake, BOB, approval)  # bob edited it: four eyes, he may no longer approve it
+    assert "now decided by others" in fake.text_of(bobs) and list(fake.buttons(bobs)) == ["Open on the site"]
     fake.press(CAROL, before, "Approve")  # the button as it was before the edit
     assert fake.ephemerals(CAROL)[-1].startswith("The call was edited after this message")
     assert Approval.objects.get(pk=approval.pk).status == "pending"
     fake.press(CAROL, after, "Approve")
     approval.refresh_from_db()
     assert (approval.status, approval.decided_by, approval.approved_arguments) == ("approved", carol, {"path": "b.txt"})
+    assert "Approved by carol via slack" in fake.text_of(request_to(fake, BOB, approval))
 
 
 @through_the_loop
