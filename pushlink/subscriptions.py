@@ -54,6 +54,8 @@ def check_endpoint(endpoint: str) -> None:
         return  # a local stand-in for a push service, in development and tests
     if url.scheme != "https":
         raise BadSubscription("A push service's endpoint is https.")
+    if url.port not in (None, 443):
+        raise BadSubscription("A push service listens on https's own port.")
     if not is_push_service(host):
         raise BadSubscription(f"{host} is not a push service this site sends to (HITL_PUSH_SERVICE_HOSTS).")
 

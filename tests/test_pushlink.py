@@ -109,6 +109,8 @@ GARBAGE = {
     "a file url": lambda good: {**good, "endpoint": "file:///etc/passwd"},
     "credentials in the url": lambda good: {**good, "endpoint": "https://user:pw@fcm.googleapis.com/fcm/send/x"},
     "a look-alike host": lambda good: {**good, "endpoint": "https://fcm.googleapis.com.evil.example/x"},
+    "another port": lambda good: {**good, "endpoint": "https://fcm.googleapis.com:6379/x"},
+    "a bad port": lambda good: {**good, "endpoint": "https://fcm.googleapis.com:99999/x"},
     "too long": lambda good: {**good, "endpoint": "https://fcm.googleapis.com/" + "x" * 1000},
 }
 
