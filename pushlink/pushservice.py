@@ -13,8 +13,8 @@ GONE = (404, 410)  # the push service forgot the subscription: remove it
 
 
 class PushFailed(Exception):
-    def __init__(self, message: str, *, status: int | None = None):
-        self.status = status
+    def __init__(self, message: str, *, status: int | None = None, transient: bool = True):
+        self.status, self.transient = status, transient
         super().__init__(message)
 
     @property
@@ -24,7 +24,9 @@ class PushFailed(Exception):
     @property
     def is_transient(self) -> bool:
         """A timeout, a refused connection, 429 or 5xx: worth another try later."""
-        return self.status is None or self.status == 429 or self.status >= 500
+        if self.status is None:
+            return self.transient
+        return self.status == 429 or self.status >= 500
 
 
 def enabled() -> bool:
@@ -42,6 +44,9 @@ def push(subscription_info: dict, payload: dict, *, ttl: int, topic: str) -> Non
         )
     except WebPushException as exc:
         status = exc.status_code
-        raise PushFailed(f"{status or ''} {exc.message}".strip()[:500], status=status) from None
+        # No response: pywebpush refused before sending (keys it cannot use): trying again will not help.
+        raise PushFailed(f"{status or ''} {exc.message}".strip()[:500], status=status, transient=status is not None) from None
     except (requests.RequestException, OSError) as exc:
         raise PushFailed(f"{exc.__class__.__name__}: {exc}"[:500]) from None
+    except (ValueError, TypeError) as exc:  # keys stored that cannot encrypt: trying again will not help
+        raise PushFailed(f"{exc.__class__.__name__}: {exc}"[:500], transient=False) from None

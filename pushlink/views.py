@@ -1,9 +1,11 @@
 """The service worker at the site root, storing and removing a browser's subscription (a session
 and its CSRF token), and the decisions a notification's actions POST (the token is the proof)."""
 import json
+import logging
 from pathlib import Path
 
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.csrf import csrf_exempt
@@ -15,6 +17,7 @@ from . import keys, pushservice, subscriptions
 from .texts import outcome_line
 from .models import PushSubscription
 
+logger = logging.getLogger(__name__)
 SERVICE_WORKER = Path(__file__).resolve().parent / "static" / "pushlink" / "sw.js"
 MAX_BODY_BYTES = 10_000
 MAX_REASON_CHARS = 2000
@@ -22,10 +25,16 @@ MAX_REASON_CHARS = 2000
 
 def profile_context(request) -> dict:
     """The profile page's section: the button, the key it subscribes with, this person's devices."""
-    enabled = pushservice.enabled()
+    enabled, public_key = pushservice.enabled(), ""
+    if enabled:
+        try:
+            public_key = keys.public_key()
+        except (ImproperlyConfigured, OSError) as exc:  # a bad key or an unwritable VAR_DIR: the page still works
+            logger.error("push: no VAPID key: %s", exc)
+            enabled = False
     return {
         "enabled": enabled,
-        "vapid_public_key": keys.public_key() if enabled else "",
+        "vapid_public_key": public_key,
         "devices": PushSubscription.objects.filter(user=request.user).order_by("-created_at"),
     }
 

@@ -91,6 +91,25 @@ def test_storing_a_subscription_needs_a_login_and_a_csrf_token(fake, alice):
     assert not PushSubscription.objects.exists()
 
 
+def test_removing_a_subscription_needs_a_login_and_a_csrf_token(fake, alice):
+    subscription = subscribe(fake, alice)
+    body = json.dumps({"endpoint": subscription["endpoint"]})
+
+    assert Client().delete("/push/subscriptions", body, content_type="application/json").status_code == 403
+    assert client_for(alice, csrf=True).delete("/push/subscriptions", body, content_type="application/json").status_code == 403
+    assert client_for(alice).get("/push/subscriptions").status_code == 405
+    assert client_for(alice).post("/push/subscriptions", "x" * 20_000, content_type="application/json").status_code == 400
+    assert PushSubscription.objects.count() == 1
+
+
+def test_a_bad_vapid_key_setting_leaves_the_profile_page_working_without_the_button(alice, settings):
+    settings.HITL_VAPID_PRIVATE_KEY = "not a key"
+
+    page = client_for(alice).get("/profile/")
+
+    assert page.status_code == 200 and "Turn on notifications" not in page.content.decode()
+
+
 def _good(fake) -> dict:
     return fake.subscribe()
 
@@ -410,6 +429,18 @@ def test_an_expired_token_is_403(pending):
 
     assert decide(shown["tokens"]["approve"], "approve") [1]["outcome"] == "expired"
     assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+
+@through_the_loop
+def test_stored_keys_that_cannot_encrypt_fail_for_good_without_retrying(fake, alice, agent, settings):
+    subscribe(fake, alice)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    PushSubscription.objects.update(p256dh="AAAA")  # as if written past the checks
+
+    assert requests.send(row.pk) == requests.Sent.FAILED
+
+    row.refresh_from_db()
+    assert row.status == "failed" and not requests.still_queued(row.pk)
 
 
 def test_decide_takes_only_post(client):
