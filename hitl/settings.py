@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "agentlink",
     "telegramlink",
     "profiles",
+    "emaillink",
     "pushlink",
     "slacklink",
 ]
@@ -349,3 +350,22 @@ CELERY_BEAT_SCHEDULE["resend-lost-push-notifications"] = {
     "schedule": float(os.environ.get("HITL_PUSH_SWEEP_SECONDS", "30")),
 }
 LOGGING["loggers"]["pushlink"] = {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}
+
+# One-click email (emaillink): HITL_EMAIL_APPROVALS=1 mails each call to those who may decide it
+# (an address on their account, not opted out on the profile page); the mail's link opens a page to
+# decide on. The mail server: Django's EMAIL_* settings, read here from the environment.
+HITL_EMAIL_APPROVALS = env_bool("HITL_EMAIL_APPROVALS", False)
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = float(os.environ.get("EMAIL_TIMEOUT", "10"))  # a mail server that hangs costs a retry, not a worker
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "hitl@localhost")
+HITL_EMAIL_RETRIES = int(os.environ.get("HITL_EMAIL_RETRIES", "5"))
+HITL_EMAIL_STALE_SECONDS = float(os.environ.get("HITL_EMAIL_STALE_SECONDS", "60"))
+CELERY_BEAT_SCHEDULE["resend-lost-approval-mails"] = {
+    "task": "emaillink.tasks.resend_lost_mails",
+    "schedule": float(os.environ.get("HITL_EMAIL_SWEEP_SECONDS", "30")),
+}
+LOGGING["loggers"]["emaillink"] = {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}

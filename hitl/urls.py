@@ -12,6 +12,7 @@ urlpatterns = [
     path("telegram/", include("telegramlink.urls")),
     path("slack/", include("slacklink.urls")),
     path("profile/", include("profiles.urls")),
+    path("", include("emaillink.urls")),
     path("", include("pushlink.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),

@@ -1,0 +1,45 @@
+from django.conf import settings
+from django.db import models
+
+
+class EmailPreference(models.Model):
+    """A person's choice about approval mails. No row: opted in (once their account has an address)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="email_preference")
+    opted_out = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.user}: {'opted out' if self.opted_out else 'opted in'}"
+
+
+class EmailDelivery(models.Model):
+    """The outbox: one approval's mail to one person. Queued, then sent, or closed (decided before
+    it went out), or failed (the mail server refused it, or stayed down through every retry)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        SENT = "sent"
+        CLOSED = "closed"
+        FAILED = "failed"
+
+    approval = models.ForeignKey("approvals.Approval", on_delete=models.CASCADE, related_name="email_deliveries")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    address = models.EmailField(max_length=254, blank=True, help_text="Where its last send went.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    shown_hash = models.CharField(max_length=64, blank=True, help_text="The version its last send showed.")
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "email deliveries"
+        constraints = [
+            models.UniqueConstraint(fields=["approval", "user"], name="emaillink_one_mail_per_person"),
+            models.CheckConstraint(condition=models.Q(status__in=["queued", "sent", "closed", "failed"]), name="emaillink_delivery_status_valid"),
+        ]
+        indexes = [models.Index(fields=["status", "updated_at"], name="emaillink_status_upd")]
+
+    def __str__(self) -> str:
+        return f"approval #{self.approval_id} to {self.user} ({self.status})"

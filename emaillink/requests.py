@@ -1,0 +1,137 @@
+"""Who gets a mail, and the life of each: queued, then sent (claimed by a conditional update, so a
+retry and the sweep never both send) or closed unsent once decided. A mail server that is down
+costs a retry, never a decision: nothing here runs inside one."""
+import logging
+import smtplib
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.mail import EmailMultiAlternatives, get_connection
+from django.template.loader import render_to_string
+from django.utils import timezone
+
+from approvals import routing, tokens
+from approvals.models import Approval
+
+from . import texts
+from .models import EmailDelivery, EmailPreference
+
+logger = logging.getLogger(__name__)
+Status = EmailDelivery.Status
+MAILED_KINDS = (Approval.Kind.ACTION, Approval.Kind.PLAN)  # a question is answered on the site
+
+
+class Sent:
+    SENT, NOT_CLAIMED, CLOSED, FAILED = "sent", "not claimed", "closed", "failed"
+
+
+def enabled() -> bool:
+    return settings.HITL_EMAIL_APPROVALS
+
+
+def opted_in(user) -> bool:
+    return bool(user.email) and not EmailPreference.objects.filter(user=user, opted_out=True).exists()
+
+
+def recipients(approval: Approval) -> list:
+    """Those who may decide it (approvals.routing.deciders) with an address, who did not opt out."""
+    opted_out = set(EmailPreference.objects.filter(opted_out=True).values_list("user_id", flat=True))
+    return [user for user in routing.deciders(approval) if user.is_active and user.email and user.pk not in opted_out]
+
+
+def queue(approval: Approval) -> list[int]:
+    """A queued mail for each recipient of a pending approval not mailed yet; the ids to send."""
+    if not enabled() or approval.status != Approval.Status.PENDING or approval.kind not in MAILED_KINDS:
+        return []
+    rows = [EmailDelivery.objects.get_or_create(approval=approval, user=user) for user in recipients(approval)]
+    return [row.pk for row, created in rows if created]
+
+
+def requeue_edited(approval: Approval) -> list[int]:
+    """After an edit: whoever was mailed the old version gets the new one (the old link decides nothing)."""
+    if not enabled() or approval.status != Approval.Status.PENDING or approval.kind not in MAILED_KINDS:
+        return []
+    deciders = [user.pk for user in recipients(approval)]
+    shown = EmailDelivery.objects.filter(approval=approval, user_id__in=deciders, status__in=[Status.SENT, Status.QUEUED])
+    shown = shown.exclude(shown_hash=approval.shown_hash)
+    # attempts=0 also voids a send in flight: its final conditional update finds nothing to mark.
+    again = list(shown.values_list("pk", flat=True))
+    EmailDelivery.objects.filter(pk__in=again).update(status=Status.QUEUED, attempts=0, last_error="", updated_at=timezone.now())
+    return again + queue(approval)
+
+
+def send(delivery_id: int) -> str:
+    """Send one queued mail, if it is still to be sent and its approval still waits."""
+    claimed = EmailDelivery.objects.filter(pk=delivery_id, status=Status.QUEUED, attempts__lt=max_attempts())
+    row = claimed.select_related("user", "approval__tool_call", "approval__conversation__agent").first()
+    if row is None or not claimed.filter(attempts=row.attempts).update(attempts=row.attempts + 1, updated_at=timezone.now()):
+        return Sent.NOT_CLAIMED
+    mine = EmailDelivery.objects.filter(pk=row.pk, status=Status.QUEUED, attempts=row.attempts + 1)
+    approval, user = row.approval, row.user
+    if approval.status != Approval.Status.PENDING or not opted_in(user) or not user.is_active:
+        mine.update(status=Status.CLOSED)
+        return Sent.CLOSED
+    try:
+        compose(approval, user, tokens.issue(approval, user, channel="email")).send()
+    except (smtplib.SMTPException, OSError) as exc:
+        return _failed(row, mine, exc)
+    mine.update(status=Status.SENT, address=user.email, shown_hash=approval.shown_hash, last_error="", updated_at=timezone.now())
+    return Sent.SENT
+
+
+def compose(approval: Approval, user, token: str) -> EmailMultiAlternatives:
+    """The mail: a text part and an HTML part, one link that opens the page to decide on."""
+    context = texts.shown(approval) | {"link": texts.link(token), "user": user}
+    mail = EmailMultiAlternatives(
+        subject=texts.subject(approval),
+        body=render_to_string("emaillink/mail.txt", context),
+        to=[user.email],
+        connection=get_connection(timeout=settings.EMAIL_TIMEOUT),
+    )
+    mail.attach_alternative(render_to_string("emaillink/mail.html", context), "text/html")
+    return mail
+
+
+def close_unsent(approval_ids: list[int]) -> int:
+    """Once decided, a mail still queued is never sent (a sent one's link says who decided)."""
+    return EmailDelivery.objects.filter(approval_id__in=approval_ids, status=Status.QUEUED).update(
+        status=Status.CLOSED, updated_at=timezone.now()
+    )
+
+
+def lost(*, now=None, limit: int = 200) -> list[int]:
+    """Mails to send again: queued and untouched for HITL_EMAIL_STALE_SECONDS while their task
+    should have moved them (a Redis restart, a killed worker, a mail server down)."""
+    now = now or timezone.now()
+    old = EmailDelivery.objects.filter(updated_at__lt=now - timedelta(seconds=settings.HITL_EMAIL_STALE_SECONDS))
+    stale = old.filter(status=Status.QUEUED, attempts__lt=max_attempts())
+    close_unsent(list(stale.exclude(approval__status=Approval.Status.PENDING).values_list("approval_id", flat=True)[:limit]))
+    resend = list(stale.filter(approval__status=Approval.Status.PENDING).values_list("pk", flat=True)[:limit])
+    EmailDelivery.objects.filter(pk__in=resend).update(updated_at=now)  # the next sweep leaves them to these tasks
+    return resend
+
+
+def max_attempts() -> int:
+    return settings.HITL_EMAIL_RETRIES + 1
+
+
+def still_queued(delivery_id: int) -> bool:
+    """Whether a failed send is worth retrying (a permanent failure is not)."""
+    return EmailDelivery.objects.filter(pk=delivery_id, status=Status.QUEUED).exists()
+
+
+def _failed(row: EmailDelivery, mine, exc: Exception) -> str:
+    logger.warning("email: sending approval %s to %s failed: %s", row.approval_id, row.user, exc)
+    error = f"{type(exc).__name__}: {exc}"[:500]
+    if _permanent(exc) or row.attempts + 1 >= max_attempts():
+        mine.update(status=Status.FAILED, last_error=error)
+    else:
+        mine.update(last_error=error, updated_at=timezone.now())
+    return Sent.FAILED
+
+
+def _permanent(exc: Exception) -> bool:
+    """A 5xx answer (no such mailbox, refused) will not change on a retry; a 4xx or a dead connection may."""
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        return all(code >= 500 for code, _ in exc.recipients.values())
+    return isinstance(exc, smtplib.SMTPResponseException) and exc.smtp_code >= 500
