@@ -581,3 +581,45 @@ def test_the_profile_section_says_when_slack_is_not_set_up(alice, settings):
     settings.SLACK_BOT_TOKEN = ""
     assert "Slack is not set up on this site" in client_for(alice).get("/profile/").content.decode()
     assert client_for(alice).post("/slack/code/").status_code == 404
+
+
+# --- More of what an outsider tries -------------------------------------------------------------------
+
+
+def test_a_signed_body_sent_as_json_is_refused_with_400(fake):
+    body = json.dumps({"type": "block_actions"})
+    headers = {**sign(fake.signing_secret, body), "Content-Type": "application/json"}
+    assert fake.deliver("/slack/interactions/", body, headers=headers)[0] == 400
+
+
+@through_the_loop
+def test_a_modal_submitted_with_another_persons_token_decides_nothing(pending, fake, alice, mallory):
+    approval, message = pending
+    fake.press(ALICE, message, "Reject with reason")
+    link(fake, mallory, MALLORY)
+
+    status, body = fake.submit(MALLORY, fake.views()[-1], {"reason": "mine now"})
+
+    assert status == 200 and json.loads(body)["errors"]["reason"] == "This request is no longer known."
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+
+@through_the_loop
+def test_a_deactivated_users_link_presses_nothing(pending, fake, alice):
+    approval, message = pending
+    User.objects.filter(pk=alice.pk).update(is_active=False)
+    fake.press(ALICE, message, "Approve")
+    assert "not linked" in fake.ephemerals(ALICE)[-1]
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+
+@through_the_loop
+def test_the_card_and_the_history_show_a_decision_made_in_slack_as_via_slack(fake, alice, bob, carol, ops_agent):
+    link(fake, bob, BOB)
+    approval = only_pending(start_conversation(alice, ops_agent, "delete a.txt"))
+    fake.press(BOB, request_to(fake, BOB, approval), "Reject")
+    assert Approval.objects.get(pk=approval.pk).decided_via == "slack"
+    card = client_for(alice).get(f"/conversations/{approval.conversation_id}/").content.decode()
+    assert "by bob via slack" in card
+    history = client_for(bob).get("/approvals/history/")
+    assert history.status_code == 200 and '<td data-label="Via">slack</td>' in history.content.decode()
