@@ -10,7 +10,9 @@ class PushLinkConfig(AppConfig):
     verbose_name = "Push notifications"
 
     def ready(self) -> None:
-        from approvals.signals import approval_edited, approval_requested, approvals_decided, approvals_escalated
+        from approvals.signals import (
+            approval_edited, approval_requested, approvals_decided, approvals_escalated, approvals_reminded,
+        )
 
         from profiles.sections import Section, register
 
@@ -22,4 +24,5 @@ class PushLinkConfig(AppConfig):
         approval_requested.connect(receivers.on_approval_requested, dispatch_uid="pushlink.on_requested")
         approval_edited.connect(receivers.on_approval_edited, dispatch_uid="pushlink.on_edited")
         approvals_escalated.connect(receivers.on_approvals_escalated, dispatch_uid="pushlink.on_escalated")
+        approvals_reminded.connect(receivers.on_approvals_escalated, dispatch_uid="pushlink.on_reminded")
         approvals_decided.connect(receivers.on_approvals_decided, dispatch_uid="pushlink.on_decided")

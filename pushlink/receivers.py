@@ -18,7 +18,9 @@ def on_approval_edited(sender, approval=None, **kwargs) -> None:
 
 
 def on_approvals_escalated(sender, approvals=(), **kwargs) -> None:
-    for approval in approvals:  # the escalation groups' members may decide it now
+    # Escalated: the escalation groups' members may decide it now. Reminded: devices turned on since
+    # the request get it (a device already notified is not notified twice).
+    for approval in approvals:
         on_approval_requested(sender, approval)
 
 

@@ -134,8 +134,9 @@ def status_of(conversation_id: str) -> str:
     return Conversation.objects.get(pk=conversation_id).status
 
 
-def test_approving_from_the_notification_resumes_the_run_and_replaces_it_with_the_outcome(push, alice, agent):
-    phone = devices(push, alice)["alice"]
+def test_approving_from_the_notification_resumes_the_run_and_replaces_it_with_the_outcome(push, alice, bob, agent):
+    browser = Browser(push, alice)
+    phone = browser.turn_on_notifications()
     conversation_id = start_on(push, alice, "write hello to a.txt")
     approval = approval_of(conversation_id)
     shown = notified(push, phone, approval)
@@ -151,6 +152,8 @@ def test_approving_from_the_notification_resumes_the_run_and_replaces_it_with_th
     decided = notified(push, phone, approval, "decided")
     assert decided["tag"] == shown["tag"] and decided["body"].startswith("Approved by alice via push")
     wait_until(lambda: PushNotification.objects.get(approval=approval).status == "closed", message="closed")
+    assert "by alice via push" in browser.http.get(f"/conversations/{conversation_id}/").text  # the card says how
+    assert '<td data-label="Via">push</td>' in Browser(push, bob).http.get("/approvals/history/").text  # an approver's history
 
 
 def test_rejecting_with_a_reason_from_the_notification(push, alice, agent):
