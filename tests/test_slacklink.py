@@ -79,7 +79,7 @@ def stale(settings):
 
 def sweep() -> None:
     """The beat sweep, once what a check of `requests.lost()` stamped has aged."""
-    SlackMessage.objects.update(updated_at=timezone.now() - timedelta(seconds=5))
+    SlackMessage.objects.update(updated_at=timezone.now() - timedelta(hours=1))
     resend_lost_messages.delay()
 
 
@@ -623,3 +623,39 @@ def test_the_card_and_the_history_show_a_decision_made_in_slack_as_via_slack(fak
     assert "by bob via slack" in card
     history = client_for(bob).get("/approvals/history/")
     assert history.status_code == 200 and '<td data-label="Via">slack</td>' in history.content.decode()
+
+
+# --- The stand-in speaks the Web API as slack_sdk meets it ---------------------------------------------
+
+
+def test_the_stand_in_refuses_what_slack_refuses(fake, settings):
+    from slack_sdk.errors import SlackApiError
+
+    from slacklink import client
+
+    too_long = [{"type": "section", "text": {"type": "plain_text", "text": "x" * 3001}}]
+    with pytest.raises(SlackApiError) as refused:
+        client.post(ALICE, "hello", too_long)
+    assert client.error_code(refused.value) == "invalid_blocks" and client.is_permanent(refused.value)
+    with pytest.raises(SlackApiError) as refused:
+        client.open_view("never-issued", {"type": "modal", "blocks": []})
+    assert client.error_code(refused.value) == "invalid_trigger_id"
+    settings.SLACK_BOT_TOKEN = "xoxb-wrong"
+    with pytest.raises(SlackApiError) as refused:
+        client.post(ALICE, "hello", [])
+    assert client.error_code(refused.value) == "invalid_auth" and not client.is_permanent(refused.value)
+    assert not fake.calls
+
+
+@through_the_loop
+def test_a_wrong_bot_token_keeps_the_message_queued_with_slacks_error_until_it_is_fixed(fake, alice, agent, settings):
+    link(fake, alice, ALICE)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    token, settings.SLACK_BOT_TOKEN = settings.SLACK_BOT_TOKEN, "xoxb-revoked"
+
+    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert SlackMessage.objects.get(pk=row.pk).last_error == "invalid_auth"
+
+    settings.SLACK_BOT_TOKEN = token
+    sweep()
+    assert SlackMessage.objects.get(pk=row.pk).status == "sent" and request_to(fake, ALICE, approval)
