@@ -81,8 +81,8 @@ def summary(approval: Approval) -> str:
         text = str((approval.question or {}).get("text", ""))
     elif approval.kind == Approval.Kind.PLAN:
         text = str((approval.plan or {}).get("title", "a plan"))
-    elif approval.preview and approval.preview.get("text"):
-        text = str(approval.preview["text"]).strip().splitlines()[0] if str(approval.preview["text"]).strip() else ""
+    elif approval.preview and str(approval.preview.get("text") or "").strip():
+        text = str(approval.preview["text"]).strip().splitlines()[0]
     else:
         arguments = approval.edited_arguments if approval.is_edited else approval.tool_call.arguments
         text = json.dumps(arguments, ensure_ascii=False)

@@ -427,7 +427,7 @@ def test_an_expired_token_is_403(pending):
     approval, shown, _ = pending
     DecisionToken.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
 
-    assert decide(shown["tokens"]["approve"], "approve") [1]["outcome"] == "expired"
+    assert decide(shown["tokens"]["approve"], "approve") == (403, {"outcome": "expired", "message": "This notification has expired: open the site."})
     assert Approval.objects.get(pk=approval.pk).status == "pending"
 
 
