@@ -98,5 +98,7 @@ def _page(request, state: str, approval: Approval | None = None, *, status: int 
         context |= texts.shown(approval) | {"outcome": texts.outcome_line(approval)}
     response = render(request, "emaillink/page.html", context, status=status)
     response["Cache-Control"] = "no-store"
-    response["Referrer-Policy"] = "no-referrer"  # the token is in this page's address
+    # The token is in this page's address: never sent to another site. (no-referrer would make Chromium
+    # send "Origin: null" with the form, which CSRF protection refuses.)
+    response["Referrer-Policy"] = "same-origin"
     return response

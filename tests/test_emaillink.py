@@ -160,7 +160,7 @@ def test_a_get_never_decides_and_shows_the_call_with_approve_and_reject(pending)
 
     page = text_of(response)
     assert "write_file" in page and "a.txt" in page and 'value="approve"' in page and 'value="reject"' in page and 'name="reason"' in page
-    assert response["Cache-Control"] == "no-store" and response["Referrer-Policy"] == "no-referrer"
+    assert response["Cache-Control"] == "no-store" and response["Referrer-Policy"] == "same-origin"
     assert Approval.objects.get(pk=approval.pk).status == "pending" and not DecisionToken.objects.filter(used_at__isnull=False).exists()
 
 
