@@ -189,12 +189,15 @@ def _detail(approval: Approval) -> str:
         return "\n".join(f"{step['index']}. {reveal(str(step['action']))}" + (" (optional)" if step.get("optional") else "")
                          for step in approval.plan["steps"])
     arguments = approval.edited_arguments if approval.is_edited else approval.tool_call.arguments
-    as_json = lambda value: reveal(json.dumps(value, ensure_ascii=False, indent=1))  # noqa: E731
     if not approval.preview:
-        return as_json(arguments)
+        return _json(arguments)
     preview = reveal(approval.preview["text"])
     unshown = {k: v for k, v in arguments.items() if not _displays(preview, v)} if isinstance(arguments, dict) else arguments
-    return f"{preview}\n\nAlso in the call:\n{as_json(unshown)}" if unshown else preview
+    return f"{preview}\n\nAlso in the call:\n{_json(unshown)}" if unshown else preview
+
+
+def _json(value) -> str:
+    return reveal(json.dumps(value, ensure_ascii=False, indent=1))
 
 
 def _displays(preview: str, value) -> bool:

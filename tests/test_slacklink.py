@@ -7,10 +7,14 @@ slack_sdk's WebClient; presses are signed and posted to the site as Slack posts 
 import io
 import json
 import time
+import uuid
 from datetime import timedelta
 from urllib.parse import urlencode
 
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from django.contrib.auth.models import Group, User
 from django.core.management import CommandError, call_command
 from django.test import Client
@@ -659,3 +663,34 @@ def test_a_wrong_bot_token_keeps_the_message_queued_with_slacks_error_until_it_i
     settings.SLACK_BOT_TOKEN = token
     sweep()
     assert SlackMessage.objects.get(pk=row.pk).status == "sent" and request_to(fake, ALICE, approval)
+
+
+# Payloads shaped like Slack's, their values anything JSON holds: signed, so they reach the handler.
+_ANY = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
+_PAYLOADS = st.fixed_dictionaries({
+    "type": st.sampled_from(["block_actions", "view_submission", "shortcut"]) | _ANY,
+    "user": st.fixed_dictionaries({"id": st.sampled_from([ALICE, STRANGER]) | _ANY, "team_id": st.just(TEAM) | _ANY}) | _ANY,
+    "team": st.fixed_dictionaries({"id": st.just(TEAM) | _ANY}) | _ANY,
+    "actions": st.lists(st.fixed_dictionaries({
+        "action_id": st.sampled_from([blocks.APPROVE, blocks.REJECT, blocks.CHOOSE, blocks.SELECT, blocks.ANSWER]) | _ANY,
+        "value": _ANY, "selected_option": _ANY,
+    }), max_size=2) | _ANY,
+    "view": st.fixed_dictionaries({"callback_id": st.sampled_from([blocks.REASON_VIEW, blocks.CONFIRM_VIEW]) | _ANY,
+                                   "private_metadata": _ANY, "state": _ANY}) | _ANY,
+    "container": _ANY, "channel": _ANY, "trigger_id": _ANY,
+})
+
+
+@through_the_loop
+def test_any_signed_payload_is_answered_without_a_500_and_decides_nothing(pending, fake):
+    approval, _ = pending
+
+    @hypothesis_settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_PAYLOADS)
+    def check(payload):
+        status, _ = fake.interact(payload | {"api_app_id": uuid.uuid4().hex})  # never a replay of an earlier example
+        assert status in (200, 400)
+
+    check()
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
