@@ -140,7 +140,7 @@ def test_the_profile_page_shows_the_address_and_opts_out_and_back_in(sink, alice
 
     assert browser.post("/email/preference/", {"csrfmiddlewaretoken": csrf}).status_code == 302  # unchecked: out
     only_pending(start_conversation(alice, agent, "write hello to a.txt"))
-    assert sink.messages() == [] and "you opted out" in browser.get("/profile/").content.decode()
+    assert sink.messages() == [] and "You opted out" in browser.get("/profile/").content.decode()
 
     browser.post("/email/preference/", {"csrfmiddlewaretoken": csrf, "mail": "on"})
     only_pending(start_conversation(alice, agent, "write hello to b.txt"))
@@ -363,3 +363,23 @@ def test_the_pages_own_form_decides_without_a_login(pending, alice):
 
     approval.refresh_from_db()
     assert response.status_code == 200 and (approval.status, approval.decided_by, approval.decided_via) == ("approved", alice, "email")
+
+
+def test_other_methods_and_a_deactivated_recipient_decide_nothing(pending, alice):
+    approval, mail = pending
+    url = path_of(link(mail))
+
+    assert Client().put(url, "decision=approve").status_code == 405
+    assert Client().delete(url).status_code == 405
+    alice.is_active = False
+    alice.save(update_fields=["is_active"])
+    assert Client().get(url).status_code == 403 and post(link(mail), "approve").status_code == 403
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+
+def test_an_oversized_reason_is_cut_and_stored(pending):
+    approval, mail = pending
+
+    assert post(link(mail), "reject", reason="x" * 100_000).status_code == 200
+
+    assert Approval.objects.get(pk=approval.pk).rejection_reason.startswith("x" * 100)
