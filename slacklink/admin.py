@@ -1,7 +1,7 @@
 """Linked Slack accounts, and the messages sent: the failed ones are what operators look at."""
 from django.contrib import admin
 
-from .models import SlackAccount, SlackMessage
+from .models import Reminder, SlackAccount, SlackMessage
 
 
 @admin.register(SlackAccount)
@@ -22,6 +22,19 @@ class SlackMessageAdmin(admin.ModelAdmin):
     list_filter = ["status"]
     search_fields = ["last_error", "account__user__username"]
     readonly_fields = ["approval", "account", "channel", "ts", "status", "attempts", "last_error", "shown_hash", "votes_seen"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Reminder)
+class ReminderAdmin(admin.ModelAdmin):
+    list_display = ["message", "status", "attempts", "last_error", "updated_at"]
+    list_filter = ["status"]
+    readonly_fields = ["message", "status", "attempts", "last_error"]
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -24,5 +24,5 @@ class SlackLinkConfig(AppConfig):
         approvals_decided.connect(receivers.on_approvals_decided, dispatch_uid="slacklink.on_decided")
         approval_edited.connect(receivers.on_approval_edited, dispatch_uid="slacklink.on_edited")
         approval_voted.connect(receivers.on_approval_voted, dispatch_uid="slacklink.on_voted")
-        approvals_reminded.connect(receivers.on_approvals_widened, dispatch_uid="slacklink.on_reminded")
-        approvals_escalated.connect(receivers.on_approvals_widened, dispatch_uid="slacklink.on_escalated")
+        approvals_reminded.connect(receivers.on_approvals_reminded, dispatch_uid="slacklink.on_reminded")
+        approvals_escalated.connect(receivers.on_approvals_escalated, dispatch_uid="slacklink.on_escalated")

@@ -79,6 +79,15 @@ def too_late(approval: Approval) -> str:
     return f"too late: {line[:1].lower()}{line[1:]}"
 
 
+def reminder(approval: Approval) -> str:
+    """The one "still waiting" reply under a routed request whose reminder is due (mrkdwn: escaped)."""
+    count = f" ({votes.summary(approval)})" if approval.quorum > 1 else ""
+    return _mrkdwn_escape(
+        f"⏰ Reminder: still waiting for a decision on #{approval.pk} · {_call_name(approval)}, requested at "
+        f"{approval.requested_at:%H:%M} UTC{count}. Decide with the buttons above or on the site: "
+    ) + f"<{conversation_url(approval)}|open the conversation>"
+
+
 def counted_line(approval: Approval) -> str:
     return f"Your approval is counted: {votes.summary(approval)}."
 

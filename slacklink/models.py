@@ -90,3 +90,28 @@ class SeenRequest(models.Model):
 
     signature = models.CharField(max_length=80, unique=True)
     seen_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+
+class Reminder(models.Model):
+    """The one "still waiting" a sent request gets (a reply in its thread) when its routed
+    approval's reminder is due: an outbox row like SlackMessage, so a restart loses none and the
+    sweep sends none twice."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        SENT = "sent"
+        CLOSED = "closed"  # its approval was decided before it went
+        FAILED = "failed"
+
+    message = models.OneToOneField(SlackMessage, on_delete=models.CASCADE, related_name="reminder")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "updated_at"], name="slacklink_rem_status_upd")]
+
+    def __str__(self) -> str:
+        return f"reminder of {self.message} ({self.status})"

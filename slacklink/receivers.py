@@ -1,9 +1,9 @@
 """Slack hears of the decision service's events like every other surface."""
 from hitl.celery import enqueue_on_commit
 
-from . import client, requests
+from . import client, reminders, requests
 from .models import SlackMessage
-from .tasks import close_messages, refresh_messages, send_request
+from .tasks import close_messages, refresh_messages, send_reminder, send_request
 
 
 def on_approval_requested(sender, approval, **kwargs) -> None:
@@ -34,7 +34,14 @@ def on_approval_voted(sender, approval, **kwargs) -> None:
         enqueue_on_commit(refresh_messages, ids)
 
 
-def on_approvals_widened(sender, approvals, **kwargs) -> None:
-    # Reminded or escalated: whoever may decide it now and has no copy yet gets one.
+def on_approvals_reminded(sender, approvals, **kwargs) -> None:
+    for approval in approvals:
+        on_approval_requested(sender, approval)  # linked since the request: they get the request itself
+        for reminder_id in reminders.queue(approval):
+            enqueue_on_commit(send_reminder, reminder_id)
+
+
+def on_approvals_escalated(sender, approvals, **kwargs) -> None:
+    # The escalation groups' members may decide it now: they get the request, as its approvers did.
     for approval in approvals:
         on_approval_requested(sender, approval)

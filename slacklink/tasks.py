@@ -1,8 +1,8 @@
 """Thin Celery tasks: send a request (retried with backoff), update messages to the outcome or
-rewrite them while they wait, and the sweep that picks up what a lost task left."""
+rewrite them while they wait, send a reminder, and the sweep that picks up what a lost task left."""
 from celery import shared_task
 
-from . import requests, verification
+from . import reminders, requests, verification
 
 
 def _backoff(task) -> int:
@@ -27,6 +27,12 @@ def refresh_messages(self, message_ids: list[int]) -> None:
         raise self.retry(args=(failed,), countdown=_backoff(self), max_retries=requests.max_attempts())
 
 
+@shared_task(bind=True, ignore_result=True, acks_late=True)
+def send_reminder(self, reminder_id: int) -> None:
+    if reminders.send(reminder_id) == requests.Sent.FAILED:
+        raise self.retry(countdown=_backoff(self), max_retries=requests.max_attempts())
+
+
 @shared_task(ignore_result=True)
 def resend_lost_messages() -> None:
     resend, reclose, rewrite = requests.lost()
@@ -36,4 +42,6 @@ def resend_lost_messages() -> None:
         close_messages.delay(reclose)
     if rewrite:
         refresh_messages.delay(rewrite)
+    for reminder_id in reminders.lost():
+        send_reminder.delay(reminder_id)
     verification.forget_old()

@@ -51,6 +51,7 @@ class FakeSlack:
         self.changed = threading.Condition()
         self.messages: dict[tuple[str, str], dict] = {}  # (channel, ts) -> the message as the person sees it now
         self.triggers: set[str] = set()
+        self.replies: list[dict] = []  # replies in a message's thread
         self.failing: set[str] = set()  # methods that answer 503 until removed
         self.lost_answers: set[str] = set()  # carried out, but the answer is lost (502)
         self.refusing: dict[str, str] = {}  # method -> Slack error name to answer with
@@ -82,6 +83,10 @@ class FakeSlack:
         """The messages in `user_id`'s direct messages with the app, as they show now, oldest first."""
         with self.changed:
             return [m for (channel, _), m in sorted(self.messages.items(), key=lambda i: i[0][1]) if channel == dm(user_id)]
+
+    def replies_to(self, user_id: str) -> list[dict]:
+        with self.changed:
+            return [reply for reply in self.replies if reply["channel"] == dm(user_id)]
 
     def ephemerals(self, user_id: str) -> list[str]:
         return [body["text"] for body in self.sent("chat.postEphemeral", user=user_id)]
@@ -177,6 +182,13 @@ class FakeSlack:
     # --- The Web API --------------------------------------------------------------------------------
 
     def _result(self, method: str, body: dict) -> dict:
+        if method == "chat.postMessage" and body.get("thread_ts"):
+            channel = dm(body["channel"]) if str(body["channel"]).startswith("U") else body["channel"]
+            if (channel, body["thread_ts"]) not in self.messages:
+                return {"ok": False, "error": "thread_not_found"}
+            ts = f"{int(time.time())}.{next(self._ids):06d}"
+            self.replies.append({"channel": channel, "ts": ts, "thread_ts": body["thread_ts"], "text": body.get("text", "")})
+            return {"channel": channel, "ts": ts}
         if method == "chat.postMessage":
             channel = dm(body["channel"]) if str(body["channel"]).startswith("U") else body["channel"]
             ts = f"{int(time.time())}.{next(self._ids):06d}"

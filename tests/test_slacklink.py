@@ -20,11 +20,11 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
-from approvals import routemaking
+from approvals import escalation, routemaking
 from approvals import services as approval_services
 from approvals.models import Approval
-from slacklink import accounts, blocks, requests, verification
-from slacklink.models import LinkCode, SeenRequest, SentVersion, SlackAccount, SlackMessage
+from slacklink import accounts, blocks, reminders, requests, verification
+from slacklink.models import LinkCode, Reminder, SeenRequest, SentVersion, SlackAccount, SlackMessage
 from slacklink.tasks import resend_lost_messages
 from tests.conftest import client_for, pending_approvals, start_conversation
 from tests.fake_slack import TEAM, FakeSlack, django_poster, dm, sign
@@ -84,6 +84,7 @@ def stale(settings):
 def sweep() -> None:
     """The beat sweep, once what a check of `requests.lost()` stamped has aged."""
     SlackMessage.objects.update(updated_at=timezone.now() - timedelta(hours=1))
+    Reminder.objects.update(updated_at=timezone.now() - timedelta(hours=1))
     resend_lost_messages.delay()
 
 
@@ -457,6 +458,47 @@ def test_a_vote_below_quorum_is_counted_on_every_copy_which_keeps_its_buttons(fa
     fake.press(ERIN, erins, "Approve")
     assert Approval.objects.get(pk=approval.pk).status == "approved"
     assert "Approved by erin via slack" in fake.text_of(request_to(fake, DANA, approval))
+
+
+@through_the_loop
+def test_a_due_reminder_replies_once_under_the_request_of_each_approver_who_has_not_voted(fake, alice, ops_agent, settings):
+    group = Group.objects.create(name="finance")
+    dana, erin = (User.objects.create_user(name) for name in ("dana", "erin"))
+    for member in (dana, erin):
+        member.groups.add(group)
+    routemaking.create_route(created_by=None, agent="ops", tool="send_email", approvers=["finance"], quorum=2, remind_after_seconds=1)
+    link(fake, dana, DANA)
+    link(fake, erin, ERIN)
+    approval = only_pending(start_conversation(alice, ops_agent, "email bob@example.com about lunch"))
+    fake.press(DANA, request_to(fake, DANA, approval), "Approve")
+
+    assert escalation.send_due_reminders(now=timezone.now() + timedelta(seconds=5)) == [approval.pk]
+
+    (reminder,) = fake.replies_to(ERIN)
+    assert reminder["thread_ts"] == request_to(fake, ERIN, approval)["ts"]
+    assert reminder["text"].startswith(f"⏰ Reminder: still waiting for a decision on #{approval.pk}")
+    assert "1 of 2 approvals: dana" in reminder["text"] and not fake.replies_to(DANA)  # dana voted
+    assert reminders.queue(approval) == []  # the signal again: no second reminder
+    sweep()
+    assert len(fake.replies_to(ERIN)) == 1
+
+
+@through_the_loop
+def test_a_reminder_lost_with_its_task_is_sent_by_the_sweep_and_never_after_the_decision(fake, alice, ops_agent, settings):
+    group = Group.objects.create(name="finance")
+    dana = User.objects.create_user("dana")
+    dana.groups.add(group)
+    routemaking.create_route(created_by=None, agent="ops", tool="send_email", approvers=["finance"], quorum=1)
+    link(fake, dana, DANA)
+    approval = only_pending(start_conversation(alice, ops_agent, "email bob@example.com about lunch"))
+    (lost,) = reminders.queue(approval)  # queued, its task lost
+
+    sweep()
+
+    assert Reminder.objects.get(pk=lost).status == "sent" and len(fake.replies_to(DANA)) == 1
+    Reminder.objects.filter(pk=lost).update(status="queued")  # as if queued again before the decision
+    fake.press(DANA, request_to(fake, DANA, approval), "Approve")
+    assert reminders.send(lost) == requests.Sent.CLOSED and len(fake.replies_to(DANA)) == 1
 
 
 @through_the_loop

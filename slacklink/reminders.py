@@ -1,0 +1,64 @@
+"""The one reminder each person who was sent a routed request and has not voted gets when its
+route's reminder is due: a reply in the request's thread. Stored before it is sent (Reminder), so
+the sweep sends one a lost task left, and none twice."""
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from approvals import votes
+from approvals.models import Approval
+
+from . import blocks, client
+from .models import Reminder, SlackMessage
+from .requests import RELATED, VOTES, Sent, max_attempts
+
+logger = logging.getLogger(__name__)
+Pending = Approval.Status.PENDING
+
+
+def queue(approval: Approval) -> list[int]:
+    """A reminder for each sent copy whose reader has not voted yet; the ids to send. Once each."""
+    if not client.enabled() or approval.status != Pending:
+        return []
+    counted = votes.counted(approval)
+    voted = {vote.user_id for vote in counted} | {vote.voter_id for vote in counted}
+    sent = SlackMessage.objects.filter(approval=approval, status=SlackMessage.Status.SENT).exclude(account__user_id__in=voted)
+    rows = [Reminder.objects.get_or_create(message=message) for message in sent]
+    return [reminder.pk for reminder, created in rows if created]
+
+
+def send(reminder_id: int) -> str:
+    """Send one queued reminder, in its request's thread, if the approval still waits."""
+    claimed = Reminder.objects.filter(pk=reminder_id, status=Reminder.Status.QUEUED, attempts__lt=max_attempts())
+    reminder = claimed.select_related(*(f"message__{name}" for name in RELATED)).prefetch_related(
+        *(f"message__{name}" for name in VOTES)
+    ).first()
+    if reminder is None or not claimed.filter(attempts=reminder.attempts).update(attempts=reminder.attempts + 1, updated_at=timezone.now()):
+        return Sent.NOT_CLAIMED
+    row, approval = reminder.message, reminder.message.approval
+    if approval.status != Pending:
+        Reminder.objects.filter(pk=reminder.pk, status=Reminder.Status.QUEUED).update(status=Reminder.Status.CLOSED)
+        return Sent.CLOSED
+    try:
+        client.reply(row.channel, row.ts, blocks.reminder(approval))
+    except client.ERRORS as exc:
+        error = client.error_code(exc)[:500]
+        logger.warning("slack: reminding %s of approval %s failed: %s", row.account.slack_user_id, approval.pk, error)
+        failed = {"status": Reminder.Status.FAILED} if client.is_permanent(exc) or reminder.attempts + 1 >= max_attempts() else {}
+        Reminder.objects.filter(pk=reminder.pk, status=Reminder.Status.QUEUED).update(last_error=error, updated_at=timezone.now(), **failed)
+        return Sent.FAILED
+    Reminder.objects.filter(pk=reminder.pk).update(status=Reminder.Status.SENT, last_error="", updated_at=timezone.now())
+    return Sent.SENT
+
+
+def lost(*, now=None, limit: int = 200) -> list[int]:
+    """Reminders a lost task left queued (untouched for HITL_SLACK_STALE_SECONDS) of waiting approvals."""
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.HITL_SLACK_STALE_SECONDS)
+    ids = list(Reminder.objects.filter(
+        updated_at__lt=stale, status=Reminder.Status.QUEUED, attempts__lt=max_attempts(), message__approval__status=Pending
+    ).values_list("pk", flat=True)[:limit])
+    Reminder.objects.filter(pk__in=ids).update(updated_at=now)
+    return ids
