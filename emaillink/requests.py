@@ -92,6 +92,14 @@ def compose(approval: Approval, user, token: str) -> EmailMultiAlternatives:
     return mail
 
 
+def retry_failed(delivery_ids: list[int]) -> list[int]:
+    """An operator's "send again" (the mail server fixed): failed mails of calls still waiting, queued afresh."""
+    failed = EmailDelivery.objects.filter(pk__in=delivery_ids, status=Status.FAILED, approval__status=Approval.Status.PENDING)
+    again = list(failed.values_list("pk", flat=True))
+    EmailDelivery.objects.filter(pk__in=again).update(status=Status.QUEUED, attempts=0, last_error="", updated_at=timezone.now())
+    return again
+
+
 def close_unsent(approval_ids: list[int]) -> int:
     """Once decided, a mail still queued is never sent (a sent one's link says who decided)."""
     return EmailDelivery.objects.filter(approval_id__in=approval_ids, status=Status.QUEUED).update(

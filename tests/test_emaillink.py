@@ -172,6 +172,7 @@ def test_approve_decides_via_email_as_the_recipient_and_a_second_post_never_deci
     approval.refresh_from_db()
     assert response.status_code == 200 and "Approved by alice via email" in text_of(response)
     assert (approval.status, approval.decided_by, approval.decided_via) == ("approved", alice, "email")
+    assert "by alice via email" in text_of(client_for(alice).get(f"/conversations/{approval.conversation_id}/"))  # the card says so
 
     again = post(link(mail), "reject", reason="changed my mind")
 
@@ -351,6 +352,11 @@ def test_a_refused_address_fails_at_once_and_is_listed_for_operators(sink, alice
     assert (delivery.status, delivery.attempts) == ("failed", 1) and "550" in delivery.last_error
     listing = admin_client.get("/admin/emaillink/emaildelivery/?status__exact=failed").content.decode()
     assert "550" in listing and "alice" in listing
+
+    sink.refused.clear()  # the address fixed: the operator sends it again
+    admin_client.post("/admin/emaillink/emaildelivery/", {"action": "send_again", "_selected_action": [delivery.pk]})
+
+    assert EmailDelivery.objects.get().status == "sent" and len(sink.messages("alice@example.org")) == 1
 
 
 def test_the_pages_own_form_decides_without_a_login(pending, alice):
