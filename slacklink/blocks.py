@@ -173,7 +173,8 @@ def _context(approval: Approval, *, decided: bool = False) -> list[dict]:
             lines.append(f"🗳 {votes.summary(approval)}")
     if approval.expires_at and not decided:
         lines.append(f"Expires: {approval.expires_at:%Y-%m-%d %H:%M} UTC")
-    return [{"type": "context", "block_id": "context", "elements": [_text(line) for line in lines]}] if lines else []
+    elements = [_text(_short(line, MAX_OUTCOME)) for line in lines]
+    return [{"type": "context", "block_id": "context", "elements": elements}] if lines else []
 
 
 def _detail_block(approval: Approval) -> tuple[dict, bool]:

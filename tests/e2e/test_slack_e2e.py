@@ -243,3 +243,16 @@ def test_slack_down_then_back_loses_nothing_and_sends_nothing_twice(sl, alice, a
     assert len([b for b in sl.fake.sent("chat.postMessage", channel=ALICE) if f"(#{approval.pk})" in json.dumps(b["blocks"])]) == 1
     assert len(copies_of(sl, ALICE, approval)) == 1 and message["ts"] == copies_of(sl, ALICE, approval)[0]["ts"]
     assert SlackMessage.objects.get(approval=approval).status == "closed"
+
+
+def test_a_question_gets_a_button_per_option_and_a_press_answers_it(sl, alice, agent):
+    link(sl, alice, ALICE)
+    conversation_id = start_on(sl, alice, "ask me to choose between tea, coffee and water")
+    message = request_to(sl, ALICE, conversation_id)
+    assert {"tea", "coffee", "water"} <= set(sl.fake.buttons(message))
+
+    sl.fake.press(ALICE, message, "coffee")
+
+    wait_until(lambda: status_of(conversation_id) == "idle", timeout=20, message="the run to go on")
+    assert Message.objects.filter(conversation_id=conversation_id, role="assistant").last().content == "You answered: coffee."
+    request_to(sl, ALICE, conversation_id, containing="Answered by alice via slack")
