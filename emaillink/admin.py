@@ -10,10 +10,10 @@ from .tasks import send_mail
 
 @admin.register(EmailDelivery)
 class EmailDeliveryAdmin(admin.ModelAdmin):
-    list_display = ["approval", "user", "address", "status", "attempts", "last_error", "updated_at"]
-    list_filter = ["status"]
+    list_display = ["approval", "kind", "user", "address", "status", "attempts", "last_error", "updated_at"]
+    list_filter = ["status", "kind"]
     search_fields = ["user__username", "address", "last_error"]
-    readonly_fields = ["approval", "user", "address", "status", "shown_hash", "attempts", "last_error", "created_at", "updated_at"]
+    readonly_fields = ["approval", "kind", "user", "address", "status", "shown_hash", "attempts", "last_error", "created_at", "updated_at"]
     actions = ["send_again"]
 
     @admin.action(description="Send the selected failed mails again (while their call waits)", permissions=["resend"])

@@ -10,7 +10,7 @@ class EmailLinkConfig(AppConfig):
     verbose_name = "Email approvals"
 
     def ready(self) -> None:
-        from approvals.signals import approval_edited, approval_requested, approvals_decided, approvals_escalated
+        from approvals.signals import approval_edited, approval_requested, approvals_decided, approvals_escalated, approvals_reminded
 
         from profiles.sections import Section, register
 
@@ -22,4 +22,5 @@ class EmailLinkConfig(AppConfig):
         approval_requested.connect(receivers.on_approval_requested, dispatch_uid="emaillink.on_requested")
         approval_edited.connect(receivers.on_approval_edited, dispatch_uid="emaillink.on_edited")
         approvals_escalated.connect(receivers.on_approvals_escalated, dispatch_uid="emaillink.on_escalated")
+        approvals_reminded.connect(receivers.on_approvals_reminded, dispatch_uid="emaillink.on_reminded")
         approvals_decided.connect(receivers.on_approvals_decided, dispatch_uid="emaillink.on_decided")

@@ -14,8 +14,13 @@ class EmailPreference(models.Model):
 
 
 class EmailDelivery(models.Model):
-    """The outbox: one approval's mail to one person. Queued, then sent, or closed (decided before
-    it went out), or failed (the mail server refused it, or stayed down through every retry)."""
+    """The outbox: one approval's mail to one person (its request, and one reminder when a route's
+    reminder is due). Queued, then sent, or closed (decided before it went out), or failed (the mail
+    server refused it, or stayed down through every retry)."""
+
+    class Kind(models.TextChoices):
+        REQUEST = "request"
+        REMINDER = "reminder"
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -25,6 +30,7 @@ class EmailDelivery(models.Model):
 
     approval = models.ForeignKey("approvals.Approval", on_delete=models.CASCADE, related_name="email_deliveries")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.REQUEST)
     address = models.EmailField(max_length=254, blank=True, help_text="Where its last send went.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     shown_hash = models.CharField(max_length=64, blank=True, help_text="The version its last send showed.")
@@ -36,10 +42,10 @@ class EmailDelivery(models.Model):
     class Meta:
         verbose_name_plural = "email deliveries"
         constraints = [
-            models.UniqueConstraint(fields=["approval", "user"], name="emaillink_one_mail_per_person"),
+            models.UniqueConstraint(fields=["approval", "user", "kind"], name="emaillink_one_mail_of_each_kind_per_person"),
             models.CheckConstraint(condition=models.Q(status__in=["queued", "sent", "closed", "failed"]), name="emaillink_delivery_status_valid"),
         ]
         indexes = [models.Index(fields=["status", "updated_at"], name="emaillink_status_upd")]
 
     def __str__(self) -> str:
-        return f"approval #{self.approval_id} to {self.user} ({self.status})"
+        return f"approval #{self.approval_id}: {self.kind} to {self.user} ({self.status})"

@@ -21,6 +21,12 @@ def on_approvals_escalated(sender, approvals=(), **kwargs) -> None:
         on_approval_requested(sender, approval)
 
 
+def on_approvals_reminded(sender, approvals=(), **kwargs) -> None:
+    for approval in approvals:
+        for delivery_id in requests.queue_reminders(approval):
+            enqueue_on_commit(send_mail, delivery_id)
+
+
 def on_approvals_decided(sender, approvals=(), **kwargs) -> None:
     # A mail cannot be taken back: its link now opens a page saying who decided. What is still queued is never sent.
     requests.close_unsent([approval.pk for approval in approvals])

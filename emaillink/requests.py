@@ -10,7 +10,7 @@ from django.core.mail import EmailMultiAlternatives, get_connection
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from approvals import routing, tokens
+from approvals import routing, tokens, votes
 from approvals.models import Approval
 
 from . import texts
@@ -18,6 +18,7 @@ from .models import EmailDelivery, EmailPreference
 
 logger = logging.getLogger(__name__)
 Status = EmailDelivery.Status
+Kind = EmailDelivery.Kind
 MAILED_KINDS = (Approval.Kind.ACTION, Approval.Kind.PLAN)  # a question is answered on the site
 
 
@@ -43,7 +44,24 @@ def queue(approval: Approval) -> list[int]:
     """A queued mail for each recipient of a pending approval not mailed yet; the ids to send."""
     if not enabled() or approval.status != Approval.Status.PENDING or approval.kind not in MAILED_KINDS:
         return []
-    rows = [EmailDelivery.objects.get_or_create(approval=approval, user=user) for user in recipients(approval)]
+    rows = [EmailDelivery.objects.get_or_create(approval=approval, user=user, kind=Kind.REQUEST) for user in recipients(approval)]
+    return [row.pk for row, created in rows if created]
+
+
+def voted(approval: Approval, user) -> bool:
+    return any(user.pk in (vote.user_id, vote.voter_id) for vote in votes.counted(approval))
+
+
+def queue_reminders(approval: Approval) -> list[int]:
+    """When a route's reminder is due: one reminder to each person mailed the request who has not
+    voted yet (once: one reminder row per person); the ids to send."""
+    if not enabled() or approval.status != Approval.Status.PENDING:
+        return []
+    counted = votes.counted(approval)
+    have_voted = {vote.user_id for vote in counted} | {vote.voter_id for vote in counted}
+    mailed = EmailDelivery.objects.filter(approval=approval, kind=Kind.REQUEST, status=Status.SENT).exclude(user_id__in=have_voted)
+    rows = [EmailDelivery.objects.get_or_create(approval=approval, user_id=user_id, kind=Kind.REMINDER)
+            for user_id in mailed.values_list("user_id", flat=True)]
     return [row.pk for row, created in rows if created]
 
 
@@ -52,7 +70,7 @@ def requeue_edited(approval: Approval) -> list[int]:
     if not enabled() or approval.status != Approval.Status.PENDING or approval.kind not in MAILED_KINDS:
         return []
     deciders = [user.pk for user in recipients(approval)]
-    shown = EmailDelivery.objects.filter(approval=approval, user_id__in=deciders, status__in=[Status.SENT, Status.QUEUED])
+    shown = EmailDelivery.objects.filter(approval=approval, kind=Kind.REQUEST, user_id__in=deciders, status__in=[Status.SENT, Status.QUEUED])
     shown = shown.exclude(shown_hash=approval.shown_hash)
     # attempts=0 also voids a send in flight: its final conditional update finds nothing to mark.
     again = list(shown.values_list("pk", flat=True))
@@ -68,22 +86,22 @@ def send(delivery_id: int) -> str:
         return Sent.NOT_CLAIMED
     mine = EmailDelivery.objects.filter(pk=row.pk, status=Status.QUEUED, attempts=row.attempts + 1)
     approval, user = row.approval, row.user
-    if approval.status != Approval.Status.PENDING or not opted_in(user) or not user.is_active:
+    if approval.status != Approval.Status.PENDING or not opted_in(user) or not user.is_active or (row.kind == Kind.REMINDER and voted(approval, user)):
         mine.update(status=Status.CLOSED)
         return Sent.CLOSED
     try:
-        compose(approval, user, tokens.issue(approval, user, channel="email")).send()
+        compose(approval, user, tokens.issue(approval, user, channel="email"), reminder=row.kind == Kind.REMINDER).send()
     except (smtplib.SMTPException, OSError) as exc:
         return _failed(row, mine, exc)
     mine.update(status=Status.SENT, address=user.email, shown_hash=approval.shown_hash, last_error="", updated_at=timezone.now())
     return Sent.SENT
 
 
-def compose(approval: Approval, user, token: str) -> EmailMultiAlternatives:
+def compose(approval: Approval, user, token: str, *, reminder: bool = False) -> EmailMultiAlternatives:
     """The mail: a text part and an HTML part, one link that opens the page to decide on."""
-    context = texts.shown(approval) | {"link": texts.link(token), "user": user}
+    context = texts.shown(approval) | {"link": texts.link(token), "user": user, "reminder": reminder}
     mail = EmailMultiAlternatives(
-        subject=texts.subject(approval),
+        subject=("Reminder: still waiting · " if reminder else "") + texts.subject(approval),
         body=render_to_string("emaillink/mail.txt", context),
         to=[user.email],
         connection=get_connection(timeout=settings.EMAIL_TIMEOUT),

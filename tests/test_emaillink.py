@@ -389,3 +389,24 @@ def test_an_oversized_reason_is_cut_and_stored(pending):
     assert post(link(mail), "reject", reason="x" * 100_000).status_code == 200
 
     assert Approval.objects.get(pk=approval.pk).rejection_reason.startswith("x" * 100)
+
+
+def test_a_due_reminder_mails_once_those_who_have_not_voted(sink, alice, agent):
+    from approvals import escalation
+
+    finance = Group.objects.create(name="finance")
+    dana, erin = (with_address(User.objects.create_user(name)) for name in ("dana", "erin"))
+    for user in (dana, erin):
+        user.groups.add(finance)
+    create_route(created_by=None, agent=agent.slug, approvers=["finance"], quorum=2, remind_after_seconds=60)
+    approval = only_pending(start_conversation(alice, agent, "delete a.txt"))
+    assert post(link(sink.messages("dana@example.org")[0]), "approve").status_code == 200  # dana voted
+    later = timezone.now() + timedelta(seconds=61)
+
+    assert escalation.send_due_reminders(now=later) == [approval.pk]
+    escalation.send_due_reminders(now=later + timedelta(seconds=1))  # once
+
+    reminders = [m for m in sink.messages() if m["Subject"].strip().startswith("Reminder: still waiting")]
+    assert [m["To"] for m in reminders] == ["erin@example.org"] and "1 of 2 approvals: dana" in parts(reminders[0])["text/plain"]
+    assert post(link(reminders[0]), "approve").status_code == 200
+    assert Approval.objects.get(pk=approval.pk).status == "approved"
