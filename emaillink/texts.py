@@ -3,13 +3,9 @@ arguments, every invisible or direction-changing character revealed (templates e
 and the outcome once decided."""
 from django.conf import settings
 
-from approvals import votes
+from approvals import outcomes, votes
 from approvals.models import Approval
 from hitl.visible import reveal, reveal_json, reveal_line
-
-VERBS = {"approved": "Approved", "rejected": "Rejected", "answered": "Answered", "declined": "Declined",
-         "expired": "Expired", "cancelled": "Cancelled"}
-
 
 def shown(approval: Approval) -> dict:
     """The call as a human reads it, for the mail's two parts and the page."""
@@ -50,17 +46,5 @@ def conversation_url(approval: Approval) -> str:
 
 
 def outcome_line(approval: Approval) -> str:
-    """"Rejected by bob via api at 12:03 UTC: not now"."""
-    verb = VERBS.get(approval.status, approval.status.capitalize())
-    if approval.decided_via in ("timeout", "") or approval.status == Approval.Status.EXPIRED:
-        by = ""
-    elif approval.decided_via == "rule":
-        by = " by a rule"
-    else:
-        who = approval.decided_by.get_username() if approval.decided_by_id else "the system"
-        by = f" by {reveal_line(who)} via {approval.decided_via}"
-    at = f" at {approval.decided_at:%H:%M} UTC" if approval.decided_at else ""
-    line = f"{verb}{by}{at}"
-    if approval.rejection_reason and approval.status in ("rejected", "declined", "cancelled"):
-        line += f": {reveal_line(approval.rejection_reason)}"
-    return line
+    """"Rejected by bob via api at 12:03 UTC: not now", on one line."""
+    return outcomes.outcome_line(approval, icon=False, reveal_text=reveal_line)

@@ -5,6 +5,7 @@ import json
 
 from django.conf import settings
 
+from approvals import outcomes
 from approvals.models import Approval
 from hitl.visible import reveal_line
 
@@ -89,21 +90,9 @@ def summary(approval: Approval) -> str:
     return _short(reveal_line(text), MAX_SUMMARY_CHARS)
 
 
-def outcome_line(approval: Approval) -> str:
-    verb = VERBS.get(approval.status, approval.status.capitalize())
-    if approval.decided_via in ("timeout", "") or approval.status == Approval.Status.EXPIRED:
-        by = ""
-    elif approval.decided_via == "rule":
-        by = " by a rule"
-    else:
-        who = approval.decided_by.get_username() if approval.decided_by_id else "the system"
-        by = f" by {who} via {approval.decided_via}"
-    at = f" at {approval.decided_at:%H:%M} UTC" if approval.decided_at else ""
-    line = f"{verb}{by}{at}"
-    if approval.rejection_reason and approval.status in ("rejected", "declined", "cancelled"):
-        line += f": {reveal_line(approval.rejection_reason)}"
-    return _short(line, MAX_SUMMARY_CHARS + 80)
-
-
 def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def outcome_line(approval: Approval) -> str:
+    return _short(outcomes.outcome_line(approval, icon=False, reveal_text=reveal_line), MAX_SUMMARY_CHARS + 80)

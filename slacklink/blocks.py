@@ -10,7 +10,7 @@ from django.conf import settings
 
 from approvals import votes
 from approvals.models import Approval
-from approvals.questions import shown
+from approvals.outcomes import outcome_line
 from approvals.templatetags.approval_tags import route_need
 from hitl.visible import reveal, reveal_line
 
@@ -20,7 +20,6 @@ MAX_BUTTON = 75  # a button's or an option's label
 MAX_BUTTONS = 5  # options shown as buttons; more become a select
 MAX_OUTCOME = 1000
 CUT = "… see the site"
-ICONS = {"approved": "✅", "rejected": "❌", "answered": "✅", "declined": "❌", "expired": "⌛", "cancelled": "⏹"}
 
 # action_ids of the message's elements; a button's value is its rendering's token (SentVersion).
 APPROVE, REJECT, REJECT_WITH_REASON, CHOOSE, SELECT, ANSWER, OPEN = (
@@ -52,30 +51,9 @@ def not_yours(approval: Approval) -> tuple[str, list[dict]]:
     return _mrkdwn_escape(line), _head(approval) + [detail, _plain(line, block_id="outcome"), _open_link(approval)]
 
 
-def outcome_line(approval: Approval) -> str:
-    """"Approved by alice via slack at 12:03 UTC", with a rejection's reason or the answer."""
-    status = approval.status
-    who = approval.decided_by.get_username() if approval.decided_by else None
-    at = f" at {approval.decided_at:%H:%M} UTC" if approval.decided_at else ""
-    if approval.decided_via == "rule":
-        by = " by a rule"
-    elif approval.decided_via == "repeat":
-        by = " as a repeat of a rejected call"
-    elif approval.decided_via == "timeout" or status == Approval.Status.EXPIRED:
-        by = ""
-    else:
-        by = f" by {who or 'nobody'} via {approval.decided_via or 'the system'}"
-    line = f"{ICONS.get(status, '')} {status.capitalize()}{by}{at}".strip()
-    if approval.rejection_reason and status in ("rejected", "declined", "cancelled"):
-        line += f": {reveal(approval.rejection_reason)}"
-    if status == Approval.Status.ANSWERED and approval.answer is not None:
-        line += f": {reveal(shown(approval.answer))}"
-    return line
-
-
 def too_late(approval: Approval) -> str:
     """What a late press hears: "too late: rejected by bob via api at 12:03 UTC"."""
-    line = outcome_line(approval).removeprefix(ICONS.get(approval.status, "")).strip()
+    line = outcome_line(approval, icon=False)
     return f"too late: {line[:1].lower()}{line[1:]}"
 
 

@@ -10,7 +10,7 @@ from django.conf import settings
 
 from approvals import votes
 from approvals.models import Approval
-from approvals.questions import shown
+from approvals.outcomes import outcome_line  # noqa: F401  (texts.outcome_line: the bot's "Too late: …")
 from approvals.templatetags.approval_tags import route_need
 from hitl.visible import reveal, reveal_line
 
@@ -20,7 +20,6 @@ MAX_LINE_CHARS = 300  # a one-line field: the agent's name, the reason, the conf
 MAX_OUTCOME_CHARS = 1000  # a rejection's reason or an answer, under the request once decided
 CUT = "… see the site"
 APPROVE, REJECT, REJECT_WITH_REASON, CHOOSE, TYPE = "a", "r", "R", "o", "t"
-ICONS = {"approved": "✅", "rejected": "❌", "answered": "✅", "declined": "❌", "expired": "⌛", "cancelled": "⏹"}
 
 
 @dataclass(frozen=True)
@@ -72,26 +71,6 @@ def reminder(approval: Approval) -> str:
 def counted_line(approval: Approval) -> str:
     """What a person hears once their approve is counted toward a quorum that is not reached yet."""
     return f"Your approval is counted: {len(votes.counted(approval))} of {approval.quorum}."
-
-
-def outcome_line(approval: Approval) -> str:
-    status = approval.status
-    who = approval.decided_by.get_username() if approval.decided_by else None
-    at = f" at {approval.decided_at:%H:%M} UTC" if approval.decided_at else ""
-    if approval.decided_via == "rule":
-        by = " by a rule"
-    elif approval.decided_via == "repeat":
-        by = " as a repeat of a rejected call"
-    elif approval.decided_via == "timeout" or status == "expired":
-        by = ""
-    else:
-        by = f" by {who or 'nobody'} via {approval.decided_via or 'the system'}"
-    line = f"{ICONS.get(status, '')} {status.capitalize()}{by}{at}".strip()
-    if approval.rejection_reason and status in ("rejected", "declined", "cancelled"):
-        line += f": {reveal(approval.rejection_reason)}"
-    if status == "answered" and approval.answer is not None:
-        line += f": {reveal(shown(approval.answer))}"
-    return line
 
 
 def buttons(approval: Approval, token: str, *, is_whole: bool = True) -> list[list[tuple[str, str]]]:
