@@ -92,18 +92,22 @@ def open_token(value: str) -> Opened:
 def redeem(value: str, *, approve: bool, reason: str = "", confirmation: str = "") -> Approval:
     """Decide with a token, as its recipient, through its channel, at the version it was issued for.
     Raises TokenInvalid, TokenUsed, TokenExpired, and whatever services.decide raises (AlreadyDecided,
-    ArgumentsChanged, NotAllowed, ConfirmationRequired, AlreadyVoted...)."""
+    ArgumentsChanged, NotAllowed (also when its recipient may no longer see the call), ConfirmationRequired, AlreadyVoted...)."""
     opened = open_token(value)
     token = opened.token
     if opened.used:
         raise TokenUsed(token)
     if opened.expired:
         raise TokenExpired(token)
-    with transaction.atomic():
-        if not DecisionToken.objects.filter(pk=token.pk, used_at__isnull=True).update(used_at=timezone.now()):
-            raise TokenUsed(token)
-        decided = services.decide(
-            token.approval_id, user=token.user, approve=approve, via=token.channel, shown_hash=token.shown_hash,
-            reason=reason, confirmation=confirmation,
-        )
-    return decided
+    try:
+        with transaction.atomic():
+            if not DecisionToken.objects.filter(pk=token.pk, used_at__isnull=True).update(used_at=timezone.now()):
+                raise TokenUsed(token)
+            return services.decide(
+                token.approval_id, user=token.user, approve=approve, via=token.channel, shown_hash=token.shown_hash,
+                reason=reason, confirmation=confirmation,
+            )
+    except Approval.DoesNotExist:
+        # Its recipient may no longer see the call (a permission or a group taken away since): the
+        # token gives no power of its own.
+        raise services.NotAllowed("You may no longer decide this call.") from None

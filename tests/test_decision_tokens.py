@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from approvals import tokens
 from approvals.models import Approval, DecisionToken
-from approvals.services import AlreadyDecided, ArgumentsChanged, ConfirmationRequired, decide
+from approvals.services import AlreadyDecided, ArgumentsChanged, ConfirmationRequired, NotAllowed, decide
 from tests.conftest import pending_approvals, start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -103,6 +103,24 @@ def test_a_token_gives_no_power_its_recipient_lacks(alice, mallory, agent):
     approval = a_call(alice, agent)
     token = tokens.issue(approval, mallory, channel="email")  # a token issued to the wrong person by mistake
 
-    with pytest.raises(Approval.DoesNotExist):
+    with pytest.raises(NotAllowed):
         tokens.redeem(token, approve=True)
+    assert Approval.objects.get(pk=approval.pk).status == Approval.Status.PENDING
+
+
+def test_a_link_whose_recipient_lost_the_right_to_decide_is_refused_on_the_page_and_by_the_service_worker(alice, bob, agent, client):
+    import json
+
+    from django.contrib.auth.models import Permission
+
+    approval = a_call(alice, agent, "email carol@example.com about tea")
+    Approval.objects.filter(pk=approval.pk).update(approver_required=True)
+    emailed = tokens.issue(Approval.objects.get(pk=approval.pk), bob, channel="email")
+    pushed = tokens.issue(Approval.objects.get(pk=approval.pk), bob, channel="push")
+    bob.user_permissions.remove(Permission.objects.get(codename="decide_approval"))
+
+    page = client.post(f"/approve/{emailed}/", {"decision": "approve"})
+    worker = client.post("/push/decide", json.dumps({"token": pushed, "decision": "approve"}), content_type="application/json")
+
+    assert page.status_code == 403 and worker.status_code == 403
     assert Approval.objects.get(pk=approval.pk).status == Approval.Status.PENDING
