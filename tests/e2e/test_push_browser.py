@@ -10,6 +10,7 @@ decrypts it; the decrypted payload is delivered to the registered service worker
 protocol (ServiceWorker.deliverPushMessage), and the notification it shows is read back."""
 import json
 import re
+import time
 
 import pytest
 from playwright.sync_api import expect
@@ -32,6 +33,12 @@ STUB_SUBSCRIBE = """
   };
 })();
 """
+
+
+WORKER_STATE = (
+    "navigator.serviceWorker.getRegistration('/').then(r => r ? {active: r.active && r.active.state, "
+    "waiting: !!r.waiting, installing: !!r.installing, permission: Notification.permission} : null)"
+)
 
 
 @pytest.fixture
@@ -72,12 +79,27 @@ def test_turning_notifications_on_registers_the_service_worker_and_stores_this_d
     assert payload["approval_id"] == approval.pk
     wait_until(lambda: page.evaluate("1") and registrations, timeout=10, message="the worker's registration id")  # evaluate: events arrive
     (registration_id,) = {r["registrationId"] for r in registrations if r["scopeURL"] == f"{e2e.base_url}/"}
-    cdp.send("ServiceWorker.deliverPushMessage", {"origin": e2e.base_url, "registrationId": registration_id, "data": json.dumps(payload)})
+    delivered = []
 
-    shown = wait_until(lambda: page.evaluate(
-        "navigator.serviceWorker.getRegistration('/').then(r => r.getNotifications())"
-        ".then(ns => ns.map(n => ({title: n.title, body: n.body, tag: n.tag, actions: n.actions.map(a => a.title)})))"
-    ), timeout=10, message="the notification")
+    def shown_notifications():
+        # DevTools' injected push is the browser's stand-in for its push service, and under load
+        # (seen once in CI) one may be dropped before the worker wakes: inject it again every two
+        # seconds until shown. Tagged by approval, a second showing replaces the first.
+        if not delivered or time.monotonic() - delivered[-1] > 2:
+            cdp.send("ServiceWorker.deliverPushMessage", {"origin": e2e.base_url, "registrationId": registration_id, "data": json.dumps(payload)})
+            delivered.append(time.monotonic())
+        return page.evaluate(
+            "navigator.serviceWorker.getRegistration('/').then(r => r.getNotifications())"
+            ".then(ns => ns.map(n => ({title: n.title, body: n.body, tag: n.tag, actions: n.actions.map(a => a.title)})))"
+        )
+
+    try:
+        shown = wait_until(shown_notifications, timeout=20, message="the notification")
+    except AssertionError as exc:
+        raise AssertionError(
+            f"{exc}: {len(delivered)} pushes delivered to registration {registration_id}; registrations seen: "
+            f"{registrations}; worker: {page.evaluate(WORKER_STATE)}"
+        ) from None
     assert shown[0]["title"] == "write_file · medium risk" and shown[0]["tag"] == f"approval-{approval.pk}"
     assert shown[0]["actions"][:2] == ["Approve", "Reject"] and "a.txt" in shown[0]["body"]
 
