@@ -1,0 +1,160 @@
+"""Each exchange with the API as a generator that does no I/O itself: it yields a `Call` (a request
+to make) or a `Pause` (seconds to wait), is sent the `httpx.Response` (or has the transport error
+thrown in), and returns its result. `Client` and `AsyncClient` drive the same generators, one
+blocking and one with await, so both follow one set of rules: retries, long polls, parsing, errors."""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar, Union
+
+import httpx
+
+from .decision import Decision
+from .errors import HitlError, Unreachable
+
+MAX_WAIT = 60
+"""The longest the server holds one `GET /api/approvals/{id}?wait=N`."""
+OUTCOMES = ("succeeded", "failed")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    path: str
+    """Under the API's root, e.g. `approvals/12`."""
+    json: Any = None
+    params: Mapping[str, Any] | None = None
+    holds: float = 0
+    """Seconds the server may hold the answer (a long poll): the read timeout grows by as much."""
+
+
+@dataclass(frozen=True)
+class Pause:
+    seconds: float
+
+
+Step = Union[Call, Pause]
+Flow = Generator[Step, Any, T]
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How a request that failed for a passing reason (the server restarting, a dropped connection,
+    a 502/503/504 from a proxy) is tried again: up to `attempts` more times in a row, waiting
+    `backoff` seconds, doubled each time up to `max_backoff`. The approval lives on the server, so a
+    wait picks up where it was. A POST is tried again only when it surely never arrived."""
+
+    attempts: int = 8
+    backoff: float = 0.5
+    max_backoff: float = 10.0
+
+    def delay(self, failures: int) -> float:
+        return min(self.max_backoff, self.backoff * 2.0 ** (failures - 1))
+
+
+# Failures after which a GET is safe to send again.
+PASSING_ERRORS = (httpx.NetworkError, httpx.TimeoutException, httpx.RemoteProtocolError)
+PASSING_STATUSES = {502, 503, 504}
+# A POST only when it never reached the server: a retry must not ask twice or report twice.
+UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+UNSENT_STATUSES = {503}
+
+
+def send(call: Call, retry: Retry, *, deadline: float | None = None) -> Flow[httpx.Response]:
+    """Make `call`, retried as `retry` says and never past `deadline` (a `time.monotonic()`)."""
+    idempotent = call.method == "GET"
+    failures = 0
+    while True:
+        try:
+            response: httpx.Response = yield call
+        except httpx.TransportError as error:
+            if not isinstance(error, PASSING_ERRORS if idempotent else UNSENT_ERRORS):
+                raise Unreachable(f"{call.method} {call.path} failed and may have reached the server: {error!r}") from error
+            failure: HitlError = Unreachable(f"{call.method} {call.path}: {error!r}")
+        else:
+            if response.status_code not in (PASSING_STATUSES if idempotent else UNSENT_STATUSES):
+                return response
+            failure = error_of(response)
+        failures += 1
+        pause = retry.delay(failures)
+        if failures > retry.attempts or (deadline is not None and time.monotonic() + pause > deadline):
+            raise failure
+        yield Pause(pause)
+
+
+def approval_request(
+    agent: str,
+    tool: str,
+    arguments: Mapping[str, Any],
+    *,
+    reason: str | None = None,
+    risk: str | None = None,
+    preview: Mapping[str, str] | None = None,
+    thread: str | None = None,
+) -> dict[str, Any]:
+    """The body of `POST /api/approval-requests`: only the fields given."""
+    if not isinstance(arguments, Mapping):
+        raise TypeError(f"arguments must be a mapping of names to values, not {type(arguments).__name__}")
+    body: dict[str, Any] = {"agent": agent, "tool": tool, "arguments": dict(arguments)}
+    optional = {"reason": reason, "risk": risk, "preview": None if preview is None else dict(preview), "thread": thread}
+    return body | {name: value for name, value in optional.items() if value is not None}
+
+
+def request_approval(body: dict[str, Any], *, wait: bool, timeout: float | None, retry: Retry) -> Flow[Decision]:
+    """Ask; then, if `wait` and nobody needed to decide at once, wait until decided or `timeout`."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    response = yield from send(Call("POST", "approval-requests", json=body), retry)
+    decision = approval_of(response)
+    if not wait:
+        return decision
+    return (yield from wait_for(decision, deadline=deadline, retry=retry))
+
+
+def wait_for(decision: Decision, *, deadline: float | None, retry: Retry) -> Flow[Decision]:
+    """Long-poll until the approval leaves `pending` or `deadline` passes (then it is returned pending)."""
+    while decision.pending:
+        seconds = MAX_WAIT if deadline is None else min(MAX_WAIT, math.ceil(deadline - time.monotonic()))
+        if seconds <= 0:
+            break
+        decision = yield from get_approval(decision.id, wait=seconds, retry=retry, deadline=deadline)
+    return decision
+
+
+def get_approval(approval_id: int, *, wait: int, retry: Retry, deadline: float | None = None) -> Flow[Decision]:
+    wait = max(0, min(MAX_WAIT, int(wait)))
+    call = Call("GET", f"approvals/{int(approval_id)}", params={"wait": wait} if wait else None, holds=wait)
+    return approval_of((yield from send(call, retry, deadline=deadline)))
+
+
+def report_outcome(decision: Decision, status: str, result: str | None, *, retry: Retry) -> Flow[Decision]:
+    """Say what happened when the approved call ran: once, for the version approved."""
+    if status not in OUTCOMES:
+        raise ValueError(f"status must be one of {OUTCOMES}, not {status!r}")
+    body = {"status": status, "shown_hash": decision.shown_hash} | ({} if result is None else {"result": result})
+    response = yield from send(Call("POST", f"approvals/{decision.id}/outcome", json=body), retry)
+    return approval_of(response)
+
+
+def approval_of(response: httpx.Response) -> Decision:
+    """The approval a successful answer carries; an error answer raises HitlError with its detail."""
+    if not response.is_success:
+        raise error_of(response)
+    try:
+        return Decision.from_json(response.json())
+    except ValueError:  # not JSON
+        raise HitlError(response.status_code, f"Not JSON: {response.text[:200]!r}") from None
+    except HitlError as error:
+        raise HitlError(response.status_code, error.detail) from None
+
+
+def error_of(response: httpx.Response) -> HitlError:
+    try:
+        body = response.json()
+    except ValueError:
+        return HitlError(response.status_code, response.text[:500] or response.reason_phrase)
+    return HitlError(response.status_code, body.get("detail", body) if isinstance(body, dict) else body)
