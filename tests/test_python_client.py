@@ -116,6 +116,13 @@ def test_a_timeout_shortens_the_long_poll_and_returns_the_approval_still_pending
         decision.raise_for_status()
 
 
+def test_a_shorter_poll_waits_in_shorter_requests():
+    api = FakeApi((201, approval()), (200, approval()), (200, APPROVED))
+    client = Client("http://hitl.test", "secret", poll=5, retry=NO_PAUSE, transport=httpx.MockTransport(api))
+    assert client.request_approval("ops", "deploy", {"service": "api"}).approved
+    assert api.lines()[1:] == ["GET /api/approvals/7?wait=5"] * 2
+
+
 def test_get_approval_never_asks_the_server_to_hold_longer_than_60_seconds():
     api = FakeApi((200, approval()), (200, approval()))
     client = client_for(api)

@@ -27,10 +27,13 @@ class _Methods(Generic[R]):
     """Every method, written once: each builds a flow and hands it to `_run`, which the sync client
     runs to a Decision and the async one to an awaitable of it."""
 
-    def __init__(self, base_url: str, token: str, *, timeout: float = 10.0, retry: Retry | None = None):
+    def __init__(
+        self, base_url: str, token: str, *, timeout: float = 10.0, poll: int = flows.MAX_WAIT, retry: Retry | None = None
+    ):
         self.base_url = api_url(base_url)
         self.headers = {"Authorization": f"Bearer {token}", "User-Agent": f"hitl-client/{__version__}"}
         self.timeout = timeout
+        self.poll = poll
         self.retry = retry or Retry()
 
     def request_approval(
@@ -51,12 +54,12 @@ class _Methods(Generic[R]):
         may have edited them. `preview` is `{"kind": "text"|"diff"|..., "text": ...}`; requests of
         one `thread` land in one conversation."""
         body = flows.approval_request(agent, tool, arguments, reason=reason, risk=risk, preview=preview, thread=thread)
-        return self._run(flows.request_approval(body, wait=wait, timeout=timeout, retry=self.retry))
+        return self._run(flows.request_approval(body, wait=wait, timeout=timeout, retry=self.retry, poll=self.poll))
 
     def wait(self, decision: Decision, *, timeout: float | None = None) -> R:
         """Wait for a pending approval (say, one asked with `wait=False`) until decided or `timeout`."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        return self._run(flows.wait_for(decision, deadline=deadline, retry=self.retry))
+        return self._run(flows.wait_for(decision, deadline=deadline, retry=self.retry, poll=self.poll))
 
     def get_approval(self, approval_id: int, wait: int = 0) -> R:
         """The approval as it stands; with `wait` (seconds, at most 60), as soon as it is decided."""
@@ -81,13 +84,16 @@ class _Methods(Generic[R]):
 
 
 class Client(_Methods[Decision]):
-    """Blocking client. `Client("http://localhost:8000", token)`; close it, or use it as a context manager."""
+    """Blocking client: `Client("http://localhost:8000", token)`; close it, or use it as a context
+    manager. `timeout`: seconds for a request (a long poll gets its hold on top); `poll`: the longest
+    one wait request lasts (at most 60; lower it behind a proxy that drops idle requests sooner);
+    `retry`: how passing failures are retried."""
 
     def __init__(
-        self, base_url: str, token: str, *, timeout: float = 10.0, retry: Retry | None = None,
-        transport: httpx.BaseTransport | None = None,
+        self, base_url: str, token: str, *, timeout: float = 10.0, poll: int = flows.MAX_WAIT,
+        retry: Retry | None = None, transport: httpx.BaseTransport | None = None,
     ):
-        super().__init__(base_url, token, timeout=timeout, retry=retry)
+        super().__init__(base_url, token, timeout=timeout, poll=poll, retry=retry)
         self.http = httpx.Client(base_url=self.base_url, headers=self.headers, transport=transport)
 
     def _run(self, flow: Flow[Decision]) -> Decision:
@@ -122,10 +128,10 @@ class AsyncClient(_Methods[Awaitable[Decision]]):
     """The same methods as `Client`, each awaited. Close it with `await client.aclose()` or `async with`."""
 
     def __init__(
-        self, base_url: str, token: str, *, timeout: float = 10.0, retry: Retry | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        self, base_url: str, token: str, *, timeout: float = 10.0, poll: int = flows.MAX_WAIT,
+        retry: Retry | None = None, transport: httpx.AsyncBaseTransport | None = None,
     ):
-        super().__init__(base_url, token, timeout=timeout, retry=retry)
+        super().__init__(base_url, token, timeout=timeout, poll=poll, retry=retry)
         self.http = httpx.AsyncClient(base_url=self.base_url, headers=self.headers, transport=transport)
 
     async def _run(self, flow: Flow[Decision]) -> Decision:

@@ -105,20 +105,24 @@ def approval_request(
     return body | {name: value for name, value in optional.items() if value is not None}
 
 
-def request_approval(body: dict[str, Any], *, wait: bool, timeout: float | None, retry: Retry) -> Flow[Decision]:
+def request_approval(
+    body: dict[str, Any], *, wait: bool, timeout: float | None, retry: Retry, poll: int = MAX_WAIT
+) -> Flow[Decision]:
     """Ask; then, if `wait` and nobody needed to decide at once, wait until decided or `timeout`."""
     deadline = None if timeout is None else time.monotonic() + timeout
     response = yield from send(Call("POST", "approval-requests", json=body), retry)
     decision = approval_of(response)
     if not wait:
         return decision
-    return (yield from wait_for(decision, deadline=deadline, retry=retry))
+    return (yield from wait_for(decision, deadline=deadline, retry=retry, poll=poll))
 
 
-def wait_for(decision: Decision, *, deadline: float | None, retry: Retry) -> Flow[Decision]:
-    """Long-poll until the approval leaves `pending` or `deadline` passes (then it is returned pending)."""
+def wait_for(decision: Decision, *, deadline: float | None, retry: Retry, poll: int = MAX_WAIT) -> Flow[Decision]:
+    """Long-poll, `poll` seconds at a time, until the approval leaves `pending` or `deadline` passes
+    (then it is returned pending)."""
+    poll = max(1, min(MAX_WAIT, poll))
     while decision.pending:
-        seconds = MAX_WAIT if deadline is None else min(MAX_WAIT, math.ceil(deadline - time.monotonic()))
+        seconds = poll if deadline is None else min(poll, math.ceil(deadline - time.monotonic()))
         if seconds <= 0:
             break
         decision = yield from get_approval(decision.id, wait=seconds, retry=retry, deadline=deadline)
