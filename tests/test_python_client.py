@@ -201,6 +201,13 @@ def test_an_error_answer_raises_hitl_error_with_its_status_and_detail(status, bo
     assert len(api.requests) == 1
 
 
+def test_a_400_names_the_field_to_fix():
+    api = FakeApi((400, {"detail": "`preview.text` is over the limit.", "field": "preview.text"}))
+    with pytest.raises(HitlError) as raised:
+        client_for(api).request_approval("ops", "deploy", {}, preview={"kind": "text", "text": "x" * 30_000})
+    assert raised.value.field == "preview.text" and raised.value.detail == "`preview.text` is over the limit."
+
+
 @pytest.mark.parametrize(
     "body",
     ["not json", [], {"id": 7}, approval(arguments=["a"]), approval(approved_arguments="x"), approval(id="seven"), approval(status=3)],
@@ -224,6 +231,13 @@ def test_report_outcome_sends_the_approved_versions_hash():
     client_for(api).report_outcome(Decision.from_json(EDITED), "succeeded", "Deployed web")
     assert api.lines() == ["POST /api/approvals/7/outcome"]
     assert api.bodies() == [{"status": "succeeded", "shown_hash": "h2", "result": "Deployed web"}]
+
+
+def test_an_outcome_is_shortened_and_cleaned_to_what_the_server_keeps():
+    api = FakeApi((200, APPROVED))
+    client_for(api).report_outcome(Decision.from_json(APPROVED), "succeeded", "a\x00b\ud800" + "x" * 30_000)
+    result = api.bodies()[0]["result"]
+    assert len(result) == 20_000 and result.startswith("ab?x") and result.endswith("x…")
 
 
 def test_not_approved_decisions_raise_their_own_errors_with_the_reason_and_who():

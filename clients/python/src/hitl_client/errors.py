@@ -9,12 +9,13 @@ if TYPE_CHECKING:
 
 
 class HitlError(Exception):
-    """The API answered with an error (`status_code`, and the server's `detail`), or could not be
-    reached at all (`status_code` None: see `Unreachable`)."""
+    """The API answered with an error (`status_code`, the server's `detail`, and for a 400 the
+    `field` to fix), or could not be reached at all (`status_code` None: see `Unreachable`)."""
 
-    def __init__(self, status_code: int | None, detail: Any):
+    def __init__(self, status_code: int | None, detail: Any, field: str | None = None):
         self.status_code = status_code
         self.detail = detail
+        self.field = field
         super().__init__(f"{status_code}: {detail}" if status_code is not None else str(detail))
 
 

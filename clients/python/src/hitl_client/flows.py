@@ -18,6 +18,8 @@ from .errors import HitlError, Unreachable
 MAX_WAIT = 60
 """The longest the server holds one `GET /api/approvals/{id}?wait=N`."""
 OUTCOMES = ("succeeded", "failed")
+MAX_RESULT = 20_000
+"""The longest outcome text the server keeps: a longer one is shortened here rather than refused there."""
 
 T = TypeVar("T")
 
@@ -139,9 +141,15 @@ def report_outcome(decision: Decision, status: str, result: str | None, *, retry
     """Say what happened when the approved call ran: once, for the version approved."""
     if status not in OUTCOMES:
         raise ValueError(f"status must be one of {OUTCOMES}, not {status!r}")
-    body = {"status": status, "shown_hash": decision.shown_hash} | ({} if result is None else {"result": result})
+    body = {"status": status, "shown_hash": decision.shown_hash} | ({} if result is None else {"result": storable(result)})
     response = yield from send(Call("POST", f"approvals/{decision.id}/outcome", json=body), retry)
     return approval_of(response)
+
+
+def storable(text: str) -> str:
+    """`text` as the server stores it: no NUL, no lone surrogate, at most MAX_RESULT characters."""
+    text = text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+    return text if len(text) <= MAX_RESULT else text[: MAX_RESULT - 1] + "…"
 
 
 def approval_of(response: httpx.Response) -> Decision:
@@ -161,4 +169,7 @@ def error_of(response: httpx.Response) -> HitlError:
         body = response.json()
     except ValueError:
         return HitlError(response.status_code, response.text[:500] or response.reason_phrase)
-    return HitlError(response.status_code, body.get("detail", body) if isinstance(body, dict) else body)
+    if not isinstance(body, dict):
+        return HitlError(response.status_code, body)
+    field = body.get("field")
+    return HitlError(response.status_code, body.get("detail", body), field if isinstance(field, str) else None)
