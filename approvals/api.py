@@ -1,4 +1,6 @@
-"""Approvals in the JSON API: list what the caller may see, decide one, decide many, claim one."""
+"""Approvals in the JSON API: list what the caller may see, read one (waiting for its decision),
+decide one, decide many, claim one."""
+import asyncio
 from datetime import datetime
 from datetime import timezone as dt_timezone
 from typing import Annotated, Any, Literal
@@ -8,7 +10,11 @@ from django.http import Http404
 from ninja import Field, Router, Schema
 from ninja.errors import HttpError
 
+from channels.layers import get_channel_layer
+
+from hitl.db import thread_pool
 from hitl.inputs import is_storable
+from hitl.live import conversation_group
 
 from . import routing, votes
 from .models import Approval, Vote
@@ -56,6 +62,11 @@ class VoteOut(Schema):
     on_behalf_of: str | None
 
 
+class CallOutcomeOut(Schema):
+    status: Literal["succeeded", "failed"]
+    result: str
+
+
 class ApprovalOut(Schema):
     id: int
     kind: Literal["action", "question", "plan"] = Field(
@@ -98,6 +109,9 @@ class ApprovalOut(Schema):
     escalated_at: datetime | None = Field(description="When it escalated to the route's escalation groups; null: not (yet).")
     shown_hash: str = Field(
         description="The version a decider is shown now (the hash of the arguments as they stand): send it with a decision; it changes when the call is edited."
+    )
+    outcome: CallOutcomeOut | None = Field(
+        None, description="How the approved call ended, once it ran (for a request from outside: as its caller reported); null while not known."
     )
 
 
@@ -205,7 +219,16 @@ def approval_out(approval: Approval) -> dict:
         "votes": votes.as_dicts(approval),
         "on_behalf_of": approval.on_behalf_of.get_username() if approval.on_behalf_of_id else None,
         "escalated_at": approval.escalated_at,
+        "outcome": _outcome(approval.tool_call) if approval.status == Approval.Status.APPROVED else None,
     }
+
+
+def _outcome(call) -> dict | None:
+    if call.status == "succeeded":
+        return {"status": "succeeded", "result": call.result}
+    if call.status == "failed":
+        return {"status": "failed", "result": call.error or call.result}
+    return None
 
 
 def approval_item(approval: Approval) -> dict:
@@ -358,3 +381,51 @@ def _claimed(request, approval_id: int, change) -> dict:
     except Approval.DoesNotExist:
         raise Http404("No such approval.") from None
     return approval_item(visible_approvals(request.auth).get(pk=approval_id))
+
+
+MAX_WAIT_SECONDS = 60
+RECHECK_SECONDS = 1.0
+_database = thread_pool("api-wait", 4)  # long polls read here, between waits that hold no thread
+
+
+class ApprovalWithConversation(ApprovalItem):
+    conversation: str = Field(description="The conversation it belongs to (for a request from outside: one per thread of the caller).")
+
+
+def approval_object(user, approval_id: int) -> dict | None:
+    """An approval as GET /{id} and the approval requests answer it, or None if `user` may not see it."""
+    approval = visible_approvals(user).filter(pk=approval_id).first()
+    return None if approval is None else approval_item(approval) | {"conversation": str(approval.conversation_id)}
+
+
+# Last: its path would take "/decisions" too, were it declared before that route.
+@router.get("/{approval_id}", response=ApprovalWithConversation)
+async def get_approval(request, approval_id: ApprovalId, wait: int = 0):
+    """One approval (404 if you may not see it). With `wait=N` (at most 60), answered as soon as it
+    is decided or after N seconds, whichever is first: a long poll that holds no thread and no
+    database connection while it waits (it listens for the conversation's pushes, and reads the
+    row again every second in case one was lost)."""
+    read = _database(approval_object)
+    item = await read(request.auth, approval_id)
+    if item is None:
+        raise Http404("No such approval.")
+    wait = max(0, min(wait, MAX_WAIT_SECONDS))
+    if not wait or item["status"] != Approval.Status.PENDING:
+        return item
+    layer = get_channel_layer()
+    group, channel = conversation_group(item["conversation_id"]), await layer.new_channel()
+    await layer.group_add(group, channel)
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while item is not None and item["status"] == Approval.Status.PENDING and (left := deadline - loop.time()) > 0:
+            try:
+                await asyncio.wait_for(layer.receive(channel), timeout=min(left, RECHECK_SECONDS))
+            except asyncio.TimeoutError:
+                pass
+            item = await read(request.auth, approval_id)
+    finally:
+        await layer.group_discard(group, channel)
+    if item is None:
+        raise Http404("No such approval.")
+    return item

@@ -35,7 +35,7 @@ from django.db.models import Case, Value, When
 from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 
-from .models import Approval, Delegation, Vote
+from .models import Approval, Delegation, Outcome, Vote
 
 GENESIS = "0" * 64  # the previous hash of the first link
 FORMAT = 1  # of the hashed content, hashed with it: a later format gets a new number, old links keep theirs
@@ -195,6 +195,23 @@ def delegation_end_content(delegation: Delegation) -> dict:
     }
 
 
+def outcome_content(outcome: Outcome) -> dict:
+    """What an outcome's link covers: which approval, at which version, what the caller says
+    happened, who said it and when."""
+    return {
+        "format": FORMAT,
+        "kind": "outcome",
+        "position": outcome.chain_position,
+        "previous": outcome.previous_hash,
+        "approval": outcome.approval_id,
+        "status": outcome.status,
+        "result": outcome.result,
+        "shown_hash": outcome.shown_hash,
+        "reported_by": outcome.reported_by_id,
+        "reported_at": _instant(outcome.reported_at),
+    }
+
+
 def _hash_of(content_: dict) -> str:
     return hashlib.sha256(json.dumps(content_, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
@@ -220,6 +237,11 @@ def link_vote(head: Head, vote: Vote) -> None:
     _link(head, vote, vote_content, START_FIELDS)
 
 
+def link_outcome(head: Head, outcome: Outcome) -> None:
+    """An unsaved outcome's link."""
+    _link(head, outcome, outcome_content, START_FIELDS)
+
+
 def link_delegation(head: Head, delegation: Delegation) -> None:
     """An unsaved delegation's link."""
     _link(head, delegation, delegation_content, START_FIELDS)
@@ -230,13 +252,14 @@ def link_delegation_end(head: Head, delegation: Delegation) -> dict:
     return _link(head, delegation, delegation_end_content, END_FIELDS)
 
 
-# The newest link of the whole chain: decisions, votes, delegations and their early ends share one
+# The newest link of the whole chain: decisions, votes, outcomes, delegations and their early ends share one
 # sequence of positions. One statement, each table's newest found on its unique position's index.
 _HEAD_SQL = " UNION ALL ".join(
     f"SELECT {position}, {hash_} FROM {{{table}}} WHERE {position} = (SELECT MAX({position}) FROM {{{table}}})"
     for table, position, hash_ in (
         ("approval", "chain_position", "decision_hash"),
         ("vote", "chain_position", "decision_hash"),
+        ("outcome", "chain_position", "decision_hash"),
         ("delegation", "chain_position", "decision_hash"),
         ("delegation", "end_chain_position", "end_hash"),
     )
@@ -252,7 +275,10 @@ def lock_head(using: str = DEFAULT_DB_ALIAS) -> Head:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK])
-    tables = {"approval": Approval._meta.db_table, "vote": Vote._meta.db_table, "delegation": Delegation._meta.db_table}
+    tables = {
+        "approval": Approval._meta.db_table, "vote": Vote._meta.db_table, "outcome": Outcome._meta.db_table,
+        "delegation": Delegation._meta.db_table,
+    }
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT * FROM ({_HEAD_SQL.format(**tables)}) AS links ORDER BY 1 DESC LIMIT 1")
         newest = cursor.fetchone()
@@ -261,7 +287,7 @@ def lock_head(using: str = DEFAULT_DB_ALIAS) -> Head:
 
 @dataclass
 class Verdict:
-    decisions: int  # links checked: decisions, votes, delegations made and ended early
+    decisions: int  # links checked: decisions, votes, outcomes, delegations made and ended early
     head: Head
     broken_at: int | None = None  # the approval id of the first broken link
     position: int | None = None
@@ -308,6 +334,7 @@ def _links(using: str):
     streams = (
         ((a.chain_position, "approval", a) for a in chain.order_by("chain_position").iterator(chunk_size=2000)),
         ((v.chain_position, "vote", v) for v in Vote.objects.using(using).order_by("chain_position").iterator(chunk_size=2000)),
+        ((o.chain_position, "outcome", o) for o in Outcome.objects.using(using).order_by("chain_position").iterator(chunk_size=2000)),
         ((d.chain_position, "delegation", d) for d in delegations.order_by("chain_position").iterator()),
         (
             (d.end_chain_position, "delegation.end", d)
@@ -328,8 +355,8 @@ def _approval_of(kind: str, row) -> int | None:
 def _label(kind: str, row) -> str:
     if kind == "approval":
         return f"approval #{row.pk}"
-    if kind == "vote":
-        return f"vote #{row.pk} on approval #{row.approval_id}"
+    if kind in ("vote", "outcome"):
+        return f"{kind} #{row.pk} on approval #{row.approval_id}"
     return f"{'the end of ' if kind == 'delegation.end' else ''}delegation #{row.pk}"
 
 
@@ -350,6 +377,8 @@ def _why_broken(kind: str, row, head: Head) -> str:
         return "it does not follow the previous link's hash: a hash was rewritten"
     if kind == "vote":
         changed = _hash_of(vote_content(row)) != row.decision_hash
+    elif kind == "outcome":
+        changed = _hash_of(outcome_content(row)) != row.decision_hash
     elif kind == "delegation":
         changed = _hash_of(delegation_content(row)) != row.decision_hash
     elif kind == "delegation.end":

@@ -43,6 +43,7 @@ class DecidedVia(models.TextChoices):
     SLACK = "slack"  # by a press in Slack, as the linked user who pressed (slacklink)
     EMAIL = "email"  # through a one-click email link, as its recipient (emaillink, approvals.tokens)
     PUSH = "push"  # by a notification's action, as the subscribed user (pushlink, approvals.tokens)
+    POLICY = "policy"  # approved at once: a call from outside (chat.outside) that the agent's policy does not gate
 
 
 class Approval(models.Model):
@@ -280,6 +281,31 @@ class Vote(models.Model):
 
     def __str__(self) -> str:
         return f"vote on approval #{self.approval_id}"
+
+
+class Outcome(models.Model):
+    """What an outside agent says happened when it ran a call approved here (chat.outside): once,
+    for the version approved. Linked into the audit chain like a decision; final once reported."""
+
+    class Status(models.TextChoices):
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    approval = models.OneToOneField(Approval, on_delete=models.PROTECT, related_name="outcome")
+    status = models.CharField(max_length=16, choices=Status.choices)
+    result = models.TextField(blank=True, help_text="What the caller says the call returned or why it failed (shortened).")
+    shown_hash = models.CharField(max_length=64, help_text="The version the caller ran: the one approved.")
+    reported_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    reported_at = models.DateTimeField(default=timezone.now)
+    chain_position = models.PositiveBigIntegerField(unique=True)
+    previous_hash = models.CharField(max_length=64)
+    decision_hash = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(status__in=["succeeded", "failed"]), name="approvals_outcome_status_valid")]
+
+    def __str__(self) -> str:
+        return f"outcome of approval #{self.approval_id}: {self.status}"
 
 
 class Delegation(models.Model):

@@ -11,6 +11,7 @@ from hitl.inputs import storable
 
 from . import announcements, audit, calls, plans, questions, routing, rulemaking, rules, webhooks
 from .models import Approval, Risk, Route, Rule, Vote, Webhook
+from .models import Outcome as ReportedOutcome  # `Outcome` here is what deciding several approvals did
 from .permissions import can_decide, can_see
 from .policy import RISKS
 from .signals import approval_claimed, approval_edited, approval_requested, approval_voted
@@ -203,6 +204,36 @@ def decide_by_rule(approval: Approval, rule) -> Approval:
     status = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
     decision = _decision(status, None, Approval.Via.RULE, "" if approve else rules.denial_reason(rule)) | {"rule": rule}
     return _store_decision(approval, decision, user=None, via=Approval.Via.RULE, announce_here=True)
+
+
+def approve_by_policy(approval: Approval) -> Approval:
+    """Approve a just-requested call from outside at once, by nobody, via `policy`: the agent's
+    policy does not gate it (chat.outside). In the audit chain like any decision."""
+    decision = _decision(Approval.Status.APPROVED, None, Approval.Via.POLICY)
+    return _store_decision(approval, decision, user=None, via=Approval.Via.POLICY, announce_here=True)
+
+
+class OutcomeConflict(DecisionError):
+    """An outcome that cannot be recorded for this approval: not approved, another version than
+    the one approved, or reported already."""
+
+
+def record_outcome(approval: Approval, *, user, status: str, result: str, shown_hash: str) -> ReportedOutcome:
+    """Keep what the caller says happened when it ran the approved call, once, for the version
+    approved, linked into the audit chain. In the caller's transaction."""
+    if approval.status != Approval.Status.APPROVED:
+        raise OutcomeConflict(f"Approval {approval.pk} is {approval.status}: only an approved call has an outcome to report.")
+    if shown_hash != approval.shown_hash:
+        raise OutcomeConflict("This is not the version that was approved: report the outcome with the approval's `shown_hash`.")
+    with transaction.atomic():
+        head = audit.lock_head()  # also what makes the check below exact: one report each
+        if ReportedOutcome.objects.filter(approval=approval).exists():
+            raise OutcomeConflict(f"The outcome of approval {approval.pk} was already reported.")
+        outcome = ReportedOutcome(approval=approval, status=status, result=result, shown_hash=shown_hash, reported_by=user, reported_at=timezone.now())
+        audit.link_outcome(head, outcome)
+        outcome.save()
+    logger.info("approval %s: outcome %s reported by %s", approval.pk, status, user)
+    return outcome
 
 
 def reject_as_repeat(approval: Approval, earlier: Approval) -> Approval:

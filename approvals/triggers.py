@@ -92,6 +92,10 @@ def install_decided_is_final(using: str = DEFAULT_DB_ALIAS, **kwargs) -> None:
         update_message="a vote is final", delete_message="a vote is never deleted",
     )
     install(
+        using, table="approvals_outcome", name="approvals_outcome", final="OLD.id IS NOT NULL",
+        update_message="a reported outcome is final", delete_message="a reported outcome is never deleted",
+    )
+    install(
         using, table="approvals_delegation", name="approvals_delegation", final="OLD.end_chain_position IS NOT NULL",
         update_message="an ended delegation is final", delete_message="a delegation is never deleted",
     )

@@ -54,6 +54,24 @@ def ensure_ops_agent() -> Agent:
     return agent
 
 
+def ensure_outside_agent() -> Agent:
+    """`outside`: the policy for agents that run elsewhere and ask here (POST /api/approval-requests,
+    the Python client): every call they ask about waits for a human, whatever the tool."""
+    agent, _ = Agent.objects.update_or_create(
+        slug="outside",
+        defaults={
+            "name": "Outside agents (every call asks)",
+            "system_prompt": "Approval requests from agents that run elsewhere land here; nothing runs here.",
+            "model": "scripted/demo",
+            "tools": [],
+            "all_tools_need_approval": True,
+            "approval_timeout_seconds": 24 * 60 * 60,
+            "open_to_everyone": True,
+        },
+    )
+    return agent
+
+
 def ensure_finance_route() -> Route:
     """The ops agent's emails go to the `finance` group: two of its members must approve each, they
     are reminded after two minutes, and after ten the Approvers may decide too. (The ops agent moves

@@ -3,15 +3,17 @@ the tool's schema, the policy, the preview and what a human types to approve a c
 import json
 import logging
 from dataclasses import dataclass
+from functools import partial
 
 from django.conf import settings
 
-from approvals import calls, policy
+from approvals import calls, policy, routing, rules
+from approvals.services import decide_by_rule, reject_as_repeat, request_approval
 from hitl.inputs import has_surrogate
 from hitl.visible import reveal
 
-from .models import Conversation
-from .tools import Preview, ToolArgumentsError, ToolContext, ToolSpec, arguments_hash, registry
+from .models import Conversation, ToolCall
+from .tools import OutsideTool, Preview, ToolArgumentsError, ToolContext, ToolSpec, arguments_hash, registry
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +62,9 @@ def parse_arguments(spec: ToolSpec, raw: str) -> dict:
     return spec.validate(parsed)
 
 
-def gate_call(spec: ToolSpec, arguments: dict, conversation: Conversation) -> GatedCall:
-    """Gate validated arguments; a gated call also gets its preview and, when critical, its hint."""
+def gate_call(spec: ToolSpec, arguments: dict, conversation: Conversation, *, with_preview: bool = True) -> GatedCall:
+    """Gate validated arguments; a gated call also gets its preview (unless not `with_preview`: a
+    call that runs elsewhere, whose world ours is not) and, when critical, its hint."""
     context = tool_context(conversation)
     digest = arguments_hash(arguments)
     if spec.pause:
@@ -74,7 +77,8 @@ def gate_call(spec: ToolSpec, arguments: dict, conversation: Conversation) -> Ga
     if not gate.required:
         return GatedCall(arguments, digest, gate)
     hint = confirmation_hint(spec, arguments, digest) if gate.risk == "critical" else ""
-    return GatedCall(arguments, digest, gate, preview_of(spec, arguments, context), hint, annotations=spec.annotations)
+    preview = preview_of(spec, arguments, context) if with_preview else None
+    return GatedCall(arguments, digest, gate, preview, hint, annotations=spec.annotations)
 
 
 def pause_gate(spec: ToolSpec, conversation: Conversation) -> policy.Gate:
@@ -115,7 +119,8 @@ class EditChecker:
             validated = spec.validate(arguments)
         except ToolArgumentsError as exc:
             raise calls.InvalidArguments(str(exc)) from None
-        gated = gate_call(spec, validated, conversation)
+        # An approval request's call runs where its caller is: the edit is shown by its arguments.
+        gated = gate_call(spec, validated, conversation, with_preview=conversation.source != Conversation.Source.API)
         gate = gated.gate
         return calls.CheckedCall(
             arguments=validated,
@@ -135,4 +140,64 @@ class EditChecker:
 
     @staticmethod
     def _spec(approval, conversation: Conversation) -> ToolSpec | None:
-        return registry.find(conversation.agent, approval.tool_call.name)
+        spec = registry.find(conversation.agent, approval.tool_call.name)
+        if spec is None and conversation.source == Conversation.Source.API:
+            return OutsideTool.named(approval.tool_call.name)  # a tool the agent does not have: the caller's
+        return spec
+
+
+def screen(call: ToolCall, gated: GatedCall, conversation: Conversation, live_rules: list, live_routes: list) -> tuple:
+    """What decides a gated action besides a human, read before any write transaction: the route
+    that says who approves it (approvals.routing.match), what the rules say of it (`live_rules`,
+    rules.applicable(conversation)), and what its card would offer to remember. For the loop's
+    calls and outside ones alike (chat.outside)."""
+    route = routing.match(live_routes, tool=call.name, risk=gated.gate.risk)
+    candidate = rule_call(call, gated, conversation, routed=route is not None)
+    screening = rules.screen(live_rules, candidate, conversation_id=conversation.pk, arguments_hash=call.arguments_hash)
+    suggestion = rules.suggestion(conversation, candidate, trust_after=conversation.agent.trust_after)
+    return screening, suggestion, route
+
+
+def rule_call(call: ToolCall, gated: GatedCall, conversation: Conversation, *, routed: bool = False) -> rules.Call:
+    # A routed call needs its route's approvers: no allow rule approves it (a deny rule still rejects it).
+    return rules.Call(
+        tool=call.name, arguments=call.arguments, risk=gated.gate.risk, approver_required=gated.gate.approver_required or routed,
+        max_auto_approve_risk=conversation.agent.max_auto_approve_risk,
+    )
+
+
+def automatic_decision(screening: rules.Screening):
+    """How the call is decided at once, if it is, in this order, a human's say winning over a saved
+    allow: a deny rule rejects it; the same call, just rejected in this conversation, is rejected
+    again (the rejection contract); an allow rule approves it (approvals.rules). Else None: a human
+    decides, perhaps offered a trust suggestion."""
+    if rule := rules.first_deny(screening):
+        return partial(decide_by_rule, rule=rule)
+    if earlier := screening.repeats:
+        return partial(reject_as_repeat, earlier=earlier)
+    if rule := rules.first_allow(screening):
+        return partial(decide_by_rule, rule=rule)
+    return None
+
+
+def request(call: ToolCall, gated: GatedCall, conversation: Conversation, *, suggestion: dict | None, route):
+    """The saved gated call's approval, in the caller's transaction, as the gate, its preview and
+    its route say (approvals.services.request_approval)."""
+    return request_approval(
+        tool_call_id=call.pk,
+        conversation_id=conversation.pk,
+        requested_by_id=conversation.owner_id,
+        reason=gated.gate.reason,
+        risk=gated.gate.risk,
+        arguments_hash=call.arguments_hash,
+        approver_required=gated.gate.approver_required,
+        timeout_seconds=gated.gate.timeout_seconds,
+        preview=gated.stored_preview,
+        preview_state=gated.preview.state if gated.preview else "",
+        confirmation_hint=gated.confirmation_hint,
+        kind=gated.kind,
+        request=gated.request,
+        rule_suggestion=suggestion,
+        annotations=gated.annotations,
+        route=route,
+    )

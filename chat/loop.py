@@ -9,7 +9,6 @@ import logging
 import time
 import uuid
 from datetime import timedelta
-from functools import partial
 from typing import NamedTuple
 
 from django.conf import settings
@@ -19,12 +18,12 @@ from django.utils import timezone
 
 from approvals import pauses, routing, rules
 from approvals.models import Approval
-from approvals.services import decide_by_rule, reject_as_repeat, request_approval
+from approvals.services import request_approval
 from hitl import live
 from hitl.db import release_connection
 
 from . import fragments
-from .gating import MAX_RAW_ARGUMENTS, GatedCall, gate_call, parse_arguments, preview_of, tool_context
+from .gating import MAX_RAW_ARGUMENTS, GatedCall, automatic_decision, gate_call, parse_arguments, preview_of, request, screen, tool_context
 from .history import History
 from .messages import add_notice, append_message, load_calls, lock_conversation, push_status, set_loaded_calls
 from .llm import LLMError, ModelTurn, Stopped, complete
@@ -112,11 +111,6 @@ def _step(conversation_id, token: str) -> bool:
 
 def _settle(call: ToolCall, conversation: Conversation) -> None:
     """Bring one call of the open turn as far as it can go without a human."""
-    if call.status == Status.PENDING_APPROVAL and _approved_action(call):
-        # The decision copied and the call claimed in one conditional update: pending → running.
-        _run(call, conversation, claim_from=Status.PENDING_APPROVAL)
-    elif call.status == Status.PENDING_APPROVAL:
-        _apply_decision(call, push_approved=False)
     if call.status == Status.RUNNING:
         # Only a dead predecessor leaves a call running while we hold the lease. It may or may not
         # have taken effect, so it is reported, never silently run again.
@@ -127,10 +121,29 @@ def _settle(call: ToolCall, conversation: Conversation) -> None:
             result="Interrupted: the worker stopped while this call was running, so it may or may "
             "not have taken effect. It was not run again.",
         )
+    settle_call(call, conversation)
+
+
+def settle_call(call: ToolCall, conversation: Conversation) -> None:
+    """Apply a call's decision, run it once approved, resume it once its question is answered: for
+    the loop's turn (under the lease) and for an MCP client's call (chat.outside, any thread). Each
+    step is claimed by a conditional update, so two callers never both run a call."""
+    if call.status == Status.PENDING_APPROVAL and _approved_action(call):
+        # The decision copied and the call claimed in one conditional update: pending → running.
+        _run(call, conversation, claim_from=Status.PENDING_APPROVAL)
+    elif call.status == Status.PENDING_APPROVAL:
+        _apply_decision(call, push_approved=False)
     if call.status == Status.APPROVED:
         _run(call, conversation)
     if call.status == Status.WAITING_FOR_INPUT:
         _resume(call, conversation)
+
+
+def finish_outside_call(call: ToolCall, status: str, **fields) -> bool:
+    """An approval request's call, run by its outside caller: approved → succeeded or failed, as
+    the caller reports (chat.outside.report_outcome), and the card shows it. False if it was not
+    waiting for its outcome."""
+    return _transition(call, Status.APPROVED, status, **fields)
 
 
 def apply_decision(tool_call_id: int, *, with_status: bool = False) -> ToolCall | None:
@@ -420,10 +433,14 @@ def stop(conversation: Conversation, *, user) -> list[ToolCall]:
     turn = _last_assistant_message(conversation)
     cancelled = []
     who = user.get_username()
+    # An approval request's approved call runs where its caller is, maybe already: not ours to cancel.
+    stoppable = (Status.PENDING_APPROVAL, Status.WAITING_FOR_INPUT) if conversation.source == Conversation.Source.API else (
+        Status.PENDING_APPROVAL, Status.APPROVED, Status.WAITING_FOR_INPUT
+    )
     for call in turn.tool_calls.all() if turn is not None else []:
         # Conditional, like every transition: a worker claiming the call (approved → running) or a
         # decision landing on it wins or loses as a whole.
-        if call.status in (Status.PENDING_APPROVAL, Status.APPROVED, Status.WAITING_FOR_INPUT) and _transition(
+        if call.status in stoppable and _transition(
             call, call.status, Status.CANCELLED, push=False, result=_cancelled_result(who)
         ):
             cancelled.append(call)
@@ -611,20 +628,9 @@ def _check_calls(conversation: Conversation, turn: ModelTurn) -> list[_Checked]:
             continue
         live_rules = rules.applicable(conversation) if live_rules is None else live_rules
         live_routes = routing.live_routes(conversation.agent_id) if live_routes is None else live_routes
-        route = routing.match(live_routes, tool=call.name, risk=gated.gate.risk)
-        candidate = _rule_call(call, gated, conversation, routed=route is not None)
-        screening = rules.screen(live_rules, candidate, conversation_id=conversation.pk, arguments_hash=call.arguments_hash)
-        suggestion = rules.suggestion(conversation, candidate, trust_after=conversation.agent.trust_after)
+        screening, suggestion, route = screen(call, gated, conversation, live_rules, live_routes)
         checked.append(_Checked(call, gated, screening, suggestion, route))
     return checked
-
-
-def _rule_call(call: ToolCall, gated: GatedCall, conversation: Conversation, *, routed: bool = False) -> rules.Call:
-    # A routed call needs its route's approvers: no allow rule approves it (a deny rule still rejects it).
-    return rules.Call(
-        tool=call.name, arguments=call.arguments, risk=gated.gate.risk, approver_required=gated.gate.approver_required or routed,
-        max_auto_approve_risk=conversation.agent.max_auto_approve_risk,
-    )
 
 
 def _store_turn(conversation: Conversation, turn: ModelTurn, checked: list[_Checked]) -> tuple[Message, bool]:
@@ -641,25 +647,8 @@ def _store_turn(conversation: Conversation, turn: ModelTurn, checked: list[_Chec
             call.save()
             calls.append(call)
             if gated is not None and gated.gate.required:
-                automatic = _automatic_decision(screening) if screening is not None else None
-                call.approval = request_approval(
-                    tool_call_id=call.pk,
-                    conversation_id=conversation.pk,
-                    requested_by_id=conversation.owner_id,
-                    reason=gated.gate.reason,
-                    risk=gated.gate.risk,
-                    arguments_hash=call.arguments_hash,
-                    approver_required=gated.gate.approver_required,
-                    timeout_seconds=gated.gate.timeout_seconds,
-                    preview=gated.stored_preview,
-                    preview_state=gated.preview.state if gated.preview else "",
-                    confirmation_hint=gated.confirmation_hint,
-                    kind=gated.kind,
-                    request=gated.request,
-                    rule_suggestion=None if automatic else suggestion,
-                    annotations=gated.annotations,
-                    route=route,
-                )
+                automatic = automatic_decision(screening) if screening is not None else None
+                call.approval = request(call, gated, conversation, suggestion=None if automatic else suggestion, route=route)
                 if automatic is not None:
                     automatic(call.approval)
                     settles_now = True
@@ -669,20 +658,6 @@ def _store_turn(conversation: Conversation, turn: ModelTurn, checked: list[_Chec
                 settles_now = True  # not gated: it runs at once
         set_loaded_calls(message, calls)
     return message, waits and not settles_now
-
-
-def _automatic_decision(screening: rules.Screening):
-    """How the call is decided at once, if it is, in this order, a human's say winning over a saved
-    allow: a deny rule rejects it; the same call, just rejected in this conversation, is rejected
-    again (the rejection contract); an allow rule approves it (approvals.rules). Else None: a human
-    decides, perhaps offered a trust suggestion."""
-    if rule := rules.first_deny(screening):
-        return partial(decide_by_rule, rule=rule)
-    if earlier := screening.repeats:
-        return partial(reject_as_repeat, earlier=earlier)
-    if rule := rules.first_allow(screening):
-        return partial(decide_by_rule, rule=rule)
-    return None
 
 
 def _unique_call_id(call_id: str, position: int, seen: set[str]) -> str:

@@ -92,13 +92,27 @@ class Agent(models.Model):
         return self.name
 
 
+class ConversationSource(models.TextChoices):
+    """Who asks for the calls: the app's own loop (chat), an outside agent through the API, or an MCP
+    client through the gateway. Outside conversations hold calls only: the loop never advances them."""
+
+    CHAT = "chat"
+    API = "api"
+    MCP = "mcp"
+
+
 class Conversation(models.Model):
     Status = ConversationStatus
+    Source = ConversationSource
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="conversations")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="conversations")
     title = models.CharField(max_length=200, blank=True)
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.CHAT)
+    external_thread = models.CharField(
+        max_length=200, blank=True, help_text="An outside conversation's thread: the caller's thread id, or the MCP session's."
+    )
     status = models.CharField(max_length=32, choices=Status.choices, default=Status.IDLE)
     error = models.TextField(blank=True, help_text="Why the last run failed, in words a user can read.")
     # The lease: which task is advancing this conversation, and until when it may (see chat.loop).
@@ -111,6 +125,11 @@ class Conversation(models.Model):
         ordering = ["-created_at"]
         constraints = [
             models.CheckConstraint(condition=Q(status__in=ConversationStatus.values), name="chat_conversation_status_valid"),
+            # One conversation per outside thread of a caller: requests of one thread land together.
+            models.UniqueConstraint(
+                fields=["owner", "agent", "source", "external_thread"], condition=~Q(external_thread=""),
+                name="chat_conversation_one_per_thread",
+            ),
         ]
         indexes = [
             models.Index(
@@ -123,6 +142,11 @@ class Conversation(models.Model):
 
     def __str__(self) -> str:
         return self.title or str(self.id)
+
+    @property
+    def is_outside(self) -> bool:
+        """Its calls come from an outside agent or an MCP client: nobody chats in it, no model runs."""
+        return self.source != ConversationSource.CHAT
 
     @property
     def uses_scripted_model(self) -> bool:

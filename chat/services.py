@@ -59,6 +59,7 @@ def post_message(*, conversation: Conversation, user, content: str, shown: dict[
     content = _clean(content)
     if conversation.owner_id != user.pk:
         raise NotOwner("Only the conversation's owner can write in it.")
+    _refuse_outside(conversation)
     _check_agent(user, conversation.agent)
     with transaction.atomic():
         messages.lock_conversation(conversation)
@@ -230,6 +231,7 @@ def stop_conversation(*, conversation: Conversation, user, via: str) -> list[int
 def retry(*, conversation: Conversation, user) -> None:
     if conversation.owner_id != user.pk:
         raise NotOwner("Only the conversation's owner can retry it.")
+    _refuse_outside(conversation)
     _check_agent(user, conversation.agent)
     with transaction.atomic():
         messages.lock_conversation(conversation)  # before the user's, as post_message takes them
@@ -241,6 +243,14 @@ def retry(*, conversation: Conversation, user) -> None:
             conversation.status, conversation.error = Conversation.Status.RUNNING, ""
             messages.push_status(conversation)
             enqueue_on_commit(advance_conversation, str(conversation.pk))
+
+
+def _refuse_outside(conversation: Conversation) -> None:
+    """An outside agent's or an MCP client's conversation holds its calls only: no model runs in it."""
+    if conversation.is_outside:
+        raise InvalidMessage(
+            "This conversation holds calls from an outside agent: decide them on their cards. Nobody chats in it, and no model runs."
+        )
 
 
 def _check_agent(user, agent: Agent) -> None:

@@ -140,6 +140,26 @@ class ToolSpec:
         return self.function(**arguments)
 
 
+@dataclass(frozen=True)
+class OutsideTool(ToolSpec):
+    """A tool the agent does not have, named in an approval request from outside (chat.outside): its
+    arguments' schema is its caller's, so any object is taken; the agent's policy still gates it,
+    and it never runs here."""
+
+    @classmethod
+    def named(cls, name: str, risk: str = "medium") -> "OutsideTool":
+        return cls(name=name, description="", function=_runs_elsewhere, arguments_model=None, risk=risk)
+
+    def validate(self, arguments: Any) -> dict:
+        if not isinstance(arguments, dict):
+            raise ToolArgumentsError(f"Arguments for {self.name} must be a JSON object.")
+        return arguments
+
+
+def _runs_elsewhere(**_arguments):
+    raise ToolError("This tool runs where the agent that asked for it is, never here.")
+
+
 @dataclass
 class Registry:
     """The built-in tools (@tool), and the sources of other tools (an app's function of an agent

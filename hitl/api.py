@@ -20,10 +20,12 @@ from approvals.services import (
     EditForbidden,
     InvalidAnswer,
     NotAllowed,
+    OutcomeConflict,
     WrongKind,
 )
 from chat.api import router as chat_router
 from chat.models import ApiToken
+from chat.outside import InvalidRequest, NotTheRequester
 from chat.quotas import QuotaExceeded
 from chat.services import InvalidMessage, NotOwner, UnknownAgent
 from hitl.inputs import has_surrogate
@@ -63,6 +65,8 @@ api = NinjaAPI(
 )
 api.add_router("/conversations", chat_router)
 api.add_router("/approvals", approvals_router)
+api.add_router("/approvals", "chat.outside_api.outcome_router")
+api.add_router("/approval-requests", "chat.outside_api.router")
 api.add_router("/rules", rules_router)
 api.add_router("/analytics", "approvals.analytics_api.router")
 api.add_router("/routes", "approvals.route_api.router")
@@ -122,7 +126,18 @@ def refused_decision(request, exc: Exception):
     return api.create_response(request, {"detail": str(exc)}, status=400)
 
 
+@api.exception_handler(InvalidRequest)
+def invalid_request(request, exc: InvalidRequest):
+    return api.create_response(request, {"detail": str(exc), "field": exc.field}, status=400)
+
+
+@api.exception_handler(OutcomeConflict)
+def outcome_conflict(request, exc: OutcomeConflict):
+    return api.create_response(request, {"detail": str(exc)}, status=409)
+
+
 @api.exception_handler(NotAllowed)
+@api.exception_handler(NotTheRequester)
 @api.exception_handler(NotOwner)
 def not_allowed(request, exc: Exception):
     return api.create_response(request, {"detail": str(exc)}, status=403)

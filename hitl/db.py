@@ -1,4 +1,8 @@
-"""Database connections for threads that wait."""
+"""Database connections for threads that wait, and database work for async code that waits."""
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from channels.db import DatabaseSyncToAsync
 from django.db import connection
 
 
@@ -9,3 +13,17 @@ def release_connection() -> None:
     should wait there). SQLite connections are files that hold no lock between statements: kept."""
     if connection.vendor == "postgresql" and connection.connection is not None and not connection.in_atomic_block:
         connection.close()
+
+
+def thread_pool(name: str, size: int) -> Callable[[Callable], DatabaseSyncToAsync]:
+    """`database(func)`: `func` as an awaitable run on `size` threads of `name`'s own, never on the
+    one thread asgiref shares by default (`thread_sensitive=True`), which the websockets' handshakes
+    also wait for: an async surface that waits (A2A, long polls, the MCP gateway) must not queue
+    them behind it. Django's connections are per thread, so each thread has its own; channels'
+    DatabaseSyncToAsync closes stale ones around every call, as for any request."""
+    executor = ThreadPoolExecutor(max_workers=max(size, 1), thread_name_prefix=name)
+
+    def database(func: Callable) -> DatabaseSyncToAsync:
+        return DatabaseSyncToAsync(func, thread_sensitive=False, executor=executor)
+
+    return database

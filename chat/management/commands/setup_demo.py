@@ -2,14 +2,15 @@ import os
 
 from django.core.management.base import BaseCommand
 
-from chat.demo import FINANCE_GROUP, ensure_demo_agent, ensure_finance_route, ensure_ops_agent, ensure_user
+from chat.demo import FINANCE_GROUP, ensure_demo_agent, ensure_finance_route, ensure_ops_agent, ensure_outside_agent, ensure_user
 from hitl import live
 
 
 class Command(BaseCommand):
     help = (
         "Create the demo user, the approver and finance's dana and erin (password: HITL_DEMO_PASSWORD, else their names), "
-        "the demo agents and the finance route (two of finance approve the ops agent's emails)."
+        "the demo agents (demo, ops, and outside: the policy for approval requests from agents that run elsewhere) "
+        "and the finance route (two of finance approve the ops agent's emails)."
     )
 
     def handle(self, *args, **options) -> None:
@@ -25,6 +26,7 @@ class Command(BaseCommand):
                 user.save()
         ensure_demo_agent()
         ensure_ops_agent()
+        ensure_outside_agent()
         route = ensure_finance_route()
         shown = "(HITL_DEMO_PASSWORD)" if password else None
         self.stdout.write(f"users: demo / {shown or 'demo'}; approver / {shown or 'approver'} (may decide anyone's approvals)")
