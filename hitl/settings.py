@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "emaillink",
     "pushlink",
     "slacklink",
+    "mcpgateway",
 ]
 
 MIDDLEWARE = [
@@ -369,3 +370,11 @@ CELERY_BEAT_SCHEDULE["resend-lost-approval-mails"] = {
     "schedule": float(os.environ.get("HITL_EMAIL_SWEEP_SECONDS", "30")),
 }
 LOGGING["loggers"]["emaillink"] = {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}
+
+# The MCP gateway (mcpgateway): every agent at /mcp/<slug>/. A gated call waits for its decision
+# until its approval expires (the agent's or tool's timeout), and never longer than this (then the
+# client is told to call again: an identical call joins the same approval). The gateway's database
+# work, and the tools its approved calls run, use threads of their own in each daphne.
+HITL_MCP_WAIT_SECONDS = float(os.environ.get("HITL_MCP_WAIT_SECONDS", "3600"))
+HITL_MCP_DB_THREADS = int(os.environ.get("HITL_MCP_DB_THREADS", "8"))
+LOGGING["loggers"]["mcpgateway"] = {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}

@@ -1,0 +1,144 @@
+"""The gateway's reads and writes, sync (run on the gateway's threads, mcpgateway.pool): an agent's
+tools as MCP lists them, a call asked for (or joined), and a call as the client is answered.
+
+A call goes through chat.outside exactly as the loop's calls go through the loop: the same gate,
+rules, routes, previews and approval; chat.outside.settle applies the decision and runs the tool."""
+from dataclasses import dataclass
+from datetime import datetime
+
+import mcp_types as types
+from django.utils import timezone
+
+from approvals.models import Approval
+from approvals.outcomes import outcome_line
+from chat import outside
+from chat.models import Conversation, ToolCall
+from chat.tools import ToolArgumentsError, arguments_hash, registry
+
+Status = ToolCall.Status
+# Calls a second identical call joins rather than asking again: still waiting for a human, or
+# approved and not yet run (its client went away before it ran: a restarted daphne), or asking its
+# human a question mid-run.
+JOINABLE = (Status.PENDING_APPROVAL, Status.APPROVED, Status.WAITING_FOR_INPUT)
+HINTS = {"title": "title", "readOnlyHint": "read_only_hint", "destructiveHint": "destructive_hint",
+         "idempotentHint": "idempotent_hint", "openWorldHint": "open_world_hint"}
+
+
+def listed_tools(agent) -> list[types.Tool]:
+    """The agent's tools under the names its loop calls them (`<server>__<tool>` for a tool
+    server's), with their schemas, descriptions and (a tool server's) annotations."""
+    return [
+        types.Tool(name=spec.name, description=spec.description or None, input_schema=spec.parameters,
+                   annotations=_annotations(spec.annotations))
+        for spec in registry.for_agent(agent)
+        if not spec.pause  # a question or a plan is the loop's model asking a human, not a tool to call
+    ]
+
+
+def _annotations(annotations: dict | None) -> types.ToolAnnotations | None:
+    known = {HINTS[key]: value for key, value in (annotations or {}).items() if key in HINTS}
+    try:
+        return types.ToolAnnotations(**known) if known else None
+    except ValueError:  # a server's odd hint (not a bool) is left out, not a failed listing
+        return None
+
+
+@dataclass(frozen=True)
+class Asked:
+    call_id: int
+    conversation_id: object
+    joined: bool  # an identical call already waiting was joined: nothing new was asked
+    approval_id: int | None
+    expires_at: datetime | None
+
+
+def ask(user, agent, *, name: str, arguments, thread: str) -> Asked:
+    """The call asked for in the caller's MCP conversation of `thread`, or the same user's identical
+    call (agent, tool, arguments) that still waits for a human or to run, joined: a client that
+    calls again after losing its connection (a restarted daphne) gets the one decision, never a
+    second approval. Raises chat.outside.InvalidRequest."""
+    joined = _joinable(user, agent, name, arguments)
+    if joined is not None:
+        return _asked(joined, joined=True)
+    conversation = outside.conversation_for(user, agent, source=Conversation.Source.MCP, thread=thread)
+    return _asked(outside.request_call(conversation, tool=name, arguments=arguments), joined=False)
+
+
+def _joinable(user, agent, name, arguments) -> ToolCall | None:
+    spec = registry.find(agent, name) if isinstance(name, str) else None
+    if spec is None or not isinstance(arguments, dict):
+        return None  # request_call says what is wrong
+    try:
+        digest = arguments_hash(spec.validate(arguments))
+    except (ToolArgumentsError, TypeError, ValueError):
+        return None
+    return (
+        ToolCall.objects.filter(
+            message__conversation__owner=user, message__conversation__agent=agent,
+            message__conversation__source=Conversation.Source.MCP,
+            name=spec.name, arguments_hash=digest, is_gated=True, status__in=JOINABLE,
+        )
+        .select_related("approval", "message")
+        .order_by("-pk")
+        .first()
+    )
+
+
+def _asked(call: ToolCall, *, joined: bool) -> Asked:
+    approval = getattr(call, "approval", None)
+    return Asked(call.pk, call.message.conversation_id, joined, approval.pk if approval else None, approval.expires_at if approval else None)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A call as it stands: `result` once the client can be answered, else what it waits for."""
+
+    result: types.CallToolResult | None
+    waiting: str = ""
+    votes: str = ""
+
+
+def settle(call_id: int) -> Reading:
+    """The call brought as far as it goes without a human (chat.outside.settle: the decision
+    applied, an approved call run), read as the client's answer."""
+    call = outside.settle(call_id)
+    return read(call)
+
+
+def read(call: ToolCall) -> Reading:
+    approval = getattr(call, "approval", None)
+    status = call.status
+    if status == Status.SUCCEEDED:
+        return Reading(_text(call.result))
+    if status == Status.FAILED:
+        return Reading(_text(call.error or call.result or f"{call.name} failed.", error=True))
+    if status in (Status.REJECTED, Status.EXPIRED, Status.CANCELLED) and approval is not None:
+        return Reading(_text(f"{call.name} was not run. {outcome_line(approval, icon=False)}.", error=True))
+    if status == Status.INTERRUPTED:
+        return Reading(_text(call.result or f"{call.name} was interrupted.", error=True))
+    if status in ToolCall.FINISHED:  # cancelled without an approval: the conversation was stopped
+        return Reading(_text(call.result or call.error or f"{call.name} was {status}.", error=True))
+    if status == Status.WAITING_FOR_INPUT:
+        return Reading(None, waiting=f"{call.name} asked a question; waiting for a human's answer in the conversation.")
+    if status == Status.RUNNING:
+        return Reading(None, waiting=f"{call.name} is running.")
+    if approval is not None and approval.status == Approval.Status.PENDING:
+        return Reading(None, waiting=f"Waiting for a human's decision on approval #{approval.pk} ({call.name}).")
+    return Reading(None, waiting=f"{call.name} is about to run.")
+
+
+def still_waiting(call_id: int) -> types.CallToolResult:
+    """The answer when the wait ends before a decision: say how to go on."""
+    call = ToolCall.objects.select_related("approval").get(pk=call_id)
+    approval = getattr(call, "approval", None)
+    which = f"approval #{approval.pk}" if approval else "the call"
+    until = f" (it expires at {timezone.localtime(approval.expires_at):%Y-%m-%d %H:%M %Z})" if approval and approval.expires_at else ""
+    return _text(
+        f"No decision yet on {which} for {call.name}{until}. Nothing was run. Call {call.name} again with the "
+        "same arguments to keep waiting for the same decision.",
+        error=True,
+    )
+
+
+def _text(text: str, *, error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
