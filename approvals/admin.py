@@ -12,7 +12,7 @@ from django.utils import timezone
 from hitl.admin import ReadOnlyAdminMixin
 
 from . import routemaking, votes
-from .models import Approval, Delegation, Route, Rule, Vote, Webhook, WebhookDelivery
+from .models import Approval, Delegation, Outcome, Route, Rule, Vote, Webhook, WebhookDelivery
 from .permissions import may_manage_routes
 from .templatetags.approval_tags import edit_diff
 
@@ -49,6 +49,35 @@ class VoteInline(ReadOnlyAdminMixin, admin.TabularInline):
         return vote.shown_hash[:12] + "…"  # the whole hash is in the audit export; this tells versions apart
 
 
+class OutcomeInline(ReadOnlyAdminMixin, admin.StackedInline):
+    """What an outside agent reported of the approved call it ran (chat.outside): once, linked into the audit chain."""
+
+    model = Outcome
+    fields = ["status", "result", "reported_by", "reported_at", "version", "chain_position"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    @admin.display(description="version run")
+    def version(self, outcome: Outcome) -> str:
+        return outcome.shown_hash[:12] + "…"
+
+
+@admin.register(Outcome)
+class OutcomeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Outcomes reported by outside agents, for auditors: what they say happened when they ran an approved call."""
+
+    list_display = ["approval", "tool_name", "status", "reported_by", "reported_at", "chain_position"]
+    list_filter = ["status", ("reported_by", admin.RelatedOnlyFieldListFilter), "reported_at"]
+    search_fields = ["=approval__id", "approval__tool_call__name", "result", "reported_by__username"]
+    list_select_related = ["approval__tool_call", "reported_by"]
+    date_hierarchy = "reported_at"
+
+    @admin.display(description="tool", ordering="approval__tool_call__name")
+    def tool_name(self, outcome: Outcome) -> str:
+        return outcome.approval.tool_call.name
+
+
 @admin.register(Approval)
 class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
@@ -59,7 +88,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "tool_call__name", ("decided_by", admin.RelatedOnlyFieldListFilter), ("route", admin.RelatedOnlyFieldListFilter),
         "requested_at", "decided_at",
     ]
-    inlines = [VoteInline]
+    inlines = [VoteInline, OutcomeInline]
     search_fields = ["tool_call__name", "reason", "rejection_reason", "comment", "requested_by__username", "decided_by__username", "=conversation__id"]
     list_select_related = ["tool_call", "requested_by", "decided_by"]
     date_hierarchy = "requested_at"

@@ -33,9 +33,9 @@ class ToolCallInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 @admin.register(Conversation)
 class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["id", "title", "owner", "agent", "status", "created_at", "updated_at"]
-    list_filter = ["status", "agent", "created_at"]
-    search_fields = ["=id", "title", "owner__username"]
+    list_display = ["id", "title", "owner", "agent", "source", "status", "created_at", "updated_at"]
+    list_filter = ["source", "status", "agent", "created_at"]  # source: chats, approval requests (api), MCP sessions
+    search_fields = ["=id", "title", "owner__username", "=external_thread"]
     list_select_related = ["owner", "agent"]
     inlines = [MessageInline]
     readonly_fields = ["tool_calls"]

@@ -2,11 +2,12 @@
 import re
 
 from django.contrib.auth.decorators import login_required
+from django.db.models import Prefetch, prefetch_related_objects
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from approvals.models import Approval
+from approvals.models import Approval, Outcome
 from approvals.permissions import may_approve_anything
 from approvals.selectors import powers_for
 from approvals.services import decide_all
@@ -15,6 +16,7 @@ from hitl.inputs import BadInput, parse_shown
 from . import services
 from .quotas import QuotaExceeded
 from .llm import SUGGESTIONS
+from .models import Conversation, ToolCall
 from .selectors import MAX_POSITION, agent_for, conversation_for, messages_for_page, recent_conversations, usable_agents
 
 
@@ -65,9 +67,12 @@ def conversation_page(request, conversation_id):
         before = before_position(request)
     except ValueError as exc:
         return HttpResponse(str(exc), status=400)
+    page = messages_for_page(conversation, before=before)
+    if conversation.source == Conversation.Source.API:
+        _with_reported_outcomes(page.messages)
     context = {
         "conversation": conversation,
-        "page": messages_for_page(conversation, before=before),
+        "page": page,
         "before": before,
         "suggestions": SUGGESTIONS,
         # Four-eyes and routed calls pushed to every viewer: this one may decide them only as an
@@ -82,6 +87,15 @@ def conversation_page(request, conversation_id):
     if request.htmx:  # the socket (re)connected: bring the page up to date from the database
         return render(request, "partials/conversation_live.html", context)
     return render(request, "chat/conversation.html", context)
+
+
+def _with_reported_outcomes(messages: list) -> None:
+    """What the callers of an approval-request conversation reported of the calls they ran (the
+    cards say who reported it), read for the whole page at once: one query, none per card."""
+    finished = (ToolCall.Status.SUCCEEDED, ToolCall.Status.FAILED)
+    calls = [call for message in messages for call in message.tool_calls.all() if call.status in finished]
+    approvals = [approval for call in calls if (approval := getattr(call, "approval", None)) is not None]
+    prefetch_related_objects(approvals, Prefetch("outcome", queryset=Outcome.objects.select_related("reported_by")))
 
 
 @login_required

@@ -1,8 +1,10 @@
 from django import template
 
 from approvals.inbox import voted
+from approvals.models import Approval
 from approvals.permissions import can_decide
 from approvals.selectors import powers_for
+from chat.models import Conversation, Message, ToolCall
 
 register = template.Library()
 
@@ -27,3 +29,22 @@ def may_decide_unknown(approval) -> bool | None:
     """For a pushed card, whose viewers differ: None when only an approver may decide, so the card
     carries both the buttons and "Waiting for an approver" and the page shows the right one."""
     return None if approval.approver_required else True
+
+
+OUTSIDE_CALL_IDS = tuple(f"{source}-" for source in Conversation.Source.values if source != Conversation.Source.CHAT)
+
+
+@register.filter
+def call_source(call) -> str:
+    """Where a card's call comes from: the Conversation.source of its turn ("chat", "api", "mcp").
+    chat.outside names its calls "<source>-<uuid>", so a call named otherwise is the loop's, with no
+    query (the loop pushes cards whose turn comes without its conversation); an outside one is read
+    from what its render path loaded (the page's turns, a reported outcome's approval)."""
+    if not call.call_id.startswith(OUTSIDE_CALL_IDS):
+        return Conversation.Source.CHAT
+    if ToolCall.message.is_cached(call) and Message.conversation.is_cached(call.message):
+        return call.message.conversation.source
+    approval = ToolCall.approval.related.get_cached_value(call, default=None)
+    if approval is not None and Approval.conversation.is_cached(approval):
+        return approval.conversation.source
+    return call.message.conversation.source
