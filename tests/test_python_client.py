@@ -177,6 +177,14 @@ def test_a_request_that_may_have_reached_the_server_is_not_sent_twice():
     assert len(api.requests) == 1
 
 
+def test_a_request_that_cannot_be_sent_at_all_says_so_once():
+    api = FakeApi(httpx.UnsupportedProtocol("Request URL is missing an 'http://' or 'https://' protocol."))
+    with pytest.raises(Unreachable) as raised:
+        client_for(api).request_approval("ops", "deploy", {"service": "api"})
+    assert "protocol" in str(raised.value) and "may have reached" not in str(raised.value)
+    assert len(api.requests) == 1
+
+
 def test_a_request_refused_before_it_was_sent_is_sent_again():
     api = FakeApi(httpx.ConnectError("Connection refused"), (201, APPROVED))
     assert client_for(api).request_approval("ops", "deploy", {"service": "api"}).approved

@@ -76,7 +76,8 @@ def send(call: Call, retry: Retry, *, deadline: float | None = None) -> Flow[htt
             response: httpx.Response = yield call
         except httpx.TransportError as error:
             if not isinstance(error, PASSING_ERRORS if idempotent else UNSENT_ERRORS):
-                raise Unreachable(f"{call.method} {call.path} failed and may have reached the server: {error!r}") from error
+                maybe_sent = " and may have reached the server" if isinstance(error, PASSING_ERRORS) else ""
+                raise Unreachable(f"{call.method} {call.path} failed{maybe_sent}: {error!r}") from error
             failure: HitlError = Unreachable(f"{call.method} {call.path}: {error!r}")
         else:
             if response.status_code not in (PASSING_STATUSES if idempotent else UNSENT_STATUSES):
