@@ -136,6 +136,8 @@ def retry(request, conversation_id):
         raise Http404(str(exc)) from None
     except services.NotOwner as exc:
         return HttpResponse(str(exc), status=403)
+    except services.InvalidMessage as exc:  # an outside conversation: no model runs in it
+        return HttpResponse(str(exc), status=400)
     except QuotaExceeded as exc:
         return _too_many(exc)
     if request.htmx:

@@ -115,7 +115,7 @@ def test_a_call_the_policy_does_not_gate_reads_allowed_by_policy(alice, agent, a
     card = card_of(conversation_page(alice, body), body)
 
     assert body["decided_via"] == "policy"
-    assert "✓ Allowed by policy: the agent does not gate this tool, so no human was asked" in card
+    assert "✓ Allowed by policy: this agent asks no human for this tool" in card
     assert "✔ Approved · awaiting the agent’s report" in card
     assert "by the system via policy" not in card
 
@@ -221,9 +221,10 @@ def test_the_inbox_and_the_history_mark_calls_from_outside(alice, bob, gated_dep
 
     row = re.search(rf'<article id="approval-row-{waiting["id"]}".*?</summary>', inbox, re.S).group(0)
     assert "source-api" in row and "API</span>" in row
+    assert "once approved, the agent runs this call itself and reports back" in inbox
     unknown_row = re.search(rf'<tr id="history-{unknown["id"]}">.*?</tr>', history, re.S).group(0)
     reported_row = re.search(rf'<tr id="history-{reported["id"]}">.*?</tr>', history, re.S).group(0)
-    assert "outcome unknown: not reported" in unknown_row and "source-api" in unknown_row
+    assert "not reported yet" in unknown_row and "source-api" in unknown_row
     assert "reported succeeded" in reported_row
 
 
@@ -267,3 +268,34 @@ def test_a_chat_call_whose_model_named_it_like_an_outside_one_still_reads_as_the
 
     assert "✔ Approved</span>" in page and "awaiting" not in page and "outside-origin" not in page
     assert 'id="composer"' in page
+
+
+def test_retry_in_an_outside_conversation_is_refused_not_a_server_error(alice, gated_deploy, api_as):
+    body = ask(api_as(alice))
+
+    response = client_for(alice).post(f"/conversations/{body['conversation']}/retry/")
+
+    assert response.status_code == 400 and "decide them on their cards" in response.content.decode()
+    assert Conversation.objects.get(pk=body["conversation"]).status == Conversation.Status.IDLE
+
+
+def test_another_user_neither_sees_nor_stops_an_outside_conversation(alice, mallory, gated_deploy, api_as):
+    body = ask(api_as(alice))
+    client = client_for(mallory)
+
+    assert client.get(f"/conversations/{body['conversation']}/").status_code == 404
+    assert client.post(f"/conversations/{body['conversation']}/stop/").status_code == 404
+    assert client.post(f"/conversations/{body['conversation']}/messages/", {"content": "yes"}).status_code == 404
+    assert Approval.objects.get(pk=body["id"]).status == Approval.Status.PENDING
+
+
+def test_what_the_caller_wrote_is_shown_escaped_with_invisible_characters_spelled_out(alice, bob, gated_deploy, api_as):
+    thread = '<img src=x onerror="alert(1)">\u202e'
+    body = approve(api_as(bob), ask(api_as(alice), thread=thread, reason="<b>now</b>"))
+    report(api_as(alice), body, "failed", "<script>alert(2)</script>\u200b")
+
+    page = conversation_page(alice, body)
+
+    assert "<img src=x" not in page and "<script>alert(2)" not in page and "<b>now</b>" not in page
+    assert '&lt;img src=x onerror=&quot;alert(1)&quot;&gt;⟨U+202E⟩</code>' in page  # the origin line
+    assert "&lt;script&gt;alert(2)&lt;/script&gt;⟨U+200B⟩" in page
