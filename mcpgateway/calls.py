@@ -112,7 +112,10 @@ def read(call: ToolCall) -> Reading:
         return Reading(_text(call.result))
     if status == Status.FAILED:
         return Reading(_text(call.error or call.result or f"{call.name} failed.", error=True))
-    if status in (Status.REJECTED, Status.EXPIRED, Status.CANCELLED) and approval is not None:
+    if status == Status.EXPIRED and approval is not None:
+        return Reading(_text(f"{call.name} was not run: nobody decided approval #{approval.pk} in time. "
+                             f"{outcome_line(approval, icon=False)}.", error=True))
+    if status in (Status.REJECTED, Status.CANCELLED) and approval is not None:
         return Reading(_text(f"{call.name} was not run. {outcome_line(approval, icon=False)}.", error=True))
     if status == Status.INTERRUPTED:
         return Reading(_text(call.result or f"{call.name} was interrupted.", error=True))

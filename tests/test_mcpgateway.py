@@ -11,11 +11,12 @@ import threading
 import httpx2
 import mcp_types as types
 import pytest
+from django.db import connection
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from approvals.models import Approval, Rule
-from approvals.services import decide
+from approvals.models import Approval
+from approvals.services import decide, expire_overdue
 from chat.models import ApiToken, Conversation, ToolCall
 from mcpgateway.app import MAX_BODY_BYTES, application
 from tests.conftest import wait_until
@@ -277,3 +278,121 @@ def test_a_rejected_call_is_a_tool_error_saying_who_rejected_it_and_why(alice, a
     approval = Approval.objects.get()
     assert (approval.status, approval.tool_call.status) == ("rejected", "rejected")
     assert not (settings.HITL_SANDBOX_ROOT / str(approval.conversation_id) / "a.txt").exists()
+
+
+WRITE = {"path": "a.txt", "content": "hello"}
+
+
+def test_a_wait_that_ends_undecided_says_to_call_again_and_an_identical_call_joins_the_same_approval(alice, agent, settings):
+    token = ApiToken.issue(alice)
+    settings.HITL_MCP_WAIT_SECONDS = 0.5
+
+    first, _ = call_and_collect(token, "write_file", WRITE)
+    again, _ = call_and_collect(token, "write_file", WRITE)
+
+    approval = Approval.objects.get()  # one approval: the second call joined the first
+    for result in (first, again):
+        assert result.is_error is True
+        assert text_of(result) == (f"No decision yet on approval #{approval.pk} for write_file. Nothing was run. Call "
+                                   "write_file again with the same arguments to keep waiting for the same decision.")
+    assert ToolCall.objects.count() == 1 and approval.status == "pending"
+
+
+def test_a_call_approved_while_its_client_was_gone_runs_once_when_the_client_calls_again(alice, agent, settings):
+    """As after a restarted daphne: the decision came while nobody waited, so nobody ran the call;
+    the same call again finds it approved, runs it once and answers with its result."""
+    token = ApiToken.issue(alice)
+    settings.HITL_MCP_WAIT_SECONDS = 0.5
+    call_and_collect(token, "write_file", WRITE)
+    approval = Approval.objects.get()
+    decide(approval.pk, user=alice, approve=True, via="api", shown_hash=approval.shown_hash)
+    assert ToolCall.objects.get().status == "approved"  # nobody ran it yet
+
+    settings.HITL_MCP_WAIT_SECONDS = 30
+    result, _ = call_and_collect(token, "write_file", WRITE)
+    later, _ = call_and_collect(token, "calculator", {"expression": "1 + 1"})
+
+    assert (result.is_error, text_of(result)) == (False, "Wrote 5 bytes to a.txt.")
+    assert ToolCall.objects.filter(name="write_file").count() == 1
+    assert ToolCall.objects.get(name="write_file").status == "succeeded"
+    assert Approval.objects.count() == 1 and later.is_error is False
+
+
+def test_a_finished_call_is_never_joined_the_same_call_again_asks_again(alice, agent, settings):
+    token = ApiToken.issue(alice)
+    settings.HITL_MCP_WAIT_SECONDS = 30
+    rejected = decide_when_pending(user=alice, approve=False, reason="no")
+    call_and_collect(token, "write_file", WRITE)
+    rejected.join()
+    settings.HITL_MCP_WAIT_SECONDS = 0.5
+
+    call_and_collect(token, "write_file", WRITE)
+
+    assert list(Approval.objects.order_by("pk").values_list("status", flat=True))[0] == "rejected"
+    assert ToolCall.objects.filter(name="write_file").count() == 2
+
+
+def test_another_users_identical_call_is_never_joined_it_asks_in_their_own_conversation(alice, mallory, agent, settings):
+    settings.HITL_MCP_WAIT_SECONDS = 0.5
+    call_and_collect(ApiToken.issue(alice), "write_file", WRITE)
+    theirs = Approval.objects.get()
+
+    result, _ = call_and_collect(ApiToken.issue(mallory), "write_file", WRITE)
+
+    mine = Approval.objects.exclude(pk=theirs.pk).get()
+    assert f"approval #{mine.pk} " in text_of(result)
+    assert mine.conversation.owner == mallory and theirs.conversation.owner == alice
+    assert mine.conversation_id != theirs.conversation_id
+
+
+def test_a_session_id_sent_by_another_client_joins_nothing_of_theirs(alice, mallory, agent, settings):
+    """No sessions are kept: whatever Mcp-Session-Id a request carries, the call is its token's user's."""
+    settings.HITL_MCP_WAIT_SECONDS = 0.5
+    call_and_collect(ApiToken.issue(alice), "write_file", WRITE)
+    alices = Conversation.objects.get(source="mcp")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "calculator", "arguments": {"expression": "2 + 2"}}}
+
+    for session in (str(alices.pk), alices.external_thread, "0" * 32):
+        response = call("POST", "/mcp/demo/", token=ApiToken.issue(mallory), json=body, headers={"Mcp-Session-Id": session})
+        assert response.status_code in (200, 400, 404), response.text
+
+    assert alices.messages.count() == 1
+    assert not ToolCall.objects.filter(message__conversation=alices, name="calculator").exists()
+    assert not ToolCall.objects.filter(message__conversation__owner=alice, name="calculator").exists()
+
+
+def test_an_approval_that_expires_while_the_call_waits_says_so_and_nothing_runs(alice, agent, settings):
+    agent.approval_timeout_seconds = 1
+    agent.save()
+    settings.HITL_MCP_WAIT_SECONDS = 30
+
+    def beat():  # the expiry sweep, as Celery beat runs it
+        wait_until(lambda: Approval.objects.filter(status="pending").exists(), timeout=20, message="a pending approval")
+        wait_until(lambda: expire_overdue(), timeout=20, message="the approval to expire")
+
+    sweeper = threading.Thread(target=beat)
+    sweeper.start()
+    result, _ = call_and_collect(ApiToken.issue(alice), "write_file", WRITE)
+    sweeper.join()
+
+    approval = Approval.objects.get()
+    assert result.is_error is True
+    assert text_of(result).startswith(f"write_file was not run: nobody decided approval #{approval.pk} in time. Expired at ")
+    assert (approval.status, approval.tool_call.status) == ("expired", "expired")
+
+
+def test_an_internal_error_says_internal_error_with_an_id_that_the_log_carries(alice, agent, caplog):
+    token = ApiToken.issue(alice)
+    with connection.cursor() as cursor:  # the database loses a table under the running server
+        cursor.execute("ALTER TABLE approvals_approval RENAME TO approvals_approval_gone")
+    try:
+        error = rpc(token, "tools/call", {"name": "write_file", "arguments": WRITE})["error"]
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE approvals_approval_gone RENAME TO approvals_approval")
+
+    error_id = error["message"].removeprefix("internal error (id ").removesuffix(")")
+    assert error["code"] == types.INTERNAL_ERROR and error["message"] == f"internal error (id {error_id})" and len(error_id) == 12
+    assert "approvals_approval" not in json.dumps(error)
+    [logged] = [r for r in caplog.records if error_id in r.getMessage()]
+    assert logged.exc_info and "approvals_approval" in str(logged.exc_info[1])
