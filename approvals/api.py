@@ -5,12 +5,12 @@ from datetime import datetime
 from datetime import timezone as dt_timezone
 from typing import Annotated, Any, Literal
 
+from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db.models import Prefetch, prefetch_related_objects
 from django.http import Http404
 from ninja import Field, Router, Schema
 from ninja.errors import HttpError
-
-from channels.layers import get_channel_layer
 
 from hitl.db import thread_pool
 from hitl.inputs import is_storable
@@ -383,7 +383,6 @@ def _claimed(request, approval_id: int, change) -> dict:
     return approval_item(visible_approvals(request.auth).get(pk=approval_id))
 
 
-MAX_WAIT_SECONDS = 60
 RECHECK_SECONDS = 1.0
 _database = thread_pool("api-wait", 4)  # long polls read here, between waits that hold no thread
 
@@ -401,7 +400,7 @@ def approval_object(user, approval_id: int) -> dict | None:
 # Last: its path would take "/decisions" too, were it declared before that route.
 @router.get("/{approval_id}", response=ApprovalWithConversation)
 async def get_approval(request, approval_id: ApprovalId, wait: int = 0):
-    """One approval (404 if you may not see it). With `wait=N` (at most 60), answered as soon as it
+    """One approval (404 if you may not see it). With `wait=N` (at most 60 s), answered as soon as it
     is decided or after N seconds, whichever is first: a long poll that holds no thread and no
     database connection while it waits (it listens for the conversation's pushes, and reads the
     row again every second in case one was lost)."""
@@ -409,7 +408,7 @@ async def get_approval(request, approval_id: ApprovalId, wait: int = 0):
     item = await read(request.auth, approval_id)
     if item is None:
         raise Http404("No such approval.")
-    wait = max(0, min(wait, MAX_WAIT_SECONDS))
+    wait = max(0, min(wait, settings.HITL_API_MAX_WAIT_SECONDS))
     if not wait or item["status"] != Approval.Status.PENDING:
         return item
     layer = get_channel_layer()

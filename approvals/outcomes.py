@@ -17,6 +17,8 @@ def outcome_line(approval: Approval, *, icon: bool = True, reveal_text=reveal) -
     at = f" at {approval.decided_at:%H:%M} UTC" if approval.decided_at else ""
     if approval.decided_via == Approval.Via.RULE:
         by = " by a rule"
+    elif approval.decided_via == Approval.Via.POLICY:
+        by = " by the agent's policy"
     elif approval.decided_via == Approval.Via.REPEAT:
         by = " as a repeat of a rejected call"
     elif approval.decided_via in (Approval.Via.TIMEOUT, "") or status == Approval.Status.EXPIRED:

@@ -97,8 +97,8 @@ class ConversationSource(models.TextChoices):
     client through the gateway. Outside conversations hold calls only: the loop never advances them."""
 
     CHAT = "chat"
-    API = "api"
-    MCP = "mcp"
+    API = "api", "API"
+    MCP = "mcp", "MCP"
 
 
 class Conversation(models.Model):

@@ -106,9 +106,8 @@ def request_call(conversation: Conversation, *, tool, arguments, reason="", risk
     with transaction.atomic():
         lock_conversation(conversation)
         quotas.check_message(conversation.owner)
-        message = append_message(
-            conversation, role="assistant", content=reason, push=False, locked=True, author=conversation.owner
-        )
+        # The reason is the card's ("Why it asks"): the turn itself says nothing more.
+        message = append_message(conversation, role="assistant", content="", push=False, locked=True, author=conversation.owner)
         call.message = message
         call.save()
         if gated.gate.required:

@@ -39,6 +39,17 @@ class BearerToken(HttpBearer):
         return user
 
 
+class SessionUnlessBearer(SessionAuth):
+    """The session cookie (with its CSRF check), for a browser: never for a request that sends a
+    bearer token, which is a program's and is answered 401 when the token is wrong (the session's
+    CSRF check would say 403 "CSRF check failed", which tells a program nothing)."""
+
+    def __call__(self, request):
+        if request.headers.get("Authorization", "").lower().startswith("bearer "):
+            return None
+        return super().__call__(request)
+
+
 class UnstorableText(ValueError):
     pass
 
@@ -59,7 +70,7 @@ api = NinjaAPI(
     title="hitl",
     version="1",
     description="Chat with an agent whose risky tool calls wait for a human decision.",
-    auth=[BearerToken(), SessionAuth()],
+    auth=[BearerToken(), SessionUnlessBearer()],
     urls_namespace="api",
     parser=StorableJSON(),
 )

@@ -16,3 +16,5 @@ HITL_QUOTA_CONVERSATIONS_PER_HOUR = HITL_QUOTA_MESSAGES_PER_MINUTE = HITL_QUOTA_
 if "TEST" in DATABASES["default"]:  # noqa: F405  (SQLite)
     # A test database of each pytest process's own: two runs at once in one checkout never share one.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test_db_{os.getpid()}.sqlite3")}  # noqa: F405
+# A fuzzed ?wait=60 would hold each case for a minute: the unit tests' long polls are short.
+HITL_API_MAX_WAIT_SECONDS = 3

@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='conversation',
             name='source',
-            field=models.CharField(choices=[('chat', 'Chat'), ('api', 'Api'), ('mcp', 'Mcp')], default='chat', max_length=8),
+            field=models.CharField(choices=[('chat', 'Chat'), ('api', 'API'), ('mcp', 'MCP')], default='chat', max_length=8),
         ),
         migrations.AddConstraint(
             model_name='conversation',
