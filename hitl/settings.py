@@ -282,6 +282,8 @@ HITL_TELEGRAM_STALE_SECONDS = float(os.environ.get("HITL_TELEGRAM_STALE_SECONDS"
 # A2A (agentlink): how long a blocking message/send waits for the task to pause or end (then it
 # answers with the task still working), and how long a stream follows one.
 HITL_A2A_WAIT_SECONDS = float(os.environ.get("HITL_A2A_WAIT_SECONDS", "120"))
+# The longest a long poll of the JSON API holds (GET /api/approvals/{id}?wait=N): N is cut to it.
+HITL_API_MAX_WAIT_SECONDS = int(os.environ.get("HITL_API_MAX_WAIT_SECONDS", "60"))
 HITL_A2A_STREAM_SECONDS = float(os.environ.get("HITL_A2A_STREAM_SECONDS", "3600"))
 # A2A's database work runs on threads of its own (never the sockets' shared thread); each API
 # token may have this many calls running and streams open at once (per daphne process).
@@ -374,7 +376,9 @@ LOGGING["loggers"]["emaillink"] = {"handlers": ["console"], "level": os.environ.
 # The MCP gateway (mcpgateway): every agent at /mcp/<slug>/. A gated call waits for its decision
 # until its approval expires (the agent's or tool's timeout), and never longer than this (then the
 # client is told to call again: an identical call joins the same approval). The gateway's database
-# work, and the tools its approved calls run, use threads of their own in each daphne.
+# work, and the tools its approved calls run, use threads of their own in each daphne; each API token
+# may have this many calls in flight at once (per daphne process).
 HITL_MCP_WAIT_SECONDS = float(os.environ.get("HITL_MCP_WAIT_SECONDS", "3600"))
 HITL_MCP_DB_THREADS = int(os.environ.get("HITL_MCP_DB_THREADS", "8"))
+HITL_MCP_CALLS_PER_TOKEN = int(os.environ.get("HITL_MCP_CALLS_PER_TOKEN", "16"))
 LOGGING["loggers"]["mcpgateway"] = {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}
