@@ -3,6 +3,7 @@ your tools under one of this app's agents (its policy, rules and routes decide w
 report what happened when you ran it. Thin: chat.outside does the work."""
 from typing import Any
 
+from django.db import transaction
 from django.http import Http404
 from ninja import Field, Router, Schema, Status
 
@@ -43,10 +44,13 @@ def request_approval(request, payload: ApprovalRequestIn):
         raise outside.InvalidRequest("agent", "Unknown agent: `agent` must be the slug of an agent you may use.")
     if not isinstance(payload.arguments, dict):  # before a conversation is made for the thread
         raise outside.InvalidRequest("arguments", "`arguments` must be a JSON object.")
-    conversation = outside.conversation_for(request.auth, agent, source=Conversation.Source.API, thread=payload.thread or "")
-    call = outside.request_call(
-        conversation, tool=payload.tool, arguments=payload.arguments, reason=payload.reason, risk=payload.risk, preview=payload.preview
-    )
+    # One transaction: a request refused (a field to fix, a quota) leaves no empty conversation behind.
+    with transaction.atomic():
+        thread = "" if payload.thread is None else payload.thread
+        conversation = outside.conversation_for(request.auth, agent, source=Conversation.Source.API, thread=thread)
+        call = outside.request_call(
+            conversation, tool=payload.tool, arguments=payload.arguments, reason=payload.reason, risk=payload.risk, preview=payload.preview
+        )
     return Status(201, approval_object(request.auth, call.approval.pk))
 
 
