@@ -8,6 +8,7 @@ An outside conversation is never advanced by the loop (it stays idle: no model i
 nobody chats in it. An approval request's call is run by the outside agent, which then reports
 what happened (report_outcome); an MCP call is run here, by settle(), once approved."""
 import json
+import re
 import uuid
 from dataclasses import replace
 
@@ -35,6 +36,9 @@ MAX_REASON = 2000
 MAX_PREVIEW = 20_000
 MAX_RESULT = 20_000
 PREVIEW_KINDS = ("diff", "email", "file", "fetch", "text")
+# A name the caller chose, shown to deciders and matched by rules and routes: never a glob (an "Always
+# allow" of `*` would allow every tool), nor invisible, look-alike or markup characters.
+OUTSIDE_TOOL_NAME = re.compile(r"[A-Za-z0-9_.:/-]+")
 Status = ToolCall.Status
 
 
@@ -136,6 +140,8 @@ def _spec(conversation: Conversation, tool) -> ToolSpec:
         return spec
     if conversation.source == Conversation.Source.MCP:
         raise InvalidRequest("name", f"Unknown tool {tool!r}: tools/list says which tools this agent has.")
+    if not OUTSIDE_TOOL_NAME.fullmatch(tool):
+        raise InvalidRequest("tool", "`tool` must be a tool's name of ASCII letters, digits and _ . - : / only.")
     return OutsideTool.named(tool)
 
 
