@@ -48,9 +48,9 @@ class Authenticate:
         await self.app(scope, receive, send)  # daphne reads no more than the Content-Length
 
 
-async def error_response(send, status: int, detail: str, *, bearer: bool = False) -> None:
+async def error_response(send, status: int, detail: str, *, bearer: bool = False, headers: list | None = None) -> None:
     body = json.dumps({"detail": detail}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]
     if bearer:
         headers.append((b"www-authenticate", b"Bearer"))
     await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -15,7 +15,7 @@ import re
 
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from hitl.mounted import Authenticate, Secure, allowed_hosts
+from hitl.mounted import Authenticate, Secure, allowed_hosts, error_response
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from .pool import database
@@ -26,6 +26,11 @@ MAX_BODY_BYTES = 1_000_000
 
 
 async def serve(scope, receive, send) -> None:
+    if scope["method"] != "POST":
+        # No session to end (DELETE) and nothing sent outside a request's answer (a GET stream),
+        # which the protocol answers with 405; a GET stream held open would cost a task for nothing.
+        return await error_response(send, 405, "This MCP server keeps no sessions and no stream: POST each JSON-RPC request.",
+                                    headers=[(b"allow", b"POST")])
     manager = StreamableHTTPSessionManager(app=server, stateless=True, max_request_body_size=MAX_BODY_BYTES)
     async with manager.run():
         await manager.handle_request(scope, receive, send)

@@ -11,6 +11,7 @@ joins the same approval. Nothing of the wait is kept in memory that a restart wo
 whose daphne restarted calls again and is answered from the rows."""
 import asyncio
 import logging
+from collections import Counter
 import time
 import uuid
 
@@ -33,6 +34,10 @@ logger = logging.getLogger(__name__)
 RECHECK_SECONDS = 1.0
 PROGRESS_SECONDS = 5.0  # a notification at most this often while nothing changes
 EXPIRY_GRACE_SECONDS = 5.0  # the beat sweep expires a pending approval within about a second
+TOO_MANY = -32029  # a server-defined JSON-RPC code, 429 as HTTP says it (as agentlink.limits answers)
+# Calls in flight per API token in this process (one event loop: no lock), capped so that one token
+# holder's waits cannot take the gateway's threads from everyone else.
+IN_FLIGHT: Counter = Counter()
 
 
 def caller(ctx: ServerRequestContext) -> tuple:
@@ -54,14 +59,24 @@ async def list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestPa
 
 async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
     user, agent, token = caller(ctx)
-    arguments = params.arguments if params.arguments is not None else {}
+    cap = settings.HITL_MCP_CALLS_PER_TOKEN
+    if IN_FLIGHT[token] >= cap:
+        raise MCPError(code=TOO_MANY, message=f"Too many calls: this token already has {cap} MCP calls in flight at "
+                       "once (the cap); retry once one of them is answered.", data={"limit": cap})
+    IN_FLIGHT[token] += 1
     try:
-        asked = await database(calls.ask)(user, agent, name=params.name, arguments=arguments, thread=thread_of(token))
-    except InvalidRequest as exc:
-        if exc.field == "name":
-            raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
-        return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
-    return await _answer(ctx, asked)
+        arguments = params.arguments if params.arguments is not None else {}
+        try:
+            asked = await database(calls.ask)(user, agent, name=params.name, arguments=arguments, thread=thread_of(token))
+        except InvalidRequest as exc:
+            if exc.field in ("name", "tool"):  # no tool of this agent's: the request is wrong, not the call
+                raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
+            return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
+        return await _answer(ctx, asked)
+    finally:
+        IN_FLIGHT[token] -= 1
+        if IN_FLIGHT[token] <= 0:
+            del IN_FLIGHT[token]
 
 
 async def _answer(ctx: ServerRequestContext, asked: calls.Asked) -> types.CallToolResult:

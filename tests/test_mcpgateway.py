@@ -11,9 +11,10 @@ import threading
 import httpx2
 import mcp_types as types
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError as McpError
 
 from approvals.models import Approval
 from approvals.services import decide, expire_overdue
@@ -226,9 +227,12 @@ def decide_when_pending(*, user, approve: bool, reason: str = "", via: str = "ap
     """A human elsewhere: once a call waits, they decide it (as the API would)."""
 
     def run():
-        wait_until(lambda: Approval.objects.filter(status="pending").exists(), timeout=20, message="a pending approval")
-        approval = Approval.objects.get(status="pending")
-        decide(approval.pk, user=user, approve=approve, via=via, shown_hash=approval.shown_hash, reason=reason)
+        try:
+            wait_until(lambda: Approval.objects.filter(status="pending").exists(), timeout=20, message="a pending approval")
+            approval = Approval.objects.get(status="pending")
+            decide(approval.pk, user=user, approve=approve, via=via, shown_hash=approval.shown_hash, reason=reason)
+        finally:
+            connections.close_all()  # this thread's own connection
 
     thread = threading.Thread(target=run)
     thread.start()
@@ -367,8 +371,11 @@ def test_an_approval_that_expires_while_the_call_waits_says_so_and_nothing_runs(
     settings.HITL_MCP_WAIT_SECONDS = 30
 
     def beat():  # the expiry sweep, as Celery beat runs it
-        wait_until(lambda: Approval.objects.filter(status="pending").exists(), timeout=20, message="a pending approval")
-        wait_until(lambda: expire_overdue(), timeout=20, message="the approval to expire")
+        try:
+            wait_until(lambda: Approval.objects.filter(status="pending").exists(), timeout=20, message="a pending approval")
+            wait_until(lambda: expire_overdue(), timeout=20, message="the approval to expire")
+        finally:
+            connections.close_all()
 
     sweeper = threading.Thread(target=beat)
     sweeper.start()
@@ -396,3 +403,49 @@ def test_an_internal_error_says_internal_error_with_an_id_that_the_log_carries(a
     assert "approvals_approval" not in json.dumps(error)
     [logged] = [r for r in caplog.records if error_id in r.getMessage()]
     assert logged.exc_info and "approvals_approval" in str(logged.exc_info[1])
+
+
+def test_calls_over_the_per_token_cap_get_a_too_many_error_and_other_tokens_are_not_counted(alice, mallory, agent, settings):
+    settings.HITL_MCP_CALLS_PER_TOKEN, settings.HITL_MCP_WAIT_SECONDS = 1, 3
+    alices, mallorys = ApiToken.issue(alice), ApiToken.issue(mallory)
+
+    def pending_exists():
+        try:
+            wait_until(lambda: Approval.objects.filter(status="pending").exists(), timeout=20, message="a pending approval")
+        finally:
+            connections.close_all()
+
+    async def both():
+        async def waiting(client):
+            return await client.call_tool("write_file", WRITE)
+
+        async def over_the_cap(client):
+            await asyncio.to_thread(pending_exists)
+            with pytest.raises(McpError) as refused:
+                await client.call_tool("calculator", {"expression": "1 + 1"})
+            return refused.value
+
+        async def another_token(client):
+            await asyncio.to_thread(pending_exists)
+            return await client.call_tool("calculator", {"expression": "2 + 2"})
+
+        return await asyncio.gather(with_client(alices, waiting), with_client(alices, over_the_cap), with_client(mallorys, another_token))
+
+    waited, refused, others = asyncio.run(both())
+
+    assert refused.error.code == -32029 and "already has 1 MCP calls in flight" in refused.error.message
+    assert "No decision yet" in text_of(waited) and text_of(others) == "2 + 2 = 4"
+    assert not ToolCall.objects.filter(message__conversation__owner=alice, name="calculator").exists()
+    assert sdk(alices, lambda client: client.call_tool("calculator", {"expression": "3 + 3"})).is_error is False  # freed
+
+
+def test_requests_the_gateway_does_not_serve_are_refused_clearly_and_store_nothing(alice, agent):
+    token = ApiToken.issue(alice)
+
+    for method in ("GET", "DELETE", "PUT"):
+        response = call(method, "/mcp/demo/", token=token)  # no session to end, no stream to open
+        assert (response.status_code, response.headers["allow"]) == (405, "POST"), method
+    for params in ({"name": "calculator", "arguments": ["1 + 1"]}, {"name": "calculator", "arguments": "1 + 1"}, {"arguments": {}},
+                   {"name": "calc\\u0000ulator", "arguments": {}}, {"name": "x" * 300, "arguments": {}}):
+        assert rpc(token, "tools/call", params)["error"]["code"] == types.INVALID_PARAMS, params
+    assert not ToolCall.objects.exists()
