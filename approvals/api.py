@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db.models import Prefetch, prefetch_related_objects
 from django.http import Http404
 from ninja import Field, Router, Schema
@@ -397,6 +398,13 @@ def approval_object(user, approval_id: int) -> dict | None:
     return None if approval is None else approval_item(approval) | {"conversation": str(approval.conversation_id)}
 
 
+def _approval_object_now(user_id: int, approval_id: int) -> dict | None:
+    """approval_object() for the user as they are now, not as the request found them: whoever is
+    deactivated, or loses a permission or a route's group, while a long poll waits stops seeing it."""
+    user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
+    return None if user is None else approval_object(user, approval_id)
+
+
 # Last: its path would take "/decisions" too, were it declared before that route.
 @router.get("/{approval_id}", response=ApprovalWithConversation)
 async def get_approval(request, approval_id: ApprovalId, wait: int = 0):
@@ -404,7 +412,7 @@ async def get_approval(request, approval_id: ApprovalId, wait: int = 0):
     is decided or after N seconds, whichever is first: a long poll that holds no thread and no
     database connection while it waits (it listens for the conversation's pushes, and reads the
     row again every second in case one was lost)."""
-    read = _database(approval_object)
+    read, read_again = _database(approval_object), _database(_approval_object_now)
     item = await read(request.auth, approval_id)
     if item is None:
         raise Http404("No such approval.")
@@ -422,7 +430,7 @@ async def get_approval(request, approval_id: ApprovalId, wait: int = 0):
                 await asyncio.wait_for(layer.receive(channel), timeout=min(left, RECHECK_SECONDS))
             except asyncio.TimeoutError:
                 pass
-            item = await read(request.auth, approval_id)
+            item = await read_again(request.auth.pk, approval_id)
     finally:
         await layer.group_discard(group, channel)
     if item is None:
