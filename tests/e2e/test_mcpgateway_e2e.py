@@ -23,7 +23,7 @@ from tests.conftest import wait_until
 from tests.e2e.browser import browser, button, log_in, new_page  # noqa: F401  (fixtures)
 from tests.e2e.conftest import BIN, free_port, port_open, start
 from toolservers import discovery
-from toolservers.demo import ensure_git_server
+from toolservers.demo import ensure_git_server, ensure_notes_server
 
 pytestmark = pytest.mark.e2e
 
@@ -223,3 +223,23 @@ def test_a_gated_commit_approved_on_the_dashboard_in_chromium_makes_the_call_ret
     assert git_log(repository) == "From the dashboard\nFirst commit\n"
     stored = Approval.objects.select_related("decided_by").get(pk=approval["id"])
     assert (stored.status, stored.decided_by, stored.decided_via) == ("approved", bob, "dashboard")
+
+
+def test_a_tool_that_asks_a_human_mid_call_puts_a_question_in_the_conversation_and_the_answer_finishes_the_call(e2e, api_for, alice, agent, tmp_path):
+    notes = tmp_path / "notes"
+    discovery.refresh(ensure_notes_server(agent, notes_dir=notes))
+    caller, api = McpCaller(e2e.base_url, alice), api_for(alice)
+
+    waiting = caller.call_in_background("notes__title_note", {"name": "a.txt"})
+    gate = pending_listed(api, "notes__title_note")
+    assert api.post(f"approvals/{gate['id']}/decision", {"decision": "approve"}).status_code == 200
+    question = wait_until(lambda: Approval.objects.filter(kind="question", status="pending").first(), timeout=30, message="the server's question")
+    assert question.question["text"].startswith("notes asks: Which title")
+    wait_until(lambda: any("asked a question" in message for message in caller.progress), timeout=30, message="the client told of the question")
+    assert not waiting.done()
+    assert api.post(f"approvals/{question.pk}/answer", {"answer": "From MCP"}).status_code == 200
+    result = waiting.result(timeout=60)
+
+    assert (result.is_error, text_of(result)) == (False, "Titled a.txt: From MCP.")
+    assert (notes / "a.txt").read_text() == "# From MCP\n"
+    assert question.conversation.source == "mcp"
