@@ -3,11 +3,11 @@ tools as MCP lists them, a call asked for (or joined), and a call as the client 
 
 A call goes through chat.outside exactly as the loop's calls go through the loop: the same gate,
 rules, routes, previews and approval; chat.outside.settle applies the decision and runs the tool."""
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
 import mcp_types as types
-from django.utils import timezone
 
 from approvals.models import Approval
 from approvals.outcomes import outcome_line
@@ -46,10 +46,8 @@ def _annotations(annotations: dict | None) -> types.ToolAnnotations | None:
 @dataclass(frozen=True)
 class Asked:
     call_id: int
-    conversation_id: object
+    conversation_id: uuid.UUID
     joined: bool  # an identical call already waiting was joined: nothing new was asked
-    approval_id: int | None
-    expires_at: datetime | None
 
 
 def ask(user, agent, *, name: str, arguments, thread: str) -> Asked:
@@ -78,31 +76,30 @@ def _joinable(user, agent, name, arguments) -> ToolCall | None:
             message__conversation__source=Conversation.Source.MCP,
             name=spec.name, arguments_hash=digest, is_gated=True, status__in=JOINABLE,
         )
-        .select_related("approval", "message")
+        .select_related("message")
         .order_by("-pk")
         .first()
     )
 
 
 def _asked(call: ToolCall, *, joined: bool) -> Asked:
-    approval = getattr(call, "approval", None)
-    return Asked(call.pk, call.message.conversation_id, joined, approval.pk if approval else None, approval.expires_at if approval else None)
+    return Asked(call.pk, call.message.conversation_id, joined)
 
 
 @dataclass(frozen=True)
 class Reading:
-    """A call as it stands: `result` once the client can be answered, else what it waits for."""
+    """A call as it stands: `result` once the client can be answered, else what it waits for, and
+    until when a human may decide it (a pending approval's expiry), if that is known."""
 
     result: types.CallToolResult | None
     waiting: str = ""
-    votes: str = ""
+    expires_at: datetime | None = None
 
 
 def settle(call_id: int) -> Reading:
     """The call brought as far as it goes without a human (chat.outside.settle: the decision
     applied, an approved call run), read as the client's answer."""
-    call = outside.settle(call_id)
-    return read(call)
+    return read(outside.settle(call_id))
 
 
 def read(call: ToolCall) -> Reading:
@@ -117,30 +114,32 @@ def read(call: ToolCall) -> Reading:
                              f"{outcome_line(approval, icon=False)}.", error=True))
     if status in (Status.REJECTED, Status.CANCELLED) and approval is not None:
         return Reading(_text(f"{call.name} was not run. {outcome_line(approval, icon=False)}.", error=True))
-    if status == Status.INTERRUPTED:
-        return Reading(_text(call.result or f"{call.name} was interrupted.", error=True))
-    if status in ToolCall.FINISHED:  # cancelled without an approval: the conversation was stopped
+    if status in ToolCall.FINISHED:  # interrupted, or cancelled without an approval (a stop)
         return Reading(_text(call.result or call.error or f"{call.name} was {status}.", error=True))
     if status == Status.WAITING_FOR_INPUT:
         return Reading(None, waiting=f"{call.name} asked a question; waiting for a human's answer in the conversation.")
     if status == Status.RUNNING:
         return Reading(None, waiting=f"{call.name} is running.")
     if approval is not None and approval.status == Approval.Status.PENDING:
-        return Reading(None, waiting=f"Waiting for a human's decision on approval #{approval.pk} ({call.name}).")
+        return Reading(None, waiting=f"Waiting for a human's decision on approval #{approval.pk} ({call.name}).",
+                       expires_at=approval.expires_at)
     return Reading(None, waiting=f"{call.name} is about to run.")
 
 
 def still_waiting(call_id: int) -> types.CallToolResult:
-    """The answer when the wait ends before a decision: say how to go on."""
+    """The answer when the wait ends before the call could be answered: say how to go on. Calling
+    again with the same arguments joins the same call (ask), whatever it still waits for."""
     call = ToolCall.objects.select_related("approval").get(pk=call_id)
     approval = getattr(call, "approval", None)
-    which = f"approval #{approval.pk}" if approval else "the call"
-    until = f" (it expires at {timezone.localtime(approval.expires_at):%Y-%m-%d %H:%M %Z})" if approval and approval.expires_at else ""
-    return _text(
-        f"No decision yet on {which} for {call.name}{until}. Nothing was run. Call {call.name} again with the "
-        "same arguments to keep waiting for the same decision.",
-        error=True,
-    )
+    again = f"Call {call.name} again with the same arguments to keep waiting for"
+    if call.status == Status.WAITING_FOR_INPUT:
+        text = f"{call.name} asked a question that nobody has answered yet (see the conversation). {again} the answer."
+    elif approval is not None and approval.status == Approval.Status.PENDING:
+        until = f" (it expires at {approval.expires_at:%Y-%m-%d %H:%M} UTC)" if approval.expires_at else ""
+        text = f"No decision yet on approval #{approval.pk} for {call.name}{until}. Nothing was run. {again} the same decision."
+    else:
+        text = f"{call.name} is not finished yet ({call.status}). {again} its result."
+    return _text(text, error=True)
 
 
 def _text(text: str, *, error: bool = False) -> types.CallToolResult:

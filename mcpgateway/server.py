@@ -11,9 +11,9 @@ joins the same approval. Nothing of the wait is kept in memory that a restart wo
 whose daphne restarted calls again and is answered from the rows."""
 import asyncio
 import logging
-from collections import Counter
 import time
 import uuid
+from collections import Counter
 
 import mcp_types as types
 from channels.layers import get_channel_layer
@@ -81,10 +81,7 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
 
 async def _answer(ctx: ServerRequestContext, asked: calls.Asked) -> types.CallToolResult:
     started = time.monotonic()
-    deadline = started + settings.HITL_MCP_WAIT_SECONDS
-    if asked.expires_at is not None:
-        left = (asked.expires_at - timezone.now()).total_seconds() + EXPIRY_GRACE_SECONDS
-        deadline = min(deadline, started + max(left, 0.0))
+    longest = started + settings.HITL_MCP_WAIT_SECONDS
     group = conversation_group(asked.conversation_id)
     layer, channel = await _listen(group)
     try:
@@ -94,6 +91,10 @@ async def _answer(ctx: ServerRequestContext, asked: calls.Asked) -> types.CallTo
             if reading.result is not None:
                 return reading.result
             now = time.monotonic()
+            deadline = longest
+            if reading.expires_at is not None:  # a pending approval: until the sweep has expired it
+                left = (reading.expires_at - timezone.now()).total_seconds() + EXPIRY_GRACE_SECONDS
+                deadline = min(longest, now + max(left, 0.0))
             if now >= deadline:
                 return await database(calls.still_waiting)(asked.call_id)
             if reading.waiting != told or now - told_at >= PROGRESS_SECONDS:
