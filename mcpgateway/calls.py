@@ -47,7 +47,6 @@ def _annotations(annotations: dict | None) -> types.ToolAnnotations | None:
 class Asked:
     call_id: int
     conversation_id: uuid.UUID
-    joined: bool  # an identical call already waiting was joined: nothing new was asked
 
 
 def ask(user, agent, *, name: str, arguments, thread: str) -> Asked:
@@ -55,11 +54,11 @@ def ask(user, agent, *, name: str, arguments, thread: str) -> Asked:
     call (agent, tool, arguments) that still waits for a human or to run, joined: a client that
     calls again after losing its connection (a restarted daphne) gets the one decision, never a
     second approval. Raises chat.outside.InvalidRequest."""
-    joined = _joinable(user, agent, name, arguments)
-    if joined is not None:
-        return _asked(joined, joined=True)
-    conversation = outside.conversation_for(user, agent, source=Conversation.Source.MCP, thread=thread)
-    return _asked(outside.request_call(conversation, tool=name, arguments=arguments), joined=False)
+    call = _joinable(user, agent, name, arguments)
+    if call is None:
+        conversation = outside.conversation_for(user, agent, source=Conversation.Source.MCP, thread=thread)
+        call = outside.request_call(conversation, tool=name, arguments=arguments)
+    return Asked(call.pk, call.message.conversation_id)
 
 
 def _joinable(user, agent, name, arguments) -> ToolCall | None:
@@ -80,10 +79,6 @@ def _joinable(user, agent, name, arguments) -> ToolCall | None:
         .order_by("-pk")
         .first()
     )
-
-
-def _asked(call: ToolCall, *, joined: bool) -> Asked:
-    return Asked(call.pk, call.message.conversation_id, joined)
 
 
 @dataclass(frozen=True)

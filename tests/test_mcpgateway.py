@@ -446,6 +446,8 @@ def test_requests_the_gateway_does_not_serve_are_refused_clearly_and_store_nothi
         response = call(method, "/mcp/demo/", token=token)  # no session to end, no stream to open
         assert (response.status_code, response.headers["allow"]) == (405, "POST"), method
     for params in ({"name": "calculator", "arguments": ["1 + 1"]}, {"name": "calculator", "arguments": "1 + 1"}, {"arguments": {}},
-                   {"name": "calc\\u0000ulator", "arguments": {}}, {"name": "x" * 300, "arguments": {}}):
+                   {"name": "calc\u0000ulator", "arguments": {}}, {"name": "x" * 300, "arguments": {}}):
         assert rpc(token, "tools/call", params)["error"]["code"] == types.INVALID_PARAMS, params
+    with_nul = rpc(token, "tools/call", {"name": "calculator", "arguments": {"expression": "1\u0000"}})["result"]
+    assert with_nul["isError"] is True and "NUL" in with_nul["content"][0]["text"]
     assert not ToolCall.objects.exists()
