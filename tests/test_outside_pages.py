@@ -154,12 +154,12 @@ def test_the_stop_button_cancels_what_is_pending(alice, gated_deploy, api_as):
     assert set(Approval.objects.filter(pk__in=[first["id"], second["id"]]).values_list("status", flat=True)) == {"cancelled"}
 
 
-def test_an_mcp_sessions_conversation_says_it_holds_an_mcp_clients_calls(alice, agent):
-    conversation = outside.conversation_for(alice, agent, source=Conversation.Source.MCP, thread="session-7f3a")
+def test_an_mcp_clients_conversation_says_it_holds_its_calls_and_where_they_come_through(alice, agent):
+    conversation = outside.conversation_for(alice, agent, source=Conversation.Source.MCP, thread="MCP client (token 7f3a)")
 
     page = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
 
-    assert "Tool calls from an MCP client" in page and "session-7f3a" in page
+    assert "Tool calls from an MCP client" in page and "/mcp/demo/" in page and "MCP client (token 7f3a)" in page
     assert 'id="composer"' not in page
     assert "source-mcp" in page
 

@@ -122,8 +122,15 @@
       const seconds = Math.round((Date.parse(element.dataset.expiresAt) - Date.now()) / 1000);
       const label = element.querySelector(".time-left");
       if (!label) continue;
-      label.textContent = seconds > 0 ? " (" + Math.floor(seconds / 60) + " min " + (seconds % 60) + " s left)" : " (expiring…)";
+      label.textContent = seconds > 0 ? " (" + timeLeft(seconds) + " left)" : " (expiring…)";
     }
+  }
+  // "23 h 59 min", "4 min 05 s", "12 s": the two largest units, never "1439 min 58 s".
+  function timeLeft(seconds) {
+    const hours = Math.floor(seconds / 3600), minutes = Math.floor((seconds % 3600) / 60), rest = seconds % 60;
+    if (hours) return hours + " h " + minutes + " min";
+    if (minutes) return minutes + " min " + String(rest).padStart(2, "0") + " s";
+    return rest + " s";
   }
   setInterval(updateTimeLeft, 1000);
   document.addEventListener("htmx:afterSettle", updateTimeLeft);
