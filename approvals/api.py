@@ -405,6 +405,12 @@ def _approval_object_now(user_id: int, approval_id: int) -> dict | None:
     return None if user is None else approval_object(user, approval_id)
 
 
+def _still_pending(approval_id: int) -> bool:
+    """What a long poll re-reads each second: one small query (hundreds of polls share 4 threads);
+    the approval itself, and whether its poller may still see it, are read once, when it answers."""
+    return Approval.objects.filter(pk=approval_id, status=Approval.Status.PENDING).exists()
+
+
 # Last: its path would take "/decisions" too, were it declared before that route.
 @router.get("/{approval_id}", response=ApprovalWithConversation)
 async def get_approval(request, approval_id: ApprovalId, wait: int = 0):
@@ -412,7 +418,7 @@ async def get_approval(request, approval_id: ApprovalId, wait: int = 0):
     is decided or after N seconds, whichever is first: a long poll that holds no thread and no
     database connection while it waits (it listens for the conversation's pushes, and reads the
     row again every second in case one was lost)."""
-    read, read_again = _database(approval_object), _database(_approval_object_now)
+    read, pending = _database(approval_object), _database(_still_pending)
     item = await read(request.auth, approval_id)
     if item is None:
         raise Http404("No such approval.")
@@ -425,14 +431,16 @@ async def get_approval(request, approval_id: ApprovalId, wait: int = 0):
     try:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
-        while item is not None and item["status"] == Approval.Status.PENDING and (left := deadline - loop.time()) > 0:
+        while (left := deadline - loop.time()) > 0:
             try:
                 await asyncio.wait_for(layer.receive(channel), timeout=min(left, RECHECK_SECONDS))
             except asyncio.TimeoutError:
                 pass
-            item = await read_again(request.auth.pk, approval_id)
+            if not await pending(approval_id):
+                break
     finally:
         await layer.group_discard(group, channel)
+    item = await _database(_approval_object_now)(request.auth.pk, approval_id)  # as its poller may see it now
     if item is None:
         raise Http404("No such approval.")
     return item
