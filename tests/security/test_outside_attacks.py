@@ -596,3 +596,17 @@ def test_requests_of_one_new_thread_at_once_land_in_one_conversation(alice, gate
 
     assert statuses == [201] * 6 and len(conversations) == 1
     assert Conversation.objects.get().messages.count() == 6
+
+
+def test_a_page_elsewhere_cannot_ask_or_report_with_the_users_session(alice, bob, gated_deploy, api_as):
+    body = asked(api_as(alice))
+    approved = decide(api_as(bob), body).json()
+    browser = client_for(alice, csrf=True)  # a form another site posts carries the cookie, not the CSRF token
+
+    request = browser.post("/api/approval-requests", json.dumps({"agent": "demo", "tool": "deploy", "arguments": {}}), content_type="application/json")
+    outcome = browser.post(
+        f"/api/approvals/{body['id']}/outcome", json.dumps({"status": "succeeded", "shown_hash": approved["shown_hash"]}), content_type="application/json"
+    )
+
+    assert request.status_code in (401, 403) and outcome.status_code in (401, 403)
+    assert ToolCall.objects.count() == 1 and not Outcome.objects.exists()
