@@ -20,7 +20,6 @@ import uuid
 from collections.abc import AsyncGenerator
 from datetime import timezone
 
-from channels.layers import get_channel_layer
 from django.conf import settings
 
 from a2a.server.context import ServerCallContext
@@ -39,7 +38,7 @@ from a2a.utils.errors import (
 from approvals.models import Approval
 from chat import services as chat_services
 from chat.quotas import QuotaExceeded
-from hitl.live import conversation_group
+from hitl.live import Listening, conversation_group
 
 from . import decisions, runs
 from .pool import database
@@ -184,15 +183,7 @@ class AgentHandler(RequestHandler):
 
     async def _follow(self, task: runs.Task, *, deadline: float) -> AsyncGenerator[pb.Task]:
         """The task each time it changes, until it stops moving (paused, over) or the deadline."""
-        layer, channel = get_channel_layer(), None
-        try:
-            if layer is not None:
-                channel = await layer.new_channel()
-                await layer.group_add(conversation_group(task.conversation_id), channel)
-        except Exception as exc:  # Redis down: read the rows every second instead
-            logger.warning("a2a: no channel layer to follow %s: %s", task.pk, exc)
-            channel = None
-        try:
+        async with Listening(conversation_group(task.conversation_id)) as listening:
             seen = None
             while True:
                 proto = await self._snapshot(task, history_length=0)
@@ -202,13 +193,7 @@ class AgentHandler(RequestHandler):
                     yield proto
                 if proto.status.state not in MOVING or time.monotonic() >= deadline:
                     return
-                await _wait(layer, channel, min(RECHECK_SECONDS, max(deadline - time.monotonic(), 0.01)))
-        finally:
-            if channel is not None:
-                try:
-                    await layer.group_discard(conversation_group(task.conversation_id), channel)
-                except Exception:
-                    pass
+                await listening.wait(min(RECHECK_SECONDS, deadline - time.monotonic()))
 
     async def _events(self, task: runs.Task) -> AsyncGenerator:
         """A stream: the task, then a status update at each change, the answer as an artifact, and
@@ -226,18 +211,6 @@ class AgentHandler(RequestHandler):
                         task_id=proto.id, context_id=proto.context_id, artifact=artifact, last_chunk=True
                     )
             yield pb.TaskStatusUpdateEvent(task_id=proto.id, context_id=proto.context_id, status=proto.status)
-
-
-async def _wait(layer, channel, seconds: float) -> None:
-    if channel is None:
-        await asyncio.sleep(seconds)
-        return
-    try:
-        await asyncio.wait_for(layer.receive(channel), timeout=seconds)
-    except asyncio.TimeoutError:
-        pass
-    except Exception:  # the layer lost Redis: keep reading the rows
-        await asyncio.sleep(seconds)
 
 
 def _with_notice(proto: pb.Task, notice: str) -> pb.Task:

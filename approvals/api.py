@@ -5,7 +5,6 @@ from datetime import datetime
 from datetime import timezone as dt_timezone
 from typing import Annotated, Any, Literal
 
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Prefetch, prefetch_related_objects
@@ -15,7 +14,7 @@ from ninja.errors import HttpError
 
 from hitl.db import thread_pool
 from hitl.inputs import is_storable
-from hitl.live import conversation_group
+from hitl.live import Listening, conversation_group
 
 from . import routing, votes
 from .models import Approval, Vote
@@ -425,21 +424,13 @@ async def get_approval(request, approval_id: ApprovalId, wait: int = 0):
     wait = max(0, min(wait, settings.HITL_API_MAX_WAIT_SECONDS))
     if not wait or item["status"] != Approval.Status.PENDING:
         return item
-    layer = get_channel_layer()
-    group, channel = conversation_group(item["conversation_id"]), await layer.new_channel()
-    await layer.group_add(group, channel)
-    try:
+    async with Listening(conversation_group(item["conversation_id"])) as listening:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         while (left := deadline - loop.time()) > 0:
-            try:
-                await asyncio.wait_for(layer.receive(channel), timeout=min(left, RECHECK_SECONDS))
-            except asyncio.TimeoutError:
-                pass
+            await listening.wait(min(left, RECHECK_SECONDS))
             if not await pending(approval_id):
                 break
-    finally:
-        await layer.group_discard(group, channel)
     item = await _database(_approval_object_now)(request.auth.pk, approval_id)  # as its poller may see it now
     if item is None:
         raise Http404("No such approval.")

@@ -130,3 +130,48 @@ def push(group: str, render: str | Callable[[], str]) -> None:
     SQLite holds the one write lock). A push that fails is logged and lost: pages re-read the
     database when their socket reconnects."""
     transaction.on_commit(lambda: push_now(group, render() if callable(render) else render), robust=True)
+
+
+class Listening:
+    """Follow a group's pushes from async code that waits for the database to change (A2A's
+    blocking sends and streams, the API's long polls, the MCP gateway's gated calls): `wait(s)`
+    returns when a push arrives or after `s` seconds, whichever is first. Pushes are best effort,
+    so the caller reads the rows again after every wait; without a channel layer (Redis down) it
+    simply sleeps, and the rows are read every `s` seconds still.
+
+        async with Listening(conversation_group(pk)) as listening:
+            while still_waiting():
+                await listening.wait(1.0)
+    """
+
+    def __init__(self, group: str):
+        self.group, self.layer, self.channel = group, get_channel_layer(), None
+
+    async def __aenter__(self) -> "Listening":
+        if self.layer is not None:
+            try:
+                self.channel = await self.layer.new_channel()
+                await self.layer.group_add(self.group, self.channel)
+            except Exception as exc:  # noqa: BLE001  (Redis down: the rows are read every wait instead)
+                logger.warning("no channel layer to follow %s: %s", self.group, exc)
+                self.channel = None
+        return self
+
+    async def wait(self, seconds: float) -> None:
+        seconds = max(seconds, 0.01)
+        if self.channel is None:
+            await asyncio.sleep(seconds)
+            return
+        try:
+            await asyncio.wait_for(self.layer.receive(self.channel), timeout=seconds)
+        except asyncio.TimeoutError:
+            pass
+        except Exception:  # noqa: BLE001  (the layer lost Redis: keep reading the rows)
+            await asyncio.sleep(seconds)
+
+    async def __aexit__(self, *exc_info) -> None:
+        if self.channel is not None:
+            try:
+                await self.layer.group_discard(self.group, self.channel)
+            except Exception:  # noqa: BLE001  (the group's entry expires on its own)
+                pass

@@ -16,12 +16,11 @@ import uuid
 from collections import Counter
 
 import mcp_types as types
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
 from chat.outside import InvalidRequest
-from hitl.live import conversation_group
+from hitl.live import Listening, conversation_group
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
@@ -82,9 +81,7 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
 async def _answer(ctx: ServerRequestContext, asked: calls.Asked) -> types.CallToolResult:
     started = time.monotonic()
     longest = started + settings.HITL_MCP_WAIT_SECONDS
-    group = conversation_group(asked.conversation_id)
-    layer, channel = await _listen(group)
-    try:
+    async with Listening(conversation_group(asked.conversation_id)) as listening:
         told, told_at = "", 0.0
         while True:
             reading = await database(calls.settle)(asked.call_id)
@@ -100,44 +97,7 @@ async def _answer(ctx: ServerRequestContext, asked: calls.Asked) -> types.CallTo
             if reading.waiting != told or now - told_at >= PROGRESS_SECONDS:
                 told, told_at = reading.waiting, now
                 await ctx.session.report_progress(round(now - started, 1), None, reading.waiting)
-            await _wait(layer, channel, min(RECHECK_SECONDS, deadline - now))
-    finally:
-        await _leave(layer, channel, group)
-
-
-async def _listen(group: str):
-    layer = get_channel_layer()
-    if layer is None:
-        return None, None
-    try:
-        channel = await layer.new_channel()
-        await layer.group_add(group, channel)
-        return layer, channel
-    except Exception as exc:  # Redis down: read the rows every second instead
-        logger.warning("mcp: no channel layer to follow %s: %s", group, exc)
-        return None, None
-
-
-async def _leave(layer, channel, group: str) -> None:
-    if channel is None:
-        return
-    try:
-        await layer.group_discard(group, channel)
-    except Exception:  # noqa: BLE001  (the group's entry expires on its own)
-        pass
-
-
-async def _wait(layer, channel, seconds: float) -> None:
-    seconds = max(seconds, 0.01)
-    if channel is None:
-        await asyncio.sleep(seconds)
-        return
-    try:
-        await asyncio.wait_for(layer.receive(channel), timeout=seconds)
-    except asyncio.TimeoutError:
-        pass
-    except Exception:  # noqa: BLE001  (the layer lost Redis: keep reading the rows)
-        await asyncio.sleep(seconds)
+            await listening.wait(min(RECHECK_SECONDS, deadline - now))
 
 
 def guarded(handler):

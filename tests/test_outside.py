@@ -210,3 +210,13 @@ def test_the_demos_outside_agent_asks_a_human_about_every_call(alice, api_as):
     body = ask(api_as(alice), agent="outside", tool="anything_at_all", arguments={"x": 1}).json()
 
     assert body["status"] == "pending" and "every tool call" in body["reason"]
+
+
+def test_a_wrong_bearer_token_is_a_401_on_a_post_too_never_the_sessions_csrf_403(db, agent):
+    from django.test import Client
+
+    response = Client(enforce_csrf_checks=True).post(
+        "/api/approval-requests", "{}", content_type="application/json", headers={"Authorization": "Bearer hitl_wrong"}
+    )
+
+    assert response.status_code == 401
