@@ -20,7 +20,7 @@ from approvals.permissions import can_see
 from approvals.policy import RISKS, Gate, check
 from hitl import live
 from hitl.inputs import is_storable
-from hitl.visible import reveal
+from hitl.visible import has_invisible, reveal
 
 from . import fragments, loop, quotas
 from .gating import (
@@ -201,6 +201,8 @@ def _gate_request(spec: ToolSpec, arguments: dict, conversation: Conversation, *
     if risk is not None and RISKS.index(risk) > RISKS.index(gate.risk):  # a gate function's own risk, raised
         gate = Gate(gate.required, gate.reason, risk, RISKS.index(risk) > RISKS.index(conversation.agent.owner_max_risk), gate.timeout_seconds)
     if reason:
+        # The caller's words, and ours when they warn of what the arguments hide: never in their place.
+        reason = f"{reason} ({gate.reason})" if gate.required and has_invisible(arguments) else reason
         gate = Gate(gate.required, reason, gate.risk, gate.approver_required, gate.timeout_seconds)
     elif not gate.required:
         gate = Gate(False, f"{conversation.agent.name} does not gate {spec.name}: approved by its policy.", gate.risk)

@@ -249,6 +249,13 @@ def test_what_the_caller_previews_is_shown_escaped_and_invisible_characters_spel
     assert "U+202E" in body["preview"]["text"] and "U+202E" in page
 
 
+def test_the_callers_reason_never_hides_our_warning_of_invisible_characters_in_the_arguments(alice, gated_deploy, api_as):
+    body = asked(api_as(alice), arguments={"to": "ceo@evil\u202ecom"}, reason="Routine, nothing to see")
+
+    assert body["reason"].startswith("Routine, nothing to see") and "invisible or direction-changing" in body["reason"]
+    assert body["risk"] == "high"
+
+
 def test_a_preview_at_the_limit_is_taken_and_one_past_it_refused(alice, gated_deploy, api_as):
     api = api_as(alice)
 
