@@ -139,6 +139,14 @@ class Approval(models.Model):
     reminded_at = models.DateTimeField(null=True, blank=True)
     escalate_at = models.DateTimeField(null=True, blank=True, help_text="When the escalation groups may decide too, if still pending.")
     escalated_at = models.DateTimeField(null=True, blank=True)
+    explanation = models.JSONField(
+        null=True, blank=True,
+        help_text='How it came to be asked or decided at once: [{"step", "outcome", "detail"}], in the order applied (approvals.explain).',
+    )
+    step_up_assertion = models.CharField(
+        max_length=200, blank=True,
+        help_text="The passkey assertion (its credential id) that proved the approver was present, for a call that needs step-up.",
+    )
     # An edit made before the approval: the arguments that will run instead of the requested ones.
     edited_arguments = models.JSONField(null=True, blank=True)
     edited_arguments_hash = models.CharField(max_length=64, blank=True)
@@ -388,6 +396,7 @@ class Rule(models.Model):
     class Effect(models.TextChoices):
         ALLOW = "allow"
         DENY = "deny"
+        ASK = "ask"  # a human decides, even a call that would otherwise run (deny → ask → allow)
 
     class Scope(models.TextChoices):
         CONVERSATION = "conversation"  # one conversation
@@ -419,7 +428,7 @@ class Rule(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.CheckConstraint(condition=Q(effect__in=["allow", "deny"]), name="approvals_rule_effect_valid"),
+            models.CheckConstraint(condition=Q(effect__in=["allow", "deny", "ask"]), name="approvals_rule_effect_valid"),
             models.CheckConstraint(
                 condition=Q(scope="conversation", conversation__isnull=False)
                 | Q(scope__in=["agent_user", "agent"], agent__isnull=False, conversation__isnull=True)

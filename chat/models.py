@@ -38,6 +38,7 @@ class ToolCallStatus(models.TextChoices):
     INTERRUPTED = "interrupted"
     CANCELLED = "cancelled"
     WAITING_FOR_INPUT = "waiting_for_input"  # ran, and its tool asked a human for input (`input_requests`)
+    LAPSED = "lapsed"  # approved, but not started within the agent's approval_valid_seconds: not run
 
 
 class Agent(models.Model):
@@ -80,6 +81,20 @@ class Agent(models.Model):
     )
     approval_timeout_seconds = models.PositiveIntegerField(
         null=True, blank=True, help_text="Pending approvals expire after this long (empty: never)."
+    )
+    approval_valid_seconds = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="An approved call that has not started within this long after its approval is not run: it lapses "
+        "(workers down, a queue backed up), and the model is told so (empty: an approval never lapses).",
+    )
+    always_ask = models.JSONField(
+        default=dict, blank=True,
+        help_text='Patterns that always need a human, per tool: {"run_command": ["rm -rf *", "sudo *", "curl * | sh"]} '
+        "(matched against every string argument; an ask rule of the agent's own).",
+    )
+    step_up_from_risk = models.CharField(
+        max_length=16, blank=True, choices=[("", "never"), ("high", "high"), ("critical", "critical")], default="",
+        help_text="From this risk up, approving needs the approver's passkey on the site (step-up); other surfaces may only reject.",
     )
     # Who may use it: an agent is a security boundary (its tools, allowlists, private fetch).
     open_to_everyone = models.BooleanField(
@@ -203,7 +218,9 @@ class ToolCall(models.Model):
     Status = ToolCallStatus
 
     # Statuses after which the call has its one tool result for the model.
-    FINISHED = (Status.REJECTED, Status.EXPIRED, Status.SUCCEEDED, Status.FAILED, Status.INTERRUPTED, Status.CANCELLED)
+    FINISHED = (
+        Status.REJECTED, Status.EXPIRED, Status.SUCCEEDED, Status.FAILED, Status.INTERRUPTED, Status.CANCELLED, Status.LAPSED,
+    )
 
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="tool_calls")
     position = models.PositiveIntegerField(default=0)
