@@ -65,15 +65,15 @@ def conversation_for(user, agent, *, source: str, thread: str = "") -> Conversat
     if not isinstance(thread, str) or len(thread) > MAX_THREAD or not is_storable(thread):
         raise InvalidRequest("thread", f"`thread` must be text of at most {MAX_THREAD} characters, without NUL characters.")
     thread = thread.strip()
-    if not thread:
-        return Conversation.objects.create(owner=user, agent=agent, source=source, title=_untitled(source))
     found = {"owner": user, "agent": agent, "source": source, "external_thread": thread}
+    if thread and (conversation := Conversation.objects.filter(**found).first()) is not None:
+        return conversation
     try:
         with transaction.atomic():
-            conversation, _ = Conversation.objects.get_or_create(**found, defaults={"title": thread[:200]})
+            quotas.check_conversation(user)  # a new conversation counts, as one the chat starts does
+            return Conversation.objects.create(**found, title=thread[:200] or _untitled(source))
     except IntegrityError:  # made by a concurrent request of the same thread a moment ago
-        conversation = Conversation.objects.get(**found)
-    return conversation
+        return Conversation.objects.get(**found)
 
 
 def _untitled(source: str) -> str:

@@ -220,3 +220,13 @@ def test_a_wrong_bearer_token_is_a_401_on_a_post_too_never_the_sessions_csrf_403
     )
 
     assert response.status_code == 401
+
+
+def test_a_new_outside_conversation_counts_toward_the_conversation_quota(alice, gated_deploy, api_as, settings):
+    settings.HITL_QUOTA_CONVERSATIONS_PER_HOUR = 2
+    api = api_as(alice)
+    statuses = [ask(api, thread=f"t{n}").status_code for n in range(3)]
+    again = ask(api, thread="t0")
+
+    assert statuses == [201, 201, 429]
+    assert again.status_code == 201  # an existing thread is no new conversation
