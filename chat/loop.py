@@ -22,7 +22,7 @@ from approvals.services import request_approval
 from hitl import live
 from hitl.db import release_connection
 
-from . import fragments
+from . import fragments, freshness
 from .gating import MAX_RAW_ARGUMENTS, GatedCall, automatic_decision, gate_call, parse_arguments, preview_of, request, screen, tool_context
 from .history import History
 from .messages import add_notice, append_message, load_calls, lock_conversation, push_status, set_loaded_calls
@@ -237,6 +237,10 @@ def _transition(call: ToolCall, old: str, new: str, *, push: bool = True, also: 
 
 
 def _run(call: ToolCall, conversation: Conversation, *, claim_from: str = Status.APPROVED) -> None:
+    # An approval too old to act on (chat.freshness): the call lapses, unrun, and the model is told.
+    if lapsed := freshness.lapsed_result(getattr(call, "approval", None) if call.is_gated else None, conversation.agent):
+        _transition(call, claim_from, Status.LAPSED, result=lapsed)
+        return
     # The claim: approved (or pending, its approval approved) → running. Whoever loses it must not run the tool.
     if not _transition(call, claim_from, Status.RUNNING):
         return
