@@ -9,7 +9,7 @@ from .models import Agent, ApiToken, Conversation, Message, OutboxEmail, ToolCal
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "model", "open_to_everyone", "owner_max_risk", "approval_timeout_seconds", "max_steps"]
+    list_display = ["slug", "name", "model", "open_to_everyone", "owner_max_risk", "approval_timeout_seconds", "approval_valid_seconds", "max_steps"]
     list_filter = ["open_to_everyone"]
     filter_horizontal = ["allowed_users", "allowed_groups"]
 
