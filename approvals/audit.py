@@ -101,6 +101,8 @@ def content(approval: Approval, changes: dict | None = None) -> dict:
         hashed["repeat_of"] = repeated
     if comment := value("comment"):  # the decider's word on it; a link without one hashes as it always did
         hashed["comment"] = comment
+    if assertion := value("step_up_assertion"):  # the passkey that proved the approver there; older links have none
+        hashed["step_up_assertion"] = assertion
     if approval.kind != Approval.Kind.ACTION:
         # A question or a plan also hashes what was asked and answered. An action's content is as it
         # always was, so the links stored before pauses had kinds still verify.

@@ -54,6 +54,44 @@ class EditForbidden(DecisionError):
 CHANGED = "The call changed after you saw it (it was edited): look at it again before deciding."
 
 
+class StepUpRequired(DecisionError):
+    """Approving this call needs the approver's passkey on the site (the agent's step_up_from_risk):
+    every other surface may only reject it."""
+
+
+STEP_UP = "Approve on the site with your passkey: this call needs step-up."
+
+
+@dataclass(frozen=True)
+class StepUp:
+    """Proof that `user_id` just passed a passkey ceremony (stepup.ceremony) whose challenge was
+    issued for this approval at this version and consumed once: only the site's approve button
+    makes one. `credential_id` is kept on the approval and hashed into its audit link."""
+
+    approval_id: int
+    shown_hash: str
+    user_id: int
+    credential_id: str
+
+
+def needs_step_up(approval: Approval, *, risk: str = "") -> bool:
+    """Whether approving it (at `risk`, an edit's, if given) needs a passkey: a tool call or plan at
+    or above its agent's step_up_from_risk."""
+    threshold = approval.conversation.agent.step_up_from_risk
+    risk = risk or approval.risk
+    return bool(threshold) and approval.kind != Approval.Kind.QUESTION and RISKS.index(risk) >= RISKS.index(threshold)
+
+
+def _stepped_up(approval: Approval, user, step_up: "StepUp | None", *, risk: str = "") -> dict:
+    """The decision's step-up field when approving needs one: the proof must be for this approval,
+    this version and this user. Raises StepUpRequired otherwise."""
+    if not needs_step_up(approval, risk=risk):
+        return {}
+    if step_up is None or (step_up.approval_id, step_up.shown_hash, step_up.user_id) != (approval.pk, approval.shown_hash, user.pk):
+        raise StepUpRequired(STEP_UP)
+    return {"step_up_assertion": step_up.credential_id}
+
+
 class WrongKind(DecisionError):
     """A question is answered (or declined), not approved; an action or a plan is decided, not answered."""
 
@@ -123,6 +161,7 @@ def decide(
     confirmation: str = "",
     steps: list[int] | None = None,
     comment: str = "",
+    step_up: StepUp | None = None,
 ) -> Approval:
     """Record one decision on a tool call or a plan (`steps`: the plan's approved steps, all if None). Raises Approval.DoesNotExist for an approval the user may not see.
 
@@ -131,6 +170,7 @@ def decide(
     showed no version) approves only a call never edited. A critical call is approved only with
     `confirmation` equal to its hint. Past `expires_at` the approval expires now, whether or not the
     sweep ran. `comment` is the decider's optional word on it, kept and chained with the decision.
+    Approving a call at or above its agent's step_up_from_risk needs `step_up` (StepUpRequired).
     """
     approval = _decidable(approval_id, user, approve=approve, shown_hash=shown_hash)
     if approval.kind == Approval.Kind.QUESTION:
@@ -139,10 +179,11 @@ def decide(
         raise WrongKind("Only a plan has steps to choose.")
     if approve and approval.confirmation_required and not _confirms(approval, confirmation):
         raise ConfirmationRequired(f"Type {approval.confirmation_hint!r} to approve this critical call.")
+    stepped_up = _stepped_up(approval, user, step_up) if approve else {}
     if approve and approval.quorum > 1:
-        return _vote(approval, user=user, via=via, comment=comment)
+        return _vote(approval, user=user, via=via, comment=comment, stepped_up=stepped_up)
     status = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
-    decision = _decision(status, user, via, reason, comment=comment) | _on_behalf(approval, user)
+    decision = _decision(status, user, via, reason, comment=comment) | _on_behalf(approval, user) | stepped_up
     if approve and approval.kind == Approval.Kind.PLAN:
         decision["answer"] = _plan_answer(approval, steps)
     return _store_decision(approval, decision, user=user, via=via)
@@ -154,7 +195,7 @@ def _on_behalf(approval: Approval, user) -> dict:
     return {"on_behalf_of": acting} if acting is not None and acting.pk != user.pk else {}
 
 
-def _vote(approval: Approval, *, user, via: str, comment: str = "") -> Approval:
+def _vote(approval: Approval, *, user, via: str, comment: str = "", stepped_up: dict | None = None) -> Approval:
     """Cast `user`'s approve toward the quorum, as whom they act for (approvals.routing.acting_as),
     at the version they saw; the quorum-th distinct vote approves the call. Votes are counted under
     the chain's lock, so two last votes never both decide, and one person never counts twice (a
@@ -180,7 +221,7 @@ def _vote(approval: Approval, *, user, via: str, comment: str = "") -> Approval:
             vote.save()
             decided = len(counted) + 1 >= approval.quorum
             if decided:
-                decision = _decision(Approval.Status.APPROVED, user, via, comment=comment) | _on_behalf(approval, user)
+                decision = _decision(Approval.Status.APPROVED, user, via, comment=comment) | _on_behalf(approval, user) | (stepped_up or {})
                 if not _undecided(approval).update(**decision, **head.extend([approval], decision)):
                     raise ArgumentsChanged(CHANGED)  # not reached: the lock is held since the check
                 for name, value in decision.items():
@@ -257,6 +298,7 @@ def decide_remembering(
     confirmation: str = "",
     arguments: dict | None = None,
     comment: str = "",
+    step_up: StepUp | None = None,
 ) -> tuple[Approval, Rule | None]:
     """Decide a tool call (approve_edited() with `arguments`, else decide()) and save the rule the
     decider asked to remember (approvals.rulemaking.draft_from_call: `remember` holds its scope and
@@ -272,7 +314,7 @@ def decide_remembering(
         approval.edited_arguments if approval.is_edited else approval.tool_call.arguments
     )
     rule = rulemaking.draft_from_call(user, approval, approve=approve, call_arguments=decided_arguments, **remember)
-    seen = {"confirmation": confirmation, "shown_hash": shown_hash, "comment": comment}
+    seen = {"confirmation": confirmation, "shown_hash": shown_hash, "comment": comment, "step_up": step_up}
     if approve and arguments is not None:
         decided = approve_edited(approval_id, user=user, arguments=arguments, via=via, **seen)
     else:
@@ -334,7 +376,8 @@ def _store_decision(approval: Approval, decision: dict, *, user, via: str, annou
 
 
 def approve_edited(
-    approval_id: int, *, user, arguments, via: str, shown_hash: str, confirmation: str = "", comment: str = ""
+    approval_id: int, *, user, arguments, via: str, shown_hash: str, confirmation: str = "", comment: str = "",
+    step_up: StepUp | None = None,
 ) -> Approval:
     """Approve the call with arguments a human changed. They are validated with the tool's schema,
     gated again and screened by the rules like the model's own call (approvals.rules.screen): an
@@ -348,7 +391,10 @@ def approve_edited(
         raise WrongKind("Only a tool call's arguments are edited; a question is answered and a plan's steps chosen.")
     checked = calls.checker().check(approval, arguments)
     if checked.arguments_hash == approval.shown_hash:  # no change after all: a plain approval
-        return decide(approval_id, user=user, approve=True, via=via, shown_hash=shown_hash, confirmation=confirmation, comment=comment)
+        return decide(
+            approval_id, user=user, approve=True, via=via, shown_hash=shown_hash, confirmation=confirmation, comment=comment,
+            step_up=step_up,
+        )
     risk = max(checked.risk, approval.risk, key=RISKS.index)
     conversation = approval.conversation
     candidate = rules.Call(
@@ -373,7 +419,9 @@ def approve_edited(
         edit["rule_suggestion"] = rules.suggestion(conversation, candidate, trust_after=conversation.agent.trust_after)
     if not stricter and approval.confirmation_required and not _confirms(approval, confirmation):
         raise ConfirmationRequired(f"Type {approval.confirmation_hint!r} to approve this critical call.")
-    decision = {} if stricter else _decision(Approval.Status.APPROVED, user, via, comment=comment)
+    # The edit's own risk counts: one that approves needs the step-up its (possibly raised) risk asks.
+    stepped_up = {} if stricter else _stepped_up(approval, user, step_up, risk=risk)
+    decision = {} if stricter else _decision(Approval.Status.APPROVED, user, via, comment=comment) | stepped_up
     with transaction.atomic():
         if rule := rules.first_deny(screening):
             raise EditForbidden(f"Edit not saved. {rules.denial_reason(rule)}")
@@ -464,15 +512,20 @@ def _set_claim(approval_id: int, *, user, claimed_by) -> Approval:
 
 
 def check_decidable(approval_id: int, user, *, approve: bool, shown_hash: str) -> Approval:
-    """Raise now what deciding it this way would raise (hidden, not allowed, settled, changed),
-    deciding nothing: for a surface that asks for more (a reason, a confirmation) before it decides."""
-    return _decidable(approval_id, user, approve=approve, shown_hash=shown_hash)
+    """Raise now what deciding it this way would raise (hidden, not allowed, settled, changed, a
+    step-up it cannot give), deciding nothing: for a surface that asks for more (a reason, a
+    confirmation) before it decides."""
+    approval = _decidable(approval_id, user, approve=approve, shown_hash=shown_hash)
+    if approve:
+        _stepped_up(approval, user, None)
+    return approval
 
 
 def _decidable(approval_id: int, user, *, approve: bool, shown_hash: str) -> Approval:
     """The approval, once `user` may decide it this way and it still waits, showing what they saw.
     Raises Approval.DoesNotExist (not theirs to see), NotAllowed, AlreadyDecided or ArgumentsChanged."""
-    approval = Approval.objects.select_related("tool_call").filter(pk=approval_id).first()  # the name is hashed
+    # The tool's name is hashed; the agent says whether approving needs a step-up.
+    approval = Approval.objects.select_related("tool_call", "conversation__agent").filter(pk=approval_id).first()
     if approval is None or not can_see(user, approval):
         raise Approval.DoesNotExist
     approval.acting_as = routing.acting_as(user, approval, approve=approve)
@@ -629,7 +682,8 @@ class Outcome:
     already_decided: list[int] = field(default_factory=list)  # decided, cancelled or expired first
     not_allowed: list[int] = field(default_factory=list)
     not_found: list[int] = field(default_factory=list)  # unknown, or hidden from the user
-    # Critical calls, which are approved one at a time with their typed confirmation, never in bulk.
+    # Critical calls, which are approved one at a time with their typed confirmation, never in bulk;
+    # and calls that need a step-up (approvals.services.needs_step_up), approved only with a passkey.
     needs_confirmation: list[int] = field(default_factory=list)
     changed: list[int] = field(default_factory=list)  # edited while the bulk decision was on its way
     # Questions and plans, which are answered (a plan's steps chosen) one at a time, never approved in
@@ -645,7 +699,7 @@ def decide_many(shown: dict[int, str], *, user, approve: bool, via: str, reason:
     that does not grow with the ids. One whose version moved on lands in `changed`."""
     outcome = Outcome()
     ids = sorted(set(shown))
-    approvals = {a.pk: a for a in Approval.objects.filter(pk__in=ids)}
+    approvals = {a.pk: a for a in Approval.objects.select_related("conversation__agent").filter(pk__in=ids)}
     powers = routing.Powers(user)  # read once for the batch, not once per approval
     allowed, one_by_one = [], []
     for approval_id in ids:
@@ -661,8 +715,8 @@ def decide_many(shown: dict[int, str], *, user, approve: bool, via: str, reason:
             outcome.changed.append(approval_id)
         elif approve and approval.kind != Approval.Kind.ACTION:
             outcome.needs_answer.append(approval_id)
-        elif approve and approval.confirmation_required:
-            outcome.needs_confirmation.append(approval_id)
+        elif approve and (approval.confirmation_required or needs_step_up(approval)):
+            outcome.needs_confirmation.append(approval_id)  # one at a time, on the site (a passkey for a step-up)
         elif (approve and approval.quorum > 1) or acting.pk != user.pk:
             one_by_one.append(approval_id)  # a vote toward a quorum, or a decision on someone's behalf
         else:
