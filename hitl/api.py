@@ -21,6 +21,7 @@ from approvals.services import (
     InvalidAnswer,
     NotAllowed,
     OutcomeConflict,
+    StepUpRequired,
     WrongKind,
 )
 from chat.api import router as chat_router
@@ -152,6 +153,12 @@ def outcome_conflict(request, exc: OutcomeConflict):
 @api.exception_handler(NotOwner)
 def not_allowed(request, exc: Exception):
     return api.create_response(request, {"detail": str(exc)}, status=403)
+
+
+@api.exception_handler(StepUpRequired)
+def step_up_required(request, exc: StepUpRequired):
+    # A token is no passkey: such a call is approved on the site; rejecting it here still works.
+    return api.create_response(request, {"detail": str(exc), "status": "pending"}, status=403)
 
 
 @api.exception_handler(QuotaExceeded)
