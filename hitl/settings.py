@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "pushlink",
     "slacklink",
     "mcpgateway",
+    "stepup",
 ]
 
 MIDDLEWARE = [
@@ -382,3 +383,13 @@ HITL_MCP_WAIT_SECONDS = float(os.environ.get("HITL_MCP_WAIT_SECONDS", "3600"))
 HITL_MCP_DB_THREADS = int(os.environ.get("HITL_MCP_DB_THREADS", "8"))
 HITL_MCP_CALLS_PER_TOKEN = int(os.environ.get("HITL_MCP_CALLS_PER_TOKEN", "16"))
 LOGGING["loggers"]["mcpgateway"] = {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}
+
+# Step-up with passkeys (stepup): approving a call at or above its agent's step_up_from_risk takes the
+# approver's passkey. The WebAuthn relying party: empty means the request's own host (already checked
+# against ALLOWED_HOSTS) and origin, right for one site and for tests on localhost; behind a proxy or
+# on several hosts, set both (e.g. HITL_WEBAUTHN_RP_ID=hitl.example.com and
+# HITL_WEBAUTHN_ORIGIN=https://hitl.example.com). A challenge is good once, for this long.
+HITL_WEBAUTHN_RP_ID = os.environ.get("HITL_WEBAUTHN_RP_ID", "")
+HITL_WEBAUTHN_ORIGIN = os.environ.get("HITL_WEBAUTHN_ORIGIN", "")
+HITL_WEBAUTHN_RP_NAME = os.environ.get("HITL_WEBAUTHN_RP_NAME", "hitl")
+HITL_STEP_UP_CHALLENGE_SECONDS = int(os.environ.get("HITL_STEP_UP_CHALLENGE_SECONDS", "120"))

@@ -14,6 +14,7 @@ urlpatterns = [
     path("profile/", include("profiles.urls")),
     path("", include("emaillink.urls")),
     path("", include("pushlink.urls")),
+    path("stepup/", include("stepup.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
