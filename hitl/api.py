@@ -79,6 +79,7 @@ api.add_router("/conversations", chat_router)
 api.add_router("/approvals", approvals_router)
 api.add_router("/approvals", "chat.outside_api.outcome_router")
 api.add_router("/approval-requests", "chat.outside_api.router")
+api.add_router("/rules", "approvals.simulate_api.router")  # before /rules/{rule_id}, which would take "simulate"
 api.add_router("/rules", rules_router)
 api.add_router("/analytics", "approvals.analytics_api.router")
 api.add_router("/routes", "approvals.route_api.router")

@@ -1,0 +1,189 @@
+"""The rule simulator: what a rule, not yet saved, would have done to the last calls of its scope.
+
+It replays the calls through the matching the live rules use (approvals.rules: `matches`,
+`may_auto_approve`; deny → ask → allow), reads them in one bounded query (newest first, at most MAX_CALLS, streamed in
+chunks) and writes nothing: no rule is saved and no use of any rule is taken.
+
+What the replay assumes: the rule had been live for the whole window (its expiry is in the future,
+so it is not applied to the past); a `max_uses` rule would have decided the oldest matching calls and
+been used up for the newer ones; an agent's `max_auto_approve_risk` is read as it is now."""
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.db.models import Q
+from django.utils import timezone
+
+from . import rulemaking
+from .models import Approval, Rule
+from .policy import RISKS
+from .rules import Call, matches, may_auto_approve
+
+DEFAULT_DAYS = 30
+MAX_DAYS = 366
+MAX_CALLS = 10_000
+CHUNK = 500
+SAMPLES_PER_OUTCOME = 5
+
+# Why an allow rule could never approve a call it matches (the page says them in words: REASONS).
+CRITICAL, FOUR_EYES, ROUTED, OVER_MAX_RISK, INVISIBLE = "critical", "four_eyes", "routed", "over_max_risk", "invisible_characters"
+USED_UP, NOT_GATED = "used_up", "not_gated"
+REASONS = {
+    CRITICAL: "critical: a human always decides",
+    FOUR_EYES: "four eyes: an approver other than the requester decides",
+    ROUTED: "routed: the route's approvers decide",
+    OVER_MAX_RISK: "riskier than the agent's max auto-approve risk",
+    INVISIBLE: "invisible or direction-changing characters",
+    USED_UP: "after its max uses",
+    NOT_GATED: "not gated: it runs without asking, and only an ask rule changes that",
+}
+ALLOW, DENY, ASK = "allow", "deny", "ask"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One replayed call: its approval's id if it has one, else the call's own (`kind` says which)."""
+
+    id: int
+    kind: str  # "approval" or "call"
+    outcome: str  # allow, deny, ask, or a reason of `never`
+    tool: str
+    tool_call_id: int
+    conversation_id: object
+
+
+@dataclass
+class Simulation:
+    would_allow: int = 0
+    would_deny: int = 0
+    would_ask: int = 0
+    never: dict = field(default_factory=dict)
+    samples: list[Sample] = field(default_factory=list)
+    replayed: int = 0  # calls read (at most MAX_CALLS)
+    capped: bool = False  # the window held more calls than were read
+    days: int = DEFAULT_DAYS
+
+    def as_contract(self) -> dict:
+        """POST /api/rules/simulate's answer, exactly."""
+        return {
+            "would_allow": self.would_allow,
+            "would_deny": self.would_deny,
+            "would_ask": self.would_ask,
+            "never": dict(self.never),
+            "samples": [sample.id for sample in self.samples],
+        }
+
+
+def simulate_for(user, *, days=DEFAULT_DAYS, **fields) -> Simulation:
+    """The simulation of the rule `user` asks for (the fields of POST /api/rules), checked exactly as
+    making it would be (rulemaking.draft: ScopeNotAllowed, TargetNotFound, InvalidRule), never saved."""
+    return simulate(rulemaking.draft(user, **fields), days=check_days(days))
+
+
+def check_days(days) -> int:
+    if days is None:
+        return DEFAULT_DAYS
+    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS:
+        raise rulemaking.InvalidRule(f"`days` is a whole number from 1 to {MAX_DAYS}.")
+    return days
+
+
+def simulate(rule: Rule, *, days: int = DEFAULT_DAYS, now=None) -> Simulation:
+    """Replay the scope's calls of the last `days` days, newest first, through `rule` alone."""
+    now = now or timezone.now()
+    result = Simulation(days=days)
+    deciding: list[Sample] = []  # newest first: which of them a max_uses rule used up is settled at the end
+    for row in _calls(rule, since=now - timedelta(days=days)).iterator(chunk_size=CHUNK):
+        result.replayed += 1
+        if result.replayed > MAX_CALLS:
+            result.replayed, result.capped = MAX_CALLS, True
+            break
+        outcome = outcome_of(rule, row)
+        if outcome is None:
+            continue
+        sample = Sample(
+            id=row["approval__pk"] or row["pk"], kind="approval" if row["approval__pk"] else "call", outcome=outcome,
+            tool=row["name"], tool_call_id=row["pk"], conversation_id=row["message__conversation_id"],
+        )
+        if outcome in (ALLOW, DENY, ASK):
+            deciding.append(sample)
+        else:
+            _count(result, sample)
+    if rule.max_uses is not None and len(deciding) > rule.max_uses:
+        # Saved at the window's start, it would have decided the oldest matching calls.
+        cut = len(deciding) - rule.max_uses
+        deciding = [Sample(**{**sample.__dict__, "outcome": USED_UP}) for sample in deciding[:cut]] + deciding[cut:]
+    for sample in deciding:
+        _count(result, sample)
+    order = [ALLOW, DENY, ASK, *REASONS]
+    result.samples.sort(key=lambda sample: order.index(sample.outcome))  # stable: newest first within each
+    return result
+
+
+def outcome_of(rule: Rule, row: dict) -> str | None:
+    """What `rule` would have done to the call: allow, deny or ask; the reason it never could (an
+    allow a human must decide anyway, a rule on a call no rule is asked about); None: no match."""
+    routed = row["approval__route_id"] is not None
+    call = Call(
+        tool=row["name"],
+        arguments=row["arguments"] if isinstance(row["arguments"], dict) else {},
+        risk=row["approval__risk"] or "low",
+        approver_required=bool(row["approval__approver_required"]) or routed,
+        max_auto_approve_risk=row["message__conversation__agent__max_auto_approve_risk"],
+    )
+    if not matches(rule, call):
+        return None
+    if not row["is_gated"]:
+        # The gate let it run: only an ask rule is asked about such a call (deny → ask → allow).
+        return ASK if rule.effect == Rule.Effect.ASK else NOT_GATED
+    if rule.effect != Rule.Effect.ALLOW:
+        return str(rule.effect)  # a deny rejects and an ask waits for a human, whatever the call
+    return ALLOW if may_auto_approve(call) else _why_never(call, routed=routed)
+
+
+def _why_never(call: Call, *, routed: bool) -> str:
+    """The first reason may_auto_approve refuses, in the order the rules page lists them."""
+    if call.risk == "critical":
+        return CRITICAL
+    if call.approver_required and not routed:
+        return FOUR_EYES
+    if routed:
+        return ROUTED
+    if call.risk not in RISKS or call.max_auto_approve_risk not in RISKS or RISKS.index(call.risk) > RISKS.index(call.max_auto_approve_risk):
+        return OVER_MAX_RISK
+    return INVISIBLE  # has_invisible(arguments or tool): what is left of may_auto_approve's refusals
+
+
+def _count(result: Simulation, sample: Sample) -> None:
+    if sample.outcome == ALLOW:
+        result.would_allow += 1
+        seen = result.would_allow
+    elif sample.outcome == DENY:
+        result.would_deny += 1
+        seen = result.would_deny
+    elif sample.outcome == ASK:
+        result.would_ask += 1
+        seen = result.would_ask
+    else:
+        result.never[sample.outcome] = seen = result.never.get(sample.outcome, 0) + 1
+    if seen <= SAMPLES_PER_OUTCOME:
+        result.samples.append(sample)
+
+
+def _calls(rule: Rule, *, since):
+    """The scope's calls the rules were (or, not gated, would be) asked about: validated (a call that
+    failed validation never met the gate), the model's or a caller's own (not a tool's question), an
+    action (rules never decide questions or plans). Newest first by id, which the primary key's index
+    gives without a sort; one query however many rows, streamed."""
+    ToolCall = Approval.tool_call.field.related_model  # approvals never imports chat
+    calls = ToolCall.objects.filter(created_at__gte=since, asked_by__isnull=True).exclude(arguments_hash="")
+    calls = calls.filter(Q(approval__isnull=True) | Q(approval__kind=Approval.Kind.ACTION))
+    if rule.scope == Rule.Scope.CONVERSATION:
+        calls = calls.filter(message__conversation_id=rule.conversation_id)
+    elif rule.scope == Rule.Scope.AGENT_USER:
+        calls = calls.filter(message__conversation__agent_id=rule.agent_id, message__conversation__owner_id=rule.created_by_id)
+    elif rule.scope == Rule.Scope.AGENT:
+        calls = calls.filter(message__conversation__agent_id=rule.agent_id)
+    return calls.order_by("-pk").values(
+        "pk", "name", "arguments", "is_gated", "message__conversation_id", "message__conversation__agent__max_auto_approve_risk",
+        "approval__pk", "approval__risk", "approval__approver_required", "approval__route_id",
+    )[: MAX_CALLS + 1]
