@@ -118,11 +118,14 @@ def request_approval(
     rule_suggestion: dict | None = None,
     annotations: dict | None = None,
     route: Route | None = None,
+    rule: Rule | None = None,
+    explanation: list | None = None,
 ) -> Approval:
     """A pause for a human: a gated call (`action`), or with `kind` and `request` a question or a
     plan (approvals.pauses). A gated call's `route` (approvals.routing.match) decides who approves
     it, how many must, and when they are reminded and it escalates; a routed call always needs an
-    approver other than its requester."""
+    approver other than its requester. `rule`: the ask rule that holds it for a human; `explanation`:
+    how it came to be asked (approvals.explain)."""
     now = timezone.now()
     approval = Approval.objects.create(
         route=route,
@@ -145,6 +148,8 @@ def request_approval(
         plan=request if kind == Approval.Kind.PLAN else None,
         rule_suggestion=rule_suggestion,
         annotations=annotations,
+        rule=rule,
+        explanation=explanation,
     )
     transaction.on_commit(lambda: approval_requested.send(sender=Approval, approval=approval), robust=True)
     return approval
