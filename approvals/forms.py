@@ -1,4 +1,5 @@
-"""The edit form of a gated call, built from its tool's JSON schema, and the arguments it posts.
+"""The edit form of a gated call, built from its tool's JSON schema, and the arguments it posts; and
+the time-boxed grant a card's "Always…" menu asks for (grant_from_form).
 
 Strings, numbers and booleans get fields of their own; anything else (lists, objects, unions) a
 JSON text area. Parsing is lenient only about form encoding: the tool's own schema still decides
@@ -6,9 +7,16 @@ what is valid (approvals.services.approve_edited), and its error names the field
 """
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
+from django.utils import timezone
+
+from hitl.inputs import BadInput
+
+from . import rules
 from .calls import InvalidArguments
+from .models import Approval, Rule
 
 LONG_TEXT = 60  # characters past which a string is edited in a text area
 FIELD_PREFIX = "arg-"  # form field names, so that no argument collides with decision, reason, ...
@@ -88,3 +96,47 @@ def _number(name: str, raw: str) -> int | float:
         return float(raw)
     except ValueError:
         raise InvalidArguments(f"{name}: {raw!r} is not a number.") from None
+
+
+# --- Time-boxed grants: the card's "Approve for 10 minutes in this conversation" ----------------------
+
+GRANTS = {"10m": (timedelta(minutes=10), "10 minutes"), "1h": (timedelta(hours=1), "1 hour")}
+
+
+class GrantRefused(BadInput):
+    """A grant the card may not make (400): nothing is decided, nothing is saved."""
+
+
+def grant_from_form(data, approval, *, now=None) -> dict | None:
+    """The rule that a card's `grant` (10m or 1h) asks to remember with its approval, as
+    approvals.services.decide_remembering takes it: allow, with the conditions
+    rulemaking.draft_from_call prefills from the call (the card shows them), in this conversation
+    only, expiring by itself. None when the form asks for no grant."""
+    choice = data.get("grant", "")
+    if not choice:
+        return None
+    if choice not in GRANTS:
+        raise GrantRefused("A grant is for 10 minutes (grant=10m) or 1 hour (grant=1h).")
+    if data.get("decision") != "approve" or data.get("remember_scope") or any(key.startswith("cond:") for key in data):
+        raise GrantRefused("A grant approves the call, in this conversation, with the call's own conditions: send only decision=approve and grant.")
+    if not may_grant(approval):
+        raise GrantRefused(
+            "No grant for this call: a critical, four-eyes or routed call (or one over the agent's limit, or with "
+            "invisible characters) is approved by a person each time. Approve it alone."
+        )
+    duration, words = GRANTS[choice]
+    return {"scope": Rule.Scope.CONVERSATION, "expires_at": (now or timezone.now()) + duration,
+            "note": f"approved for {words} in this conversation"}
+
+
+def may_grant(approval) -> bool:
+    """Whether the card may offer a grant: only for what an allow rule could ever approve
+    (approvals.rules.may_auto_approve), the version shown (an edit's), and never a routed call."""
+    if approval.kind != Approval.Kind.ACTION or approval.route_id is not None:
+        return False
+    arguments = approval.edited_arguments if approval.is_edited else approval.tool_call.arguments
+    call = rules.Call(
+        tool=approval.tool_call.name, arguments=arguments, risk=approval.risk, approver_required=approval.approver_required,
+        max_auto_approve_risk=approval.conversation.agent.max_auto_approve_risk,
+    )
+    return rules.may_auto_approve(call)

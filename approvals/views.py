@@ -14,7 +14,7 @@ from hitl.inputs import BadInput, parse_ids, parse_shown
 
 from . import calls, inbox, questions
 from .calls import InvalidArguments
-from .forms import arguments_from_form, edit_fields
+from .forms import arguments_from_form, edit_fields, grant_from_form
 from .fragments import approval_controls_html
 from .models import Approval, Risk
 from .rulemaking import InvalidRule, ScopeNotAllowed, TargetNotFound
@@ -183,7 +183,7 @@ def decide_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> Http
     }
     saved_rule = None
     try:
-        if remember := _remember(request):
+        if remember := _remember(request, approval_id):
             approval, saved_rule = decide_remembering(approval_id, remember=remember, **decision_fields)
         else:
             approval = decide(approval_id, steps=_steps(request) if decision == "approve" else None, **decision_fields)
@@ -213,9 +213,12 @@ def claim_view(request, approval_id: int, via: str = Approval.Via.CHAT, release:
     return _decided(request, approval, via)  # the card's controls, its claim line with them
 
 
-def _remember(request) -> dict | None:
+def _remember(request, approval_id: int) -> dict | None:
     """The card's "Always…" form: the scope to remember the decision in, and its argument
-    conditions (`cond:<argument>`; an emptied one is left out, matching any value)."""
+    conditions (`cond:<argument>`; an emptied one is left out, matching any value); or its
+    time-boxed grant (`grant`: approvals.forms.grant_from_form, refused for what a rule never approves)."""
+    if request.POST.get("grant"):
+        return grant_from_form(request.POST, _approval_for(request.user, approval_id))
     scope = request.POST.get("remember_scope", "")
     if not scope:
         return None
