@@ -1,4 +1,5 @@
 """The audit admin for chat: agents are editable; conversations, messages and tool calls are records."""
+from django import forms
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
@@ -7,8 +8,27 @@ from hitl.admin import ReadOnlyAdminMixin
 from .models import Agent, ApiToken, Conversation, Message, OutboxEmail, ToolCall
 
 
+class AgentForm(forms.ModelForm):
+    """The agent's settings; its always-ask patterns checked for shape (approvals.rules.always_asked)."""
+
+    class Meta:
+        model = Agent
+        fields = "__all__"
+
+    def clean_always_ask(self) -> dict:
+        patterns = self.cleaned_data.get("always_ask") or {}
+        shape = 'Write {"tool name or glob": ["pattern", ...]}, e.g. {"run_command": ["rm -rf *", "sudo *"]}.'
+        if not isinstance(patterns, dict):
+            raise forms.ValidationError(shape)
+        for tool, globs in patterns.items():
+            if not tool.strip() or not isinstance(globs, list) or not all(isinstance(g, str) and g.strip() and len(g) <= 200 for g in globs):
+                raise forms.ValidationError(f"{shape} Each pattern is text of 1 to 200 characters.")
+        return patterns
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    form = AgentForm
     list_display = ["slug", "name", "model", "open_to_everyone", "owner_max_risk", "approval_timeout_seconds", "approval_valid_seconds", "max_steps"]
     list_filter = ["open_to_everyone"]
     filter_horizontal = ["allowed_users", "allowed_groups"]
