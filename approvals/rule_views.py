@@ -1,15 +1,20 @@
-"""The rules page: the rules a user may see, grouped by scope, each with Disable/Enable and Delete
-(the same rulemaking functions as the JSON API)."""
+"""The rules page: the rules a user may see, grouped by scope, each with Disable/Enable and Delete,
+and a "New rule" form whose Simulate step shows what the rule would have done before it is saved
+(the same rulemaking and simulate functions as the JSON API)."""
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
-from . import rulemaking
+from . import rule_form, rulemaking, simulate
 from .models import Rule
 from .permissions import is_approver
+
+REFUSED = {rulemaking.InvalidRule: 400, rulemaking.ScopeNotAllowed: 403, rulemaking.TargetNotFound: 404}
 
 RULES_SHOWN = 500  # the newest; the page says when there are more
 
@@ -24,18 +29,53 @@ SCOPE_HEADINGS = {
 @login_required
 @require_GET
 def rules_page(request) -> HttpResponse:
+    return render(request, "approvals/rules.html", _page_context(request, rule_form.RuleForm()))
+
+
+@login_required
+@require_POST
+def rule_new(request) -> HttpResponse:
+    """The "New rule" form. Simulate (the default step): what the rule would have done to its
+    scope's recent calls, nothing saved. Save: make it, and back to the page."""
+    form = rule_form.RuleForm.from_post(request.POST)
+    saving = request.POST.get("step") == "save"
+    try:
+        fields, days = form.rule_fields(), simulate.check_days(form.days_back())
+        if saving:
+            rule = rulemaking.create(request.user, **fields)
+        else:
+            simulation = simulate.simulate_for(request.user, days=days, **fields)
+    except tuple(REFUSED) as exc:
+        return _form_answer(request, form, status=REFUSED[type(exc)], error=str(exc))
+    if saving:
+        messages.success(request, f"Rule #{rule.pk} saved: {rulemaking.describe(rule)}.")
+        return HttpResponseClientRedirect(reverse("rules:page")) if request.htmx else redirect("rules:page")
+    return _form_answer(request, form, simulation=simulation)
+
+
+def _form_answer(request, form, *, status: int = 200, error: str = "", simulation=None) -> HttpResponse:
+    """The simulation (or why not) in place of the last one; without JavaScript, the page with it."""
+    context = {"form": form, "error": error, "simulation": simulation, "reasons": simulate.REASONS}
+    if request.htmx:
+        return render(request, "partials/rule_simulation.html", context, status=status)
+    return render(request, "approvals/rules.html", {**_page_context(request, form), **context, "form_open": True}, status=status)
+
+
+def _page_context(request, form) -> dict:
     rules = list(rulemaking.visible_rules(request.user)[: RULES_SHOWN + 1])
     sections = [
         {"scope": scope, "heading": heading, "rules": [rule for rule in rules[:RULES_SHOWN] if rule.scope == scope]}
         for scope, heading in SCOPE_HEADINGS.items()
     ]
-    context = {
+    return {
         "sections": [section for section in sections if section["rules"]],
         "is_approver": is_approver(request.user),
         "more": len(rules) > RULES_SHOWN,
         "shown": RULES_SHOWN,
+        "form": form,
+        "choices": rule_form.choices_for(request.user),
+        "reasons": simulate.REASONS,
     }
-    return render(request, "approvals/rules.html", context)
 
 
 @login_required

@@ -37,6 +37,7 @@ REASONS = {
     NOT_GATED: "not gated: it runs without asking, and only an ask rule changes that",
 }
 ALLOW, DENY, ASK = "allow", "deny", "ask"
+SAID = {ALLOW: "would allow", DENY: "would deny", ASK: "would ask a human"}
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,11 @@ class Sample:
     tool_call_id: int
     conversation_id: object
 
+    @property
+    def said(self) -> str:
+        """The outcome in words, for the page."""
+        return SAID.get(self.outcome) or f"never: {REASONS[self.outcome].split(':')[0]}"
+
 
 @dataclass
 class Simulation:
@@ -61,6 +67,11 @@ class Simulation:
     replayed: int = 0  # calls read (at most MAX_CALLS)
     capped: bool = False  # the window held more calls than were read
     days: int = DEFAULT_DAYS
+
+    @property
+    def never_listed(self) -> list[tuple[str, str, int]]:
+        """(reason, in words, count), in the order of REASONS."""
+        return [(reason, said, self.never[reason]) for reason, said in REASONS.items() if reason in self.never]
 
     def as_contract(self) -> dict:
         """POST /api/rules/simulate's answer, exactly."""
