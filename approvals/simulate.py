@@ -24,17 +24,18 @@ MAX_CALLS = 10_000
 CHUNK = 500
 SAMPLES_PER_OUTCOME = 5
 
-# Why an allow rule could never approve a call it matches (the page says them in words: REASONS).
-CRITICAL, FOUR_EYES, ROUTED, OVER_MAX_RISK, INVISIBLE = "critical", "four_eyes", "routed", "over_max_risk", "invisible_characters"
-USED_UP, NOT_GATED = "used_up", "not_gated"
+# Why an allow rule could never approve a call it matches: the words approvals.rules.barrier() and
+# approvals.explain use; and why a rule never decided a call it matched (used up, not gated).
+CRITICAL, ROUTED, FOUR_EYES, OVER_MAX_RISK, INVISIBLE = "critical", "routed", "four eyes", "over max risk", "invisible characters"
+USED_UP, NOT_GATED = "used up", "not gated"
 REASONS = {
     CRITICAL: "critical: a human always decides",
-    FOUR_EYES: "four eyes: an approver other than the requester decides",
     ROUTED: "routed: the route's approvers decide",
-    OVER_MAX_RISK: "riskier than the agent's max auto-approve risk",
-    INVISIBLE: "invisible or direction-changing characters",
-    USED_UP: "after its max uses",
-    NOT_GATED: "not gated: it runs without asking, and only an ask rule changes that",
+    FOUR_EYES: "four eyes: an approver other than the requester decides",
+    OVER_MAX_RISK: "over max risk: riskier than the agent's max auto-approve risk",
+    INVISIBLE: "invisible characters: hidden or direction-changing characters in the call",
+    USED_UP: "used up: after its max uses",
+    NOT_GATED: "not gated: it runs without asking, which an allow rule does not change",
 }
 ALLOW, DENY, ASK = "allow", "deny", "ask"
 SAID = {ALLOW: "would allow", DENY: "would deny", ASK: "would ask a human"}
@@ -54,7 +55,7 @@ class Sample:
     @property
     def said(self) -> str:
         """The outcome in words, for the page."""
-        return SAID.get(self.outcome) or f"never: {REASONS[self.outcome].split(':')[0]}"
+        return SAID.get(self.outcome) or f"never: {self.outcome}"
 
 
 @dataclass
@@ -131,8 +132,9 @@ def simulate(rule: Rule, *, days: int = DEFAULT_DAYS, now=None) -> Simulation:
 
 
 def outcome_of(rule: Rule, row: dict) -> str | None:
-    """What `rule` would have done to the call: allow, deny or ask; the reason it never could (an
-    allow a human must decide anyway, a rule on a call no rule is asked about); None: no match."""
+    """What `rule` would have done to the call: allow, deny or ask; or why it never could (an allow
+    on a call a human must decide anyway, or on one the policy runs without asking); None: no match.
+    As approvals.rules.screen: deny and ask meet every action, allow only a gated one."""
     routed = row["approval__route_id"] is not None
     call = Call(
         tool=row["name"],
@@ -143,23 +145,20 @@ def outcome_of(rule: Rule, row: dict) -> str | None:
     )
     if not matches(rule, call):
         return None
-    if not row["is_gated"]:
-        # The gate let it run: only an ask rule is asked about such a call (deny → ask → allow).
-        return ASK if rule.effect == Rule.Effect.ASK else NOT_GATED
     if rule.effect != Rule.Effect.ALLOW:
-        return str(rule.effect)  # a deny rejects and an ask waits for a human, whatever the call
+        return str(rule.effect)  # a deny rejects and an ask waits for a human, whatever the call, gated or not
+    if not row["is_gated"]:
+        return NOT_GATED  # the policy ran it without asking: only deny and ask rules meet such a call
     return ALLOW if may_auto_approve(call) else _why_never(call, routed=routed)
 
 
 def _why_never(call: Call, *, routed: bool) -> str:
-    """The first reason may_auto_approve refuses, in the order the rules page lists them."""
-    if call.risk == "critical":
+    """The first reason may_auto_approve refuses, in approvals.rules.barrier()'s order."""
+    if call.risk not in RISKS or call.risk == "critical":
         return CRITICAL
-    if call.approver_required and not routed:
-        return FOUR_EYES
-    if routed:
-        return ROUTED
-    if call.risk not in RISKS or call.max_auto_approve_risk not in RISKS or RISKS.index(call.risk) > RISKS.index(call.max_auto_approve_risk):
+    if call.approver_required:
+        return ROUTED if routed else FOUR_EYES
+    if call.max_auto_approve_risk not in RISKS or RISKS.index(call.risk) > RISKS.index(call.max_auto_approve_risk):
         return OVER_MAX_RISK
     return INVISIBLE  # has_invisible(arguments or tool): what is left of may_auto_approve's refusals
 

@@ -76,18 +76,18 @@ def test_an_allow_rule_counts_what_it_would_approve_and_why_it_never_could_the_r
     assert set(body) == {"would_allow", "would_deny", "would_ask", "never", "samples"}
     assert (body["would_allow"], body["would_deny"], body["would_ask"]) == (1, 0, 0)
     assert body["never"] == {
-        "critical": 1, "four_eyes": 1, "routed": 1, "over_max_risk": 1, "invisible_characters": 1, "not_gated": 1,
+        "critical": 1, "four eyes": 1, "routed": 1, "over max risk": 1, "invisible characters": 1, "not gated": 1,
     }
     # The allowed call first, then each reason's call; the question, the other tool and the old call are not replayed.
     assert body["samples"][0] == calls["plain"].pk
     assert set(body["samples"]) == {calls[k].pk for k in ("plain", "critical", "four_eyes", "routed", "over_max_risk", "invisible", "ungated")}
 
 
-def test_a_deny_rule_counts_every_gated_call_it_matches_whatever_its_risk(alice, history, api_as):
+def test_a_deny_rule_counts_every_call_it_matches_whatever_its_risk_gated_or_not(alice, history, api_as):
     conversation, calls = history
     body = api_as(alice).post("rules/simulate", conversation_rule(conversation, effect="deny", tool="write_file")).json()
-    assert (body["would_allow"], body["would_deny"], body["would_ask"]) == (0, 6, 0)
-    assert body["never"] == {"not_gated": 1}  # the gate let it run: no deny rule is asked about it
+    assert (body["would_allow"], body["would_deny"], body["would_ask"]) == (0, 7, 0)
+    assert body["never"] == {} and calls["ungated"].pk in body["samples"]
 
 
 def test_an_ask_rule_counts_gated_and_ungated_calls_it_would_put_before_a_human(alice, history, api_as):
@@ -110,7 +110,7 @@ def test_a_rule_with_max_uses_decides_the_oldest_calls_and_is_used_up_for_the_ne
     conversation = make_conversation(alice)
     approvals = [seed(conversation, days_ago=5 - n)[1] for n in range(5)]  # oldest first
     result = simulate.simulate_for(alice, **allow(max_uses=2), scope="conversation", conversation_id=conversation.pk)
-    assert (result.would_allow, result.never) == (2, {"used_up": 3})
+    assert (result.would_allow, result.never) == (2, {"used up": 3})
     assert {s.id for s in result.samples if s.outcome == "allow"} == {approvals[0].pk, approvals[1].pk}
 
 
