@@ -16,7 +16,7 @@ from hitl.db import thread_pool
 from hitl.inputs import is_storable
 from hitl.live import Listening, conversation_group
 
-from . import routing, votes
+from . import explain, routing, votes
 from .models import Approval, Vote
 from .services import AlreadyVoted, answer, approve_edited, claim, decide, decide_many, decide_remembering, unclaim
 
@@ -95,7 +95,9 @@ class ApprovalOut(Schema):
     answer: Any = Field(
         description='A question\'s answer once answered; an approved plan\'s {"approved_steps", "dropped_steps"}; else null.'
     )
-    rule_id: int | None = Field(description="The rule that decided it at once (`decided_via: \"rule\"`); null for a human's decision.")
+    rule_id: int | None = Field(
+        description="The rule that decided it at once (`decided_via: \"rule\"`), or the ask rule that made it wait for a human; else null."
+    )
     annotations: dict | None = Field(
         description="A tool server's hints about the tool (MCP annotations, as the server gave them), or null: hints, not guarantees."
     )
@@ -408,6 +410,27 @@ def _still_pending(approval_id: int) -> bool:
     """What a long poll re-reads each second: one small query (hundreds of polls share 4 threads);
     the approval itself, and whether its poller may still see it, are read once, when it answers."""
     return Approval.objects.filter(pk=approval_id, status=Approval.Status.PENDING).exists()
+
+
+class ExplainStep(Schema):
+    step: str = Field(description="What was applied: gate, risk, four eyes, route, a rule (`rule #N (effect tool)`), repeat check, outcome…")
+    outcome: str
+    detail: str
+
+
+class Explanation(Schema):
+    steps: list[ExplainStep]
+
+
+@router.get("/{approval_id}/explain", response=Explanation)
+def explain_approval(request, approval_id: ApprovalId):
+    """How the call came to be asked, or decided at once: its decision path in the order applied
+    (the gate and why, each rule considered and why it matched or was skipped, the route, the repeat
+    check, the outcome). 404 if you may not see the approval."""
+    approval = Approval.objects.filter(routing.visible_filter(request.auth), pk=approval_id).first()
+    if approval is None:
+        raise Http404("No such approval.")
+    return {"steps": explain.steps_of(approval)}
 
 
 # Last: its path would take "/decisions" too, were it declared before that route.

@@ -16,7 +16,9 @@ Scope = Literal["conversation", "agent_user", "agent", "global"]
 
 
 class RuleIn(Schema):
-    effect: Literal["allow", "deny"]
+    effect: Literal["allow", "deny", "ask"] = Field(
+        description="deny rejects at once; ask makes a human decide, even a call the policy would run; allow approves at once. Applied in that order."
+    )
     tool: str = Field(description="A tool's name, or a glob such as notes__*.")
     arguments: dict[str, Any] = Field(
         default_factory=dict, description='Conditions, all of which must match: {name: glob} or {name: {"regex": "..."}}.'

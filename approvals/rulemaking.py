@@ -63,7 +63,7 @@ def draft(
 ) -> Rule:
     """A rule as `user` asks for it, checked and not yet saved."""
     if effect not in Rule.Effect.values:
-        raise InvalidRule("`effect` is allow or deny.")
+        raise InvalidRule("`effect` is allow, deny or ask.")
     if scope not in Rule.Scope.values:
         raise InvalidRule(f"`scope` is one of {', '.join(Rule.Scope.values)}.")
     if scope not in allowed_scopes(user):

@@ -1,14 +1,17 @@
-"""Allow and deny rules: which match a call, which one decides it, and what is never decided without
-a human. Applied after the tool's own gate has asked for a human (chat.loop): a matching deny rule
-rejects the call at once, else a matching allow rule approves it at once; deny always wins. Never
-approved by a rule, whatever the rules say: critical calls, four-eyes calls, calls riskier than the
-agent's `max_auto_approve_risk`, and calls with invisible or direction-changing characters.
+"""Deny, ask and allow rules: which match a call, which one decides it, and what is never decided
+without a human. Applied in that order to every action (chat.loop, chat.outside, edits): a matching
+deny rule rejects the call at once; else a matching ask rule (or one of the agent's always-ask
+patterns, Agent.always_ask) makes it wait for a human, even a call the policy would run; else, for a
+call the tool's gate asked a human about, a matching allow rule approves it at once. Never approved
+by a rule, whatever the rules say: critical calls, four-eyes calls, calls riskier than the agent's
+`max_auto_approve_risk`, and calls with invisible or direction-changing characters.
 
 The matching (`choose`) is pure. `applicable()` reads the rules that apply to a conversation (once
 a turn), and `verdict()` takes a use of the one that decides, by a conditional update, so two
 workers cannot both take a rule's last use."""
 import fnmatch
-from dataclasses import dataclass
+import unicodedata
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
@@ -31,46 +34,120 @@ class Call:
     risk: str
     approver_required: bool
     max_auto_approve_risk: str = "medium"
+    always_ask: tuple = ()  # the agent's always-ask patterns for this tool (Agent.always_ask)
+    routed: bool = False  # approver_required because a route names its approvers
+
+
+# Why no allow rule may approve a call (barrier()); approvals.explain says each in words.
+CRITICAL, ROUTED, FOUR_EYES, OVER_MAX_RISK, INVISIBLE = "critical", "routed", "four eyes", "over max risk", "invisible characters"
+
+
+def barrier(call: Call) -> str:
+    """Why no allow rule may approve the call without a human, "" if one may."""
+    if call.risk not in RISKS or call.risk == "critical":
+        return CRITICAL
+    if call.approver_required:
+        return ROUTED if call.routed else FOUR_EYES
+    if call.max_auto_approve_risk not in RISKS or RISKS.index(call.risk) > RISKS.index(call.max_auto_approve_risk):
+        return OVER_MAX_RISK
+    if has_invisible(call.arguments) or has_invisible(call.tool):
+        return INVISIBLE
+    return ""
 
 
 def may_auto_approve(call: Call) -> bool:
     """Whether any allow rule may approve the call without a human."""
-    return (
-        call.risk in RISKS
-        and call.risk != "critical"
-        and not call.approver_required
-        and call.max_auto_approve_risk in RISKS
-        and RISKS.index(call.risk) <= RISKS.index(call.max_auto_approve_risk)
-        and not has_invisible(call.arguments)
-        and not has_invisible(call.tool)
-    )
+    return not barrier(call)
+
+
+def unmet_condition(rule, call: Call) -> str | None:
+    """The first of the rule's argument conditions that does not hold for the call (its argument's
+    name), None when all hold. As approvals.conditions reads them: paths as paths, URLs as URLs,
+    regexes in linear time; in doubt, a deny's or an ask's condition holds and an allow's does not."""
+    strict = rule.effect != Rule.Effect.ALLOW
+    for name, condition in (rule.arguments or {}).items():
+        if name not in call.arguments or not holds(name, condition, call.arguments[name], deny=strict):
+            return name
+    return None
 
 
 def matches(rule, call: Call) -> bool:
-    """The tool's name fits the rule's name or glob, and every argument condition holds (as
-    approvals.conditions reads it: paths as paths, URLs as URLs, regexes in linear time; in doubt,
-    a deny's condition holds and an allow's does not)."""
-    if not fnmatch.fnmatchcase(call.tool, rule.tool):
-        return False
-    deny = rule.effect == Rule.Effect.DENY
-    return all(
-        name in call.arguments and holds(name, condition, call.arguments[name], deny=deny)
-        for name, condition in (rule.arguments or {}).items()
-    )
+    """The tool's name fits the rule's name or glob, and every argument condition holds."""
+    return fnmatch.fnmatchcase(call.tool, rule.tool) and unmet_condition(rule, call) is None
 
 
 def choose(rules, call: Call) -> list:
-    """The rules that may decide the call, in the order to try them: every matching deny rule, then,
-    if the call may be approved without a human, every matching allow rule. Deny always comes first."""
+    """The rules that may decide the call, in the order to try them: every matching deny rule, every
+    matching ask rule, then, if the call may be approved without a human, every matching allow rule."""
     matching = [rule for rule in rules if matches(rule, call)]
     denies = [rule for rule in matching if rule.effect == Rule.Effect.DENY]
+    asks = [rule for rule in matching if rule.effect == Rule.Effect.ASK]
     allows = [rule for rule in matching if rule.effect == Rule.Effect.ALLOW] if may_auto_approve(call) else []
-    return denies + allows
+    return denies + asks + allows
+
+
+@dataclass(frozen=True)
+class AlwaysAsk:
+    """One of the agent's always-ask patterns that an argument of the call fits: an ask rule of the
+    agent's own (no scope, no uses to count)."""
+
+    pattern: str
+    argument: str
+
+
+def always_asked(call: Call) -> list[AlwaysAsk]:
+    """The agent's always-ask patterns for the call's tool that one of its string arguments fits."""
+    found = []
+    for pattern in call.always_ask:
+        if not isinstance(pattern, str) or not pattern.strip():
+            continue
+        argument = next((name for name, text in _strings(call.arguments) if pattern_fits(pattern, text)), None)
+        if argument is not None:
+            found.append(AlwaysAsk(pattern, argument))
+    return found
+
+
+def pattern_fits(pattern: str, text: str) -> bool:
+    """A glob such as `rm -rf *` or `curl * | sh` fits a command if it fits the text, or any part of
+    it from a word's start on (`cd /; sudo rm x` fits `sudo *`; `pseudo x` does not), also with the
+    text folded (case, compatibility characters): an ask holds in doubt. fnmatch's translation
+    finds each fixed piece once, so this stays linear in the text (at most 100 kB: a call's limit)."""
+    for candidate, glob in ((text, pattern), (_folded(text), _folded(pattern))):
+        if fnmatch.fnmatchcase(candidate, f"{glob}*") or fnmatch.fnmatchcase(candidate, f"*[!A-Za-z0-9_]{glob}*"):
+            return True
+    return False
+
+
+def _folded(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def _strings(value, name: str = ""):
+    """Every string in the arguments, nested ones too, with the top-level argument it is in."""
+    if isinstance(value, str):
+        yield name, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, name or str(key))
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item, name)
+
+
+def patterns_for(always_ask, tool: str) -> tuple:
+    """The agent's always-ask patterns for `tool` (Agent.always_ask: {tool name or glob: [patterns]})."""
+    if not isinstance(always_ask, dict):
+        return ()
+    found = []
+    for name, patterns in always_ask.items():
+        if isinstance(name, str) and isinstance(patterns, list) and fnmatch.fnmatchcase(tool, name):
+            found.extend(pattern for pattern in patterns if isinstance(pattern, str))
+    return tuple(found)
 
 
 def verdict(live_rules: list[Rule], call: Call, *, effect: str | None = None):
     """The rule of `live_rules` (applicable() of the call's conversation) that decides the call now,
-    a use of it taken; or None: a human decides. `effect` looks at deny or allow rules only."""
+    a use of it taken; or None. `effect` looks at deny, ask or allow rules only."""
     for rule in choose(live_rules, call):
         if (effect is None or rule.effect == effect) and take_use(rule):
             return rule
@@ -129,8 +206,13 @@ def _trusted(conversation, tool: str, conditions: dict, look_back: int) -> int:
     return count
 
 
-def applicable(conversation) -> list[Rule]:
-    """The live rules whose scope covers the conversation."""
+EXPLAINED_EXPIRY = timedelta(days=1)  # a rule that expired this recently is still named (skipped: expired)
+
+
+def applicable(conversation, *, recently_expired: bool = False) -> list[Rule]:
+    """The live rules whose scope covers the conversation; with `recently_expired`, also those that
+    expired within EXPLAINED_EXPIRY, in the same query, so that an explanation can say a rule was
+    skipped because it expired (screen() never lets one decide)."""
     now = timezone.now()
     scopes = (
         Q(scope=Rule.Scope.CONVERSATION, conversation_id=conversation.pk)
@@ -138,7 +220,12 @@ def applicable(conversation) -> list[Rule]:
         | Q(scope=Rule.Scope.AGENT, agent_id=conversation.agent_id)
         | Q(scope=Rule.Scope.GLOBAL)
     )
-    return list(_live(Rule.objects.filter(scopes), now).order_by("pk"))
+    since = now - EXPLAINED_EXPIRY if recently_expired else now
+    return list(_live(Rule.objects.filter(scopes), since).order_by("pk"))
+
+
+def is_expired(rule: Rule, now=None) -> bool:
+    return rule.expires_at is not None and rule.expires_at <= (now or timezone.now())
 
 
 def take_use(rule: Rule) -> bool:
@@ -157,34 +244,138 @@ def denial_reason(rule: Rule) -> str:
     return f"Denied by rule #{rule.pk}: {rule.note}" if rule.note else f"Denied by rule #{rule.pk}."
 
 
+def ask_reason(asked, agent_name: str, tool: str) -> str:
+    """What the card shows of a call an ask rule, or an always-ask pattern, holds for a human."""
+    if isinstance(asked, AlwaysAsk):
+        return f"Asked because {agent_name} always asks for {tool} when {asked.argument} fits `{asked.pattern}`."
+    return f"Asked because of rule #{asked.pk}: {asked.note}" if asked.note else f"Asked because of rule #{asked.pk}."
+
+
 @dataclass(frozen=True)
 class Screening:
     """What the rules say of one version of a call (the model's, or a human's edit), matched before
     any write transaction so that no condition runs under the write lock. The deciding use of a rule
-    is taken later, inside the transaction that stores the outcome (first_deny, first_allow)."""
+    is taken later, inside the transaction that stores the outcome (apply, or first_deny, first_ask,
+    first_allow), and a rule found without a use left then is noted in `spent` (approvals.explain)."""
 
     denies: list
     repeats: Approval | None
     allows: list
+    asks: list = field(default_factory=list)  # ask rules, then the agent's always-ask patterns (AlwaysAsk)
+    gated: bool = True  # the tool's gate asked a human; False: the policy would run it (only deny and ask apply)
+    repeat_checked: bool = True
+    considered: list = field(default_factory=list)  # (rule, unmet condition or None) for each rule of the call's tool
+    expired: list = field(default_factory=list)  # rules of the call's tool that expired a moment ago
+    barrier: str = ""  # why no allow rule may approve the call (barrier())
+    spent: dict = field(default_factory=dict)  # rule id → why it had no use left when its use was taken
+
+    @property
+    def holds(self) -> bool:
+        """A rule keeps the call from running as the policy says: a deny or an ask (ungated calls)."""
+        return bool(self.denies or self.asks)
 
 
-def screen(live_rules: list[Rule], call: Call, *, conversation_id, arguments_hash: str) -> Screening:
+def screen(live_rules: list[Rule], call: Call, *, conversation_id, arguments_hash: str, gated: bool = True) -> Screening:
     """The one place every version of a call meets the rules: the loop for the model's call, the
-    decision service for an edit. Deny rules first; then the rejection contract (the same call a
-    human just rejected in the conversation); then, if a rule may approve it, the allow rules."""
-    chosen = choose(live_rules, call)
+    decision service for an edit, outside requests. Deny rules first; then the rejection contract
+    (the same call a human just rejected in the conversation); then ask rules and the agent's
+    always-ask patterns; then, for a gated call a rule may approve, the allow rules. A call the
+    policy would run (`gated` False) meets deny and ask only, and the rejection contract only when
+    an ask holds it (read only then: an ungated call costs no query)."""
+    now = timezone.now()
+    expired = [rule for rule in live_rules if is_expired(rule, now) and fnmatch.fnmatchcase(call.tool, rule.tool)]
+    considered = [
+        (rule, unmet_condition(rule, call))
+        for rule in live_rules
+        if not is_expired(rule, now) and fnmatch.fnmatchcase(call.tool, rule.tool)
+    ]
+    matching = [rule for rule, unmet in considered if unmet is None]
+    why_not = barrier(call)
+    asks = [rule for rule in matching if rule.effect == Rule.Effect.ASK] + always_asked(call)
+    denies = [rule for rule in matching if rule.effect == Rule.Effect.DENY]
+    checked = gated or bool(asks)
     return Screening(
-        denies=[rule for rule in chosen if rule.effect == Rule.Effect.DENY],
-        repeats=recent_rejection(conversation_id, call.tool, arguments_hash),
-        allows=[rule for rule in chosen if rule.effect == Rule.Effect.ALLOW],
+        denies=denies,
+        repeats=recent_rejection(conversation_id, call.tool, arguments_hash) if checked else None,
+        allows=[rule for rule in matching if rule.effect == Rule.Effect.ALLOW] if gated and not why_not else [],
+        asks=asks,
+        gated=gated,
+        repeat_checked=checked,
+        considered=considered,
+        expired=expired,
+        barrier=why_not,
+    )
+
+
+def would_hold(live_rules: list[Rule], call: Call) -> bool:
+    """Whether a live deny or ask rule, or an always-ask pattern, matches a call the policy would run:
+    then it is screened as a gated call is (pure: no query for a call nothing holds)."""
+    now = timezone.now()
+    return bool(always_asked(call)) or any(
+        rule.effect in (Rule.Effect.DENY, Rule.Effect.ASK) and not is_expired(rule, now) and matches(rule, call)
+        for rule in live_rules
     )
 
 
 def first_deny(screening: Screening) -> Rule | None:
     """The deny rule that rejects the call, a use of it taken; None if none has a use left."""
-    return next((rule for rule in screening.denies if take_use(rule)), None)
+    return next((rule for rule in screening.denies if _take(rule, screening)), None)
+
+
+def first_ask(screening: Screening):
+    """The ask rule (a use of it taken) or always-ask pattern that holds the call for a human; None if none."""
+    return next((asked for asked in screening.asks if isinstance(asked, AlwaysAsk) or _take(asked, screening)), None)
 
 
 def first_allow(screening: Screening) -> Rule | None:
     """The allow rule that approves the call, a use of it taken; None if none has a use left."""
-    return next((rule for rule in screening.allows if take_use(rule)), None)
+    return next((rule for rule in screening.allows if _take(rule, screening)), None)
+
+
+def _take(rule: Rule, screening: Screening) -> bool:
+    if take_use(rule):
+        return True
+    screening.spent[rule.pk] = why_spent(rule)
+    return False
+
+
+def why_spent(rule: Rule) -> str:
+    """Why a rule found live a moment ago had no use to take (read only then: it is rare)."""
+    now = timezone.now()
+    row = Rule.objects.filter(pk=rule.pk).values("enabled", "deleted_at", "expires_at", "max_uses", "uses").first()
+    if row is None or row["deleted_at"] is not None:
+        return "removed"
+    if not row["enabled"]:
+        return "disabled"
+    if row["expires_at"] is not None and row["expires_at"] <= now:
+        return "expired"
+    return "used up"
+
+
+DENY, REPEAT, ASK, ALLOW = "deny", "repeat", "ask", "allow"
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What the rules did to one call, the deciding use taken: `effect` deny, repeat (the rejection
+    contract), ask (`asked`: the rule or always-ask pattern), allow; or "" (nothing: the gate stands,
+    a human decides a gated call and an ungated one runs)."""
+
+    effect: str = ""
+    rule: Rule | None = None
+    asked: object = None
+    earlier: Approval | None = None
+
+
+def apply(screening: Screening) -> Applied:
+    """The rules applied in their order, deny → repeat → ask → allow, in the transaction that stores
+    the outcome: the first that can decides (a rule without a use left is passed over)."""
+    if rule := first_deny(screening):
+        return Applied(DENY, rule=rule)
+    if screening.repeats is not None:
+        return Applied(REPEAT, earlier=screening.repeats)
+    if asked := first_ask(screening):
+        return Applied(ASK, rule=None if isinstance(asked, AlwaysAsk) else asked, asked=asked)
+    if rule := first_allow(screening):
+        return Applied(ALLOW, rule=rule)
+    return Applied()

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from hitl.inputs import storable
 
-from . import announcements, audit, calls, plans, questions, routing, rulemaking, rules, webhooks
+from . import announcements, audit, calls, explain, plans, questions, routing, rulemaking, rules, webhooks
 from .models import Approval, Risk, Route, Rule, Vote, Webhook
 from .models import Outcome as ReportedOutcome  # `Outcome` here is what deciding several approvals did
 from .permissions import can_decide, can_see
@@ -406,9 +406,11 @@ def approve_edited(
         tool=approval.tool_call.name, arguments=checked.arguments, risk=risk,
         approver_required=approval.approver_required or checked.approver_required,
         max_auto_approve_risk=conversation.agent.max_auto_approve_risk,
+        always_ask=rules.patterns_for(conversation.agent.always_ask, approval.tool_call.name), routed=approval.route_id is not None,
     )
     screening = _screen_edit(approval, candidate, checked.arguments_hash)
-    stricter = _is_stricter(checked, approval) or approval.approver_required or checked.approver_required
+    # An edit an ask rule (or always-ask pattern) matches is stored and waits for a human, as a stricter one.
+    stricter = _is_stricter(checked, approval) or approval.approver_required or checked.approver_required or bool(screening.asks)
     edit = {
         "edited_arguments": checked.arguments,
         "edited_arguments_hash": checked.arguments_hash,
@@ -430,6 +432,11 @@ def approve_edited(
     with transaction.atomic():
         if rule := rules.first_deny(screening):
             raise EditForbidden(f"Edit not saved. {rules.denial_reason(rule)}")
+        asked = rules.first_ask(screening) if screening.asks else None
+        applied = rules.Applied(rules.ASK, rule=None if isinstance(asked, rules.AlwaysAsk) else asked, asked=asked) if asked else rules.Applied()
+        if applied.rule is not None:
+            edit["rule"] = applied.rule  # the ask rule that holds the edit for a human
+        edit["explanation"] = _explained_edit(approval, user, checked, screening, applied, decided=bool(decision))
         # An edit that decides is linked into the audit chain as it leaves the approval.
         link = audit.lock_head().extend([approval], {**edit, **decision}) if decision else {}
         updated = _undecided(approval).update(**edit, **decision, **link)
@@ -442,10 +449,24 @@ def approve_edited(
         else:
             _expire_if_overdue(approval_id)
     approval = _stored(approval, updated, user=user, status=Approval.Status.APPROVED if decision else "edited", via=via)
-    if not decision and (rule := rules.first_allow(screening)):
-        # A stricter edit left pending meets the allow rules as the model's call would have.
+    if not decision and not screening.asks and (rule := rules.first_allow(screening)):
+        # A stricter edit left pending meets the allow rules as the model's call would have (an ask beats them).
         approval = decide_by_rule(approval, rule)
+        explanation = _explained_edit(approval, user, checked, screening, rules.Applied(rules.ALLOW, rule=rule), decided=False)
+        Approval.objects.filter(pk=approval.pk).update(explanation=explanation)
+        approval.explanation = explanation
     return approval
+
+
+def _explained_edit(approval: Approval, user, checked, screening, applied, *, decided: bool) -> list[dict]:
+    """The approval's explanation with the edit's own path after it (approvals.explain)."""
+    before = approval.explanation if isinstance(approval.explanation, list) else explain.summary(approval)
+    path = explain.edit(user.get_username(), checked) + explain.rules(screening, applied, agent_name=approval.conversation.agent.name)
+    if decided:
+        last = explain.step("outcome", "approved", f"Approved as edited by {user.get_username()}.")
+    else:
+        last = explain.outcome(applied, gated=True)
+    return before + path + [last]
 
 
 def _screen_edit(approval: Approval, candidate: "rules.Call", arguments_hash: str) -> "rules.Screening":
@@ -453,7 +474,7 @@ def _screen_edit(approval: Approval, candidate: "rules.Call", arguments_hash: st
     runs under the write lock). The rejection contract is enforced here at once: an edit into a call a
     human just rejected in this conversation is refused, naming that rejection."""
     screening = rules.screen(
-        rules.applicable(approval.conversation), candidate, conversation_id=approval.conversation_id, arguments_hash=arguments_hash
+        rules.applicable(approval.conversation, recently_expired=True), candidate, conversation_id=approval.conversation_id, arguments_hash=arguments_hash
     )
     if earlier := screening.repeats:
         who = earlier.decided_by.get_username() if earlier.decided_by else "someone"

@@ -2,12 +2,12 @@
 the tool's schema, the policy, the preview and what a human types to approve a critical call."""
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from django.conf import settings
 
-from approvals import calls, policy, routing, rules
+from approvals import calls, explain, policy, routing, rules
 from approvals.services import decide_by_rule, reject_as_repeat, request_approval
 from hitl.inputs import has_surrogate
 from hitl.visible import reveal
@@ -30,6 +30,9 @@ class GatedCall:
     kind: str = "action"  # or "question", "plan": the agent asks a human (approvals.pauses)
     request: dict | None = None  # the question or the plan, as stored
     annotations: dict | None = None  # the tool's source's hints (an MCP server's), stored with the approval
+    steps: tuple = ()  # the gate's part of the explanation (approvals.explain)
+    rules_only: bool = False  # the policy would run it: a deny or ask rule (or always-ask pattern) holds it (hold)
+    spec: ToolSpec | None = None
 
     @property
     def stored_preview(self) -> dict | None:
@@ -67,18 +70,43 @@ def gate_call(spec: ToolSpec, arguments: dict, conversation: Conversation, *, wi
     call that runs elsewhere, whose world ours is not) and, when critical, its hint."""
     context = tool_context(conversation)
     digest = arguments_hash(arguments)
+    agent = conversation.agent
     if spec.pause:
-        return GatedCall(arguments, digest, pause_gate(spec, conversation), kind=spec.pause, request=spec.pause_request(arguments))
+        gate = pause_gate(spec, conversation)
+        steps = tuple(explain.gate(spec, agent, gate, arguments))
+        return GatedCall(arguments, digest, gate, kind=spec.pause, request=spec.pause_request(arguments), steps=steps, spec=spec)
+    failed = False
     try:
-        gate = policy.check(spec, arguments, conversation.agent, context)
+        gate = policy.check(spec, arguments, agent, context)
     except Exception as exc:  # a broken rule must fail closed: ask a human
         logger.exception("approval rule of %s failed", spec.name)
-        gate = policy.Gate(True, f"The approval rule for {spec.name} failed ({exc.__class__.__name__}).", spec.risk)
+        gate, failed = policy.Gate(True, f"The approval rule for {spec.name} failed ({exc.__class__.__name__}).", spec.risk), True
+    steps = tuple(explain.gate(spec, agent, gate, arguments, failed=failed))
     if not gate.required:
-        return GatedCall(arguments, digest, gate)
+        return GatedCall(arguments, digest, gate, steps=steps, spec=spec)
     hint = confirmation_hint(spec, arguments, digest) if gate.risk == "critical" else ""
     preview = preview_of(spec, arguments, context) if with_preview else None
-    return GatedCall(arguments, digest, gate, preview, hint, annotations=spec.annotations)
+    return GatedCall(arguments, digest, gate, preview, hint, annotations=spec.annotations, steps=steps, spec=spec)
+
+
+def hold(call: ToolCall, gated: GatedCall, conversation: Conversation, live_rules: list, *, with_preview: bool = True) -> GatedCall:
+    """An action the policy would run, as the rules hold it: if a deny or ask rule, or one of the
+    agent's always-ask patterns, matches it (read before any write transaction, as every screening
+    is), gated as the policy gates a call it asks about (risk, four eyes, timeout, preview, hint), to
+    be screened and stored with an approval; else `gated` as it was: it runs. Pure but the preview."""
+    spec = gated.spec
+    if gated.gate.required or gated.kind != "action" or spec is None:
+        return gated
+    candidate = rule_call(call, gated, conversation)
+    if not rules.would_hold(live_rules, candidate):
+        return gated
+    agent = conversation.agent
+    asked = policy.check(replace(spec, needs_approval=True, risk=gated.gate.risk), gated.arguments, agent)
+    gate = policy.Gate(True, "", asked.risk, asked.approver_required, asked.timeout_seconds)
+    hint = confirmation_hint(spec, gated.arguments, gated.arguments_hash) if gate.risk == "critical" else ""
+    preview = gated.preview or (preview_of(spec, gated.arguments, tool_context(conversation)) if with_preview else None)
+    steps = gated.steps + tuple(explain.weighed(gate, agent, spec, gated.arguments))
+    return replace(gated, gate=gate, preview=preview, confirmation_hint=hint, annotations=spec.annotations, steps=steps, rules_only=True)
 
 
 def pause_gate(spec: ToolSpec, conversation: Conversation) -> policy.Gate:
@@ -147,47 +175,72 @@ class EditChecker:
 
 
 def screen(call: ToolCall, gated: GatedCall, conversation: Conversation, live_rules: list, live_routes: list) -> tuple:
-    """What decides a gated action besides a human, read before any write transaction: the route
-    that says who approves it (approvals.routing.match), what the rules say of it (`live_rules`,
-    rules.applicable(conversation)), and what its card would offer to remember. For the loop's
-    calls and outside ones alike (chat.outside)."""
+    """What decides a gated action (or one the rules hold: hold) besides a human, read before any
+    write transaction: the route that says who approves it (approvals.routing.match), what the rules
+    say of it (`live_rules`, rules.applicable(conversation, recently_expired=True)), and what its
+    card would offer to remember. For the loop's calls and outside ones alike (chat.outside)."""
     route = routing.match(live_routes, tool=call.name, risk=gated.gate.risk)
     candidate = rule_call(call, gated, conversation, routed=route is not None)
-    screening = rules.screen(live_rules, candidate, conversation_id=conversation.pk, arguments_hash=call.arguments_hash)
+    screening = rules.screen(
+        live_rules, candidate, conversation_id=conversation.pk, arguments_hash=call.arguments_hash, gated=not gated.rules_only
+    )
     suggestion = rules.suggestion(conversation, candidate, trust_after=conversation.agent.trust_after)
+    if screening.asks or gated.rules_only:  # an ask beats any allow: "Always allow" would change nothing
+        suggestion = {**suggestion, "may_allow": False, "trusted": 0}
     return screening, suggestion, route
 
 
 def rule_call(call: ToolCall, gated: GatedCall, conversation: Conversation, *, routed: bool = False) -> rules.Call:
     # A routed call needs its route's approvers: no allow rule approves it (a deny rule still rejects it).
+    agent = conversation.agent
     return rules.Call(
         tool=call.name, arguments=call.arguments, risk=gated.gate.risk, approver_required=gated.gate.approver_required or routed,
-        max_auto_approve_risk=conversation.agent.max_auto_approve_risk,
+        max_auto_approve_risk=agent.max_auto_approve_risk, always_ask=rules.patterns_for(agent.always_ask, call.name),
+        routed=routed and not gated.gate.approver_required,
     )
 
 
-def automatic_decision(screening: rules.Screening):
-    """How the call is decided at once, if it is, in this order, a human's say winning over a saved
-    allow: a deny rule rejects it; the same call, just rejected in this conversation, is rejected
-    again (the rejection contract); an allow rule approves it (approvals.rules). Else None: a human
-    decides, perhaps offered a trust suggestion."""
-    if rule := rules.first_deny(screening):
-        return partial(decide_by_rule, rule=rule)
-    if earlier := screening.repeats:
-        return partial(reject_as_repeat, earlier=earlier)
-    if rule := rules.first_allow(screening):
-        return partial(decide_by_rule, rule=rule)
+def automatic_decision(applied: rules.Applied):
+    """How the call is decided at once, if it is, as the rules applied in their order say
+    (rules.apply: deny → repeat → ask → allow, a human's say winning over a saved allow): a deny
+    rule rejects it; the same call, just rejected in this conversation, is rejected again (the
+    rejection contract); an allow rule approves it. Else None: a human decides (an ask rule's or
+    pattern's call, or a gated call no rule decided), perhaps offered a trust suggestion."""
+    if applied.effect in (rules.DENY, rules.ALLOW):
+        return partial(decide_by_rule, rule=applied.rule)
+    if applied.effect == rules.REPEAT:
+        return partial(reject_as_repeat, earlier=applied.earlier)
     return None
 
 
-def request(call: ToolCall, gated: GatedCall, conversation: Conversation, *, suggestion: dict | None, route):
-    """The saved gated call's approval, in the caller's transaction, as the gate, its preview and
-    its route say (approvals.services.request_approval)."""
+def explained(gated: GatedCall, screening, applied: rules.Applied, route, conversation: Conversation, *, by_policy: bool = False) -> list[dict]:
+    """The call's decision path as it was applied (approvals.explain), stored with its approval."""
+    return explain.path(
+        list(gated.steps), screening, applied, route, agent_name=conversation.agent.name, by_policy=by_policy,
+        routed=screening is not None,
+    )
+
+
+def request(
+    call: ToolCall, gated: GatedCall, conversation: Conversation, *, suggestion: dict | None, route,
+    applied: rules.Applied | None = None, explanation: list | None = None,
+):
+    """The saved gated call's approval, in the caller's transaction, as the gate, its preview, its
+    route and the rules (an ask rule is named on it, `rule`) say (approvals.services.request_approval)."""
+    applied = applied or rules.Applied()
+    reason = gated.gate.reason
+    if applied.effect == rules.ASK:
+        asked = rules.ask_reason(applied.asked, conversation.agent.name, call.name)
+        reason = f"{reason} {asked}" if reason else asked
+    elif gated.rules_only and applied.effect == rules.DENY:
+        reason = reason or rules.denial_reason(applied.rule)
+    elif gated.rules_only:
+        reason = reason or f"A rule holds {call.name}, which {conversation.agent.name}'s policy would run."
     return request_approval(
         tool_call_id=call.pk,
         conversation_id=conversation.pk,
         requested_by_id=conversation.owner_id,
-        reason=gated.gate.reason,
+        reason=reason,
         risk=gated.gate.risk,
         arguments_hash=call.arguments_hash,
         approver_required=gated.gate.approver_required,
@@ -200,4 +253,6 @@ def request(call: ToolCall, gated: GatedCall, conversation: Conversation, *, sug
         rule_suggestion=suggestion,
         annotations=gated.annotations,
         route=route,
+        rule=applied.rule if applied.effect == rules.ASK else None,
+        explanation=explanation,
     )

@@ -23,7 +23,9 @@ from hitl import live
 from hitl.db import release_connection
 
 from . import fragments, freshness
-from .gating import MAX_RAW_ARGUMENTS, GatedCall, automatic_decision, gate_call, parse_arguments, preview_of, request, screen, tool_context
+from .gating import (
+    MAX_RAW_ARGUMENTS, GatedCall, automatic_decision, explained, gate_call, hold, parse_arguments, preview_of, request, screen, tool_context,
+)
 from .history import History
 from .messages import add_notice, append_message, load_calls, lock_conversation, push_status, set_loaded_calls
 from .llm import LLMError, ModelTurn, Stopped, complete
@@ -192,7 +194,7 @@ def _apply_decision(call: ToolCall, *, push_approved: bool = True, with_status: 
         _transition(call, Status.PENDING_APPROVAL, Status.APPROVED, push=push_approved, also=also)
     elif approval.status == Approval.Status.REJECTED and approval.decided_via == Approval.Via.REPEAT:
         _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, also=also, result=_repeat_result(approval))
-    elif approval.status == Approval.Status.REJECTED and approval.rule_id:
+    elif approval.status == Approval.Status.REJECTED and approval.decided_via == Approval.Via.RULE:
         _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, also=also, result=approval.rejection_reason)  # "Denied by rule #N: …"
     elif approval.status == Approval.Status.REJECTED:
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
@@ -612,10 +614,10 @@ class _Checked(NamedTuple):
 
 
 def _check_calls(conversation: Conversation, turn: ModelTurn) -> list[_Checked]:
-    """Each of the turn's calls, unsaved, validated, gated (with its preview) and, for a gated
-    action, screened by the rules, under an id unique in its turn."""
+    """Each of the turn's calls, unsaved, validated, gated (with its preview) and screened by the
+    rules (an action the policy runs, too: a deny or ask rule may hold it), under an id unique in its turn."""
     checked = []
-    live_rules = live_routes = None  # read once a turn, when its first gated action needs them
+    live_rules = live_routes = None  # read once a turn, when its first action needs them
     seen_ids: set[str] = set()
     for position, model_call in enumerate(turn.tool_calls):
         call_id = _unique_call_id(model_call.call_id, position, seen_ids)
@@ -627,10 +629,16 @@ def _check_calls(conversation: Conversation, turn: ModelTurn) -> list[_Checked]:
             raw_arguments=model_call.raw_arguments[:MAX_RAW_ARGUMENTS],
         )
         gated = _check_call(call, model_call.raw_arguments, conversation)
-        if gated is None or not gated.gate.required or gated.kind != Approval.Kind.ACTION:
+        if gated is None or gated.kind != Approval.Kind.ACTION:
             checked.append(_Checked(call, gated))
             continue
-        live_rules = rules.applicable(conversation) if live_rules is None else live_rules
+        live_rules = rules.applicable(conversation, recently_expired=True) if live_rules is None else live_rules
+        if not gated.gate.required:
+            gated = hold(call, gated, conversation, live_rules)  # a deny or ask rule may hold what the policy runs
+            if not gated.gate.required:
+                checked.append(_Checked(call, gated))
+                continue
+            call.is_gated, call.status = True, Status.PENDING_APPROVAL
         live_routes = routing.live_routes(conversation.agent_id) if live_routes is None else live_routes
         screening, suggestion, route = screen(call, gated, conversation, live_rules, live_routes)
         checked.append(_Checked(call, gated, screening, suggestion, route))
@@ -648,11 +656,19 @@ def _store_turn(conversation: Conversation, turn: ModelTurn, checked: list[_Chec
         calls = []
         for call, gated, screening, suggestion, route in checked:
             call.message = message
+            applied = rules.apply(screening) if screening is not None else None
+            if gated is not None and gated.rules_only and not applied.effect:
+                gated = None  # its rules had no use left: it runs, as the policy says
+                call.is_gated, call.status = False, Status.APPROVED
             call.save()
             calls.append(call)
             if gated is not None and gated.gate.required:
-                automatic = automatic_decision(screening) if screening is not None else None
-                call.approval = request(call, gated, conversation, suggestion=None if automatic else suggestion, route=route)
+                automatic = automatic_decision(applied) if applied is not None else None
+                explanation = explained(gated, screening, applied or rules.Applied(), route, conversation)
+                call.approval = request(
+                    call, gated, conversation, suggestion=None if automatic else suggestion, route=route, applied=applied,
+                    explanation=explanation,
+                )
                 if automatic is not None:
                     automatic(call.approval)
                     settles_now = True

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from django.db import IntegrityError, transaction
 
-from approvals import routing, rules, services
+from approvals import explain, routing, rules, services
 from approvals.models import Approval
 from approvals.permissions import can_see
 from approvals.policy import RISKS, Gate, check
@@ -24,7 +24,7 @@ from hitl.visible import has_invisible, reveal
 
 from . import fragments, loop, quotas
 from .gating import (
-    MAX_RAW_ARGUMENTS, GatedCall, automatic_decision, confirmation_hint, gate_call, request, screen, tool_context,
+    MAX_RAW_ARGUMENTS, GatedCall, automatic_decision, confirmation_hint, explained, gate_call, hold, request, screen, tool_context,
 )
 from .messages import append_message, lock_conversation, set_loaded_calls
 from .models import Conversation, ToolCall
@@ -103,25 +103,41 @@ def request_call(conversation: Conversation, *, tool, arguments, reason="", risk
         status=Status.PENDING_APPROVAL if gated.gate.required else Status.APPROVED,
     )
     screening = suggestion = route = None
-    if gated.gate.required:  # read before the write transaction, as the loop does
-        screening, suggestion, route = screen(
-            call, gated, conversation, rules.applicable(conversation), routing.live_routes(conversation.agent_id)
-        )
+    # Read before the write transaction, as the loop does: the rules (a deny or ask rule may hold
+    # what the policy runs), then for a call a human may decide its route and what the rules say.
+    live_rules = rules.applicable(conversation, recently_expired=True)
+    as_the_policy_says = gated
+    if not gated.gate.required:
+        gated = hold(call, gated, conversation, live_rules, with_preview=conversation.source == Conversation.Source.MCP)
+        if gated.rules_only and reason:  # the caller's words first, as for a call the policy gates
+            gated = replace(gated, gate=replace(gated.gate, reason=reason))
+        call.is_gated, call.status = gated.gate.required, Status.PENDING_APPROVAL if gated.gate.required else Status.APPROVED
+    if gated.gate.required:
+        screening, suggestion, route = screen(call, gated, conversation, live_rules, routing.live_routes(conversation.agent_id))
     with transaction.atomic():
         lock_conversation(conversation)
         quotas.check_message(conversation.owner)
         # The reason is the card's ("Why it asks"): the turn itself says nothing more.
         message = append_message(conversation, role="assistant", content="", push=False, locked=True, author=conversation.owner)
         call.message = message
+        applied = rules.apply(screening) if screening is not None else rules.Applied()
+        if gated.rules_only and not applied.effect:  # its rules had no use left: as the policy says
+            gated = as_the_policy_says
+            call.is_gated, call.status = False, Status.APPROVED
         call.save()
         if gated.gate.required:
-            automatic = automatic_decision(screening)
-            call.approval = request(call, gated, conversation, suggestion=None if automatic else suggestion, route=route)
+            automatic = automatic_decision(applied)
+            explanation = explained(gated, screening, applied, route, conversation)
+            call.approval = request(
+                call, gated, conversation, suggestion=None if automatic else suggestion, route=route, applied=applied,
+                explanation=explanation,
+            )
             if automatic is not None:
                 automatic(call.approval)
         elif conversation.source == Conversation.Source.API:
             # The caller asked: the answer is an approval too, approved by the agent's policy, in the chain.
-            call.approval = request(call, gated, conversation, suggestion=None, route=None)
+            explanation = explained(gated, screening, applied, None, conversation, by_policy=True)
+            call.approval = request(call, gated, conversation, suggestion=None, route=None, explanation=explanation)
             services.approve_by_policy(call.approval)
         set_loaded_calls(message, [call])
         live.push(live.conversation_group(conversation.pk), lambda: fragments.message_html(message, oob=True))
@@ -208,7 +224,8 @@ def _gate_request(spec: ToolSpec, arguments: dict, conversation: Conversation, *
         gate = Gate(False, f"{conversation.agent.name} does not gate {spec.name}: approved by its policy.", gate.risk)
     digest = arguments_hash(arguments)
     hint = confirmation_hint(spec, arguments, digest) if gate.required and gate.risk == "critical" else ""
-    return GatedCall(arguments, digest, gate, preview, hint, annotations=spec.annotations)
+    steps = explain.gate(spec, conversation.agent, gate, arguments, caller_risk=risk if risk is not None and risk == gate.risk else None)
+    return GatedCall(arguments, digest, gate, preview, hint, annotations=spec.annotations, steps=tuple(steps), spec=spec)
 
 
 def settle(tool_call_id: int) -> ToolCall:
