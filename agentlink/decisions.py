@@ -191,6 +191,8 @@ def _check(decision: Decision, user) -> None:
         if approval.route_id is not None:
             raise Refused(f"{label} is routed: only members of its approver groups decide it, never its requester.")
         raise Refused(f"{label} needs an approver other than the requester (four eyes).")
+    if decision.verb == APPROVE and services.needs_step_up(approval):
+        raise Refused(f"{label}: {services.STEP_UP} Nothing was decided; you may still deny it.")
     if decision.verb == APPROVE and approval.confirmation_required and decision.confirmation.strip() != approval.confirmation_hint:
         raise Refused(f'{label} is critical: approve it with "confirmation": "{approval.confirmation_hint}".')
     try:

@@ -114,7 +114,8 @@ def _post_while_waiting(conversation: Conversation, user, content: str, shown: d
     if outcome.needs_confirmation:
         _notice(
             conversation,
-            f"Not approved: {_calls(len(outcome.needs_confirmation))} critical. Approve each on its card by typing its confirmation.",
+            f"Not approved: {_calls(len(outcome.needs_confirmation))} to be approved on its card: "
+            "a critical call with its typed confirmation, one that needs step-up with your passkey.",
         )
     if waiting := len(outcome.not_allowed):
         _notice(conversation, f"Not approved: {_calls(waiting)} for an approver other than you to decide.")

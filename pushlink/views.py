@@ -104,6 +104,8 @@ def decide(request) -> JsonResponse:
         return _answer(409, "changed", "The call was edited after this notification: open the site to see it.")
     except services.AlreadyVoted:
         return _answer(409, "already voted", "Your vote is already counted.")
+    except services.StepUpRequired as exc:
+        return _answer(409, "decide on the site", str(exc))
     except (services.ConfirmationRequired, services.WrongKind, services.InvalidAnswer):
         return _answer(409, "decide on the site", "Decide this one on the site.")
     except services.NotAllowed:

@@ -370,3 +370,123 @@ def test_the_cards_plain_approve_post_refuses_without_the_passkey(alice, critica
     )
     assert STEP_UP in refused.content.decode()
     assert refreshed(critical).status == "pending"
+
+
+# --- Every other surface may only reject ----------------------------------------------------------
+
+
+@pytest.fixture
+def high(alice, agent):
+    """alice's pending send_email (high: no typed confirmation), the agent asking a passkey from high up."""
+    agent.step_up_from_risk = "high"
+    agent.save(update_fields=["step_up_from_risk"])
+    [approval] = pending_approvals(start(alice, agent, "email bob@example.com about lunch"))
+    assert approval.risk == "high"
+    return approval
+
+
+@pytest.fixture
+def telegram(settings):
+    from tests.test_telegramlink import RefusingTelegram
+
+    with RefusingTelegram() as fake:
+        settings.TELEGRAM_BOT_TOKEN, settings.TELEGRAM_API_BASE_URL = fake.token, fake.url
+        yield fake
+
+
+@pytest.fixture
+def slack(settings):
+    from tests.fake_slack import FakeSlack, django_poster
+
+    with FakeSlack(poster=django_poster(Client())) as fake:
+        settings.SLACK_BOT_TOKEN, settings.SLACK_SIGNING_SECRET, settings.SLACK_API_BASE_URL = fake.token, fake.signing_secret, fake.url
+        yield fake
+
+
+def test_telegram_refuses_to_approve_with_the_sentence_and_rejects(telegram, alice, agent):
+    from tests.test_telegramlink import ALICE_TG, link, press, request_to
+
+    link(alice, ALICE_TG)
+    agent.step_up_from_risk = "high"
+    agent.save(update_fields=["step_up_from_risk"])
+    email = pending_approvals(start(alice, agent, "email bob@example.com about lunch"))[0]
+    wipe = pending_approvals(start(alice, agent, "delete all files"))[0]  # critical: refused before the confirmation is asked
+    tokens_ = {}
+    for approval in (email, wipe):
+        buttons = request_to(telegram, ALICE_TG, approval)["reply_markup"]["inline_keyboard"]
+        tokens_[approval.pk] = next(b["callback_data"] for row in buttons for b in row if b["callback_data"].startswith("a:"))[2:]
+
+    for number, approval in enumerate((email, wipe)):
+        assert STEP_UP in press(telegram, ALICE_TG, f"a:{tokens_[approval.pk]}", query_id=f"q{number}")
+        assert refreshed(approval).status == "pending"
+    assert press(telegram, ALICE_TG, f"r:{tokens_[email.pk]}", query_id="q9") == "Rejected."
+    assert refreshed(email).status == "rejected"
+
+
+def test_slack_refuses_to_approve_with_the_sentence_and_rejects(slack, alice, agent):
+    from tests.test_slacklink import ALICE, link, request_to
+
+    link(slack, alice, ALICE)
+    agent.step_up_from_risk = "high"
+    agent.save(update_fields=["step_up_from_risk"])
+    [approval] = pending_approvals(start(alice, agent, "email bob@example.com about lunch"))
+
+    assert slack.press(ALICE, request_to(slack, ALICE, approval), "Approve")[0] == 200
+    assert STEP_UP in slack.ephemerals(ALICE)[-1] and refreshed(approval).status == "pending"
+    assert slack.press(ALICE, request_to(slack, ALICE, approval), "Reject")[0] == 200
+    assert refreshed(approval).status == "rejected"
+
+
+def test_an_email_link_refuses_to_approve_with_the_sentence_and_still_rejects(alice, high):
+    from approvals import tokens
+
+    token = tokens.issue(high, alice, channel="email")
+    browser = Client(enforce_csrf_checks=True)
+    browser.cookies["csrftoken"] = "k" * 32
+    form = {"csrfmiddlewaretoken": "k" * 32}
+
+    refused = browser.post(f"/approve/{token}/", {"decision": "approve", **form})
+    rejected = browser.post(f"/approve/{token}/", {"decision": "reject", "reason": "no", **form})
+
+    assert refused.status_code == 409 and STEP_UP in refused.content.decode()
+    assert rejected.status_code == 200 and refreshed(high).status == "rejected"
+
+
+def test_a_push_action_refuses_to_approve_with_the_sentence_and_still_rejects(alice, high):
+    from approvals import tokens
+
+    def act(token: str, decision: str):
+        return Client().post("/push/decide", json.dumps({"token": token, "decision": decision}), content_type="application/json")
+
+    token = tokens.issue(high, alice, channel="push")
+    refused = act(token, "approve")
+    rejected = act(token, "reject")
+
+    assert refused.status_code == 409 and refused.json()["message"].startswith(STEP_UP)
+    assert rejected.status_code == 200 and refreshed(high).status == "rejected"
+
+
+def test_a2a_refuses_to_approve_with_the_sentence_and_denies(alice, strict):
+    from tests.test_agentlink import a2a_task, refused, send
+
+    task = a2a_task(alice, strict, "delete all files")
+    [approval] = pending_approvals(task.conversation)
+
+    refusal = refused(task, alice, {"decisions": [{"id": approval.pk, "decision_type": "approve", "confirmation": "DELETE"}]})
+    assert STEP_UP in refusal.message and refreshed(approval).status == "pending"
+
+    assert send(task, alice, {"decisions": [{"id": approval.pk, "decision_type": "deny"}]}) == 1
+    assert refreshed(approval).status == "rejected"
+
+
+def test_a_text_reply_does_not_approve_and_says_where_to(alice, high):
+    from chat import services as chat_services
+    from chat.models import Conversation
+
+    conversation = Conversation.objects.get(pk=high.conversation_id)
+    chat_services.post_message(conversation=conversation, user=alice, content="yes")
+
+    assert refreshed(high).status == "pending"
+    assert "passkey" in conversation.messages.order_by("position").last().content
+    chat_services.post_message(conversation=conversation, user=alice, content="no")
+    assert refreshed(high).status == "rejected"
