@@ -112,9 +112,15 @@ def _name(rule) -> str:
     return f"rule #{rule.pk} ({rule.effect} {rule.tool})"
 
 
+def _unmet(rule, unmet: str) -> dict:
+    condition = (rule.arguments or {}).get(unmet)
+    wanted = condition.get("regex") if isinstance(condition, dict) else condition
+    return step(_name(rule), "skipped", f"conditions not met: {unmet} does not fit `{wanted}` (or the call has no {unmet}).")
+
+
 def _rule_step(rule, unmet, screening, applied, did: str) -> dict:
     if unmet is not None:
-        return step(_name(rule), "skipped", f"conditions not met: {unmet}.")
+        return _unmet(rule, unmet)
     if applied.rule is not None and applied.rule.pk == rule.pk:
         return step(_name(rule), "applied", f"Matched: {did}.")
     if rule.pk in screening.spent:
@@ -124,7 +130,7 @@ def _rule_step(rule, unmet, screening, applied, did: str) -> dict:
 
 def _allow_step(rule, unmet, screening, applied) -> dict:
     if unmet is not None:
-        return step(_name(rule), "skipped", f"conditions not met: {unmet}.")
+        return _unmet(rule, unmet)
     if not screening.gated:
         if applied.effect:
             return step(_name(rule), "skipped", f"Matched; {_first(applied)}.")

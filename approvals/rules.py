@@ -44,14 +44,14 @@ CRITICAL, ROUTED, FOUR_EYES, OVER_MAX_RISK, INVISIBLE = "critical", "routed", "f
 
 def barrier(call: Call) -> str:
     """Why no allow rule may approve the call without a human, "" if one may."""
+    if has_invisible(call.arguments) or has_invisible(call.tool):
+        return INVISIBLE  # first: such characters also raise the risk, which the other reasons would name
     if call.risk not in RISKS or call.risk == "critical":
         return CRITICAL
     if call.approver_required:
         return ROUTED if call.routed else FOUR_EYES
     if call.max_auto_approve_risk not in RISKS or RISKS.index(call.risk) > RISKS.index(call.max_auto_approve_risk):
         return OVER_MAX_RISK
-    if has_invisible(call.arguments) or has_invisible(call.tool):
-        return INVISIBLE
     return ""
 
 
