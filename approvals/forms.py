@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from hitl.inputs import BadInput
 
-from . import rules
+from . import rulemaking, rules
 from .calls import InvalidArguments
 from .models import Approval, Rule
 
@@ -109,9 +109,9 @@ class GrantRefused(BadInput):
 
 def grant_from_form(data, approval, *, now=None) -> dict | None:
     """The rule that a card's `grant` (10m or 1h) asks to remember with its approval, as
-    approvals.services.decide_remembering takes it: allow, with the conditions
-    rulemaking.draft_from_call prefills from the call (the card shows them), in this conversation
-    only, expiring by itself. None when the form asks for no grant."""
+    approvals.services.decide_remembering takes it: allow, with the conditions prefilled from the
+    version shown (rulemaking.conditions_for, as "Always…" prefills them and the card shows them),
+    in this conversation only, expiring by itself. None when the form asks for no grant."""
     choice = data.get("grant", "")
     if not choice:
         return None
@@ -125,8 +125,11 @@ def grant_from_form(data, approval, *, now=None) -> dict | None:
             "invisible characters) is approved by a person each time. Approve it alone."
         )
     duration, words = GRANTS[choice]
-    return {"scope": Rule.Scope.CONVERSATION, "expires_at": (now or timezone.now()) + duration,
-            "note": f"approved for {words} in this conversation"}
+    conditions = rulemaking.conditions_for(_shown_arguments(approval))
+    described = " ".join(f"{name} {pattern}" for name, pattern in conditions.items())
+    note = " ".join(part for part in ("allow", approval.tool_call.name, described, f"for {words} in this conversation") if part)
+    return {"scope": Rule.Scope.CONVERSATION, "arguments": conditions, "expires_at": (now or timezone.now()) + duration,
+            "note": note[:rulemaking.MAX_NOTE_CHARS]}
 
 
 def may_grant(approval) -> bool:
@@ -134,9 +137,13 @@ def may_grant(approval) -> bool:
     (approvals.rules.may_auto_approve), the version shown (an edit's), and never a routed call."""
     if approval.kind != Approval.Kind.ACTION or approval.route_id is not None:
         return False
-    arguments = approval.edited_arguments if approval.is_edited else approval.tool_call.arguments
     call = rules.Call(
-        tool=approval.tool_call.name, arguments=arguments, risk=approval.risk, approver_required=approval.approver_required,
+        tool=approval.tool_call.name, arguments=_shown_arguments(approval), risk=approval.risk, approver_required=approval.approver_required,
         max_auto_approve_risk=approval.conversation.agent.max_auto_approve_risk,
     )
     return rules.may_auto_approve(call)
+
+
+def _shown_arguments(approval) -> dict:
+    """The version the card shows, and so the one approved: an edit's, else the call's."""
+    return approval.edited_arguments if approval.is_edited else approval.tool_call.arguments

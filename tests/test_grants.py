@@ -58,9 +58,9 @@ def test_a_grant_approves_the_call_and_saves_an_expiring_rule_of_its_conditions_
         "allow", "write_file", {"path": "notes/*"}, "conversation", conversation.pk, alice
     )
     assert before + timedelta(minutes=10) <= rule.expires_at <= timezone.now() + timedelta(minutes=10)
-    assert rule.note == "approved for 10 minutes in this conversation"
+    assert rule.note == "allow write_file path notes/* for 10 minutes in this conversation"
     html = response.content.decode()
-    assert f"Saved as rule #{rule.pk}: approved for 10 minutes in this conversation" in html
+    assert f"Saved as rule #{rule.pk}: allow write_file path notes/* for 10 minutes in this conversation" in html
 
 
 def test_a_one_hour_grant_expires_in_an_hour(alice, agent):
@@ -70,7 +70,7 @@ def test_a_one_hour_grant_expires_in_an_hour(alice, agent):
     assert grant(alice, approval, "1h").status_code == 200
     rule = Rule.objects.get()
     assert before + timedelta(hours=1) <= rule.expires_at <= timezone.now() + timedelta(hours=1)
-    assert rule.note == "approved for 1 hour in this conversation"
+    assert rule.note == "allow write_file path notes/* for 1 hour in this conversation"
 
 
 def test_a_grant_approves_later_identical_calls_in_that_conversation_until_it_expires_then_they_ask_again(alice, agent):
