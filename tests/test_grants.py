@@ -191,6 +191,27 @@ def test_the_rules_page_says_how_long_a_grant_has_left_and_when_it_ran_out(alice
     assert "expires: never" in row(forever)
 
 
+def test_the_cards_saved_rule_line_says_how_long_the_grant_has_left(alice, agent):
+    conversation = start_conversation(alice, agent, "write hi to notes/a.txt")
+    [approval] = pending_approvals(conversation)
+    html = grant(alice, approval).content.decode()
+    rule = Rule.objects.get()
+    assert f"Saved as rule #{rule.pk}: allow write_file path notes/* for 10 minutes in this conversation (expires in <time" in html
+    assert "\xa0minutes</time>)." in html
+
+
+def test_a_later_call_the_grant_approved_says_how_long_the_grant_has_left(alice, agent):
+    conversation = start_conversation(alice, agent, "write hi to notes/a.txt")
+    [approval] = pending_approvals(conversation)
+    assert grant(alice, approval).status_code == 200
+    rule = Rule.objects.get()
+    say(alice, conversation, "write ho to notes/b.txt")
+
+    page = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
+
+    assert f"Allowed by rule #{rule.pk}: allow write_file path notes/* for 10 minutes in this conversation (expires in <time" in page
+
+
 # --- Attacks ----------------------------------------------------------------------------------------------
 
 
