@@ -110,7 +110,7 @@ def test_the_card_offers_both_grants_with_the_conditions_they_will_hold(alice, a
     page = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
     assert TEN_MINUTES in page and ONE_HOUR in page
     assert 'name="grant" value="10m"' in page and 'name="grant" value="1h"' in page
-    assert "path <code>notes/*</code> run without asking, in this conversation only" in page
+    assert "calls of <code>write_file</code> with path <code>notes/*</code> run without asking, in this conversation only" in page
 
 
 # --- Never for what a rule may not approve ------------------------------------------------------------
