@@ -490,3 +490,30 @@ def test_a_text_reply_does_not_approve_and_says_where_to(alice, high):
     assert "passkey" in conversation.messages.order_by("position").last().content
     chat_services.post_message(conversation=conversation, user=alice, content="no")
     assert refreshed(high).status == "rejected"
+
+
+def test_an_edit_that_approves_needs_the_proof_and_keeps_it(alice, high):
+    from approvals.services import approve_edited
+
+    arguments = high.tool_call.arguments | {"body": "Lunch at one?"}
+    seen = {"user": alice, "via": "chat", "shown_hash": high.shown_hash}
+    with pytest.raises(StepUpRequired):
+        approve_edited(high.pk, arguments=arguments, **seen)
+    assert refreshed(high).status == "pending" and not refreshed(high).is_edited
+
+    proof = StepUp(approval_id=high.pk, shown_hash=high.shown_hash, user_id=alice.pk, credential_id="credential-1")
+    approved = approve_edited(high.pk, arguments=arguments, step_up=proof, **seen)
+
+    assert (approved.status, approved.is_edited, approved.step_up_assertion) == ("approved", True, "credential-1")
+    assert intact().startswith("audit chain intact")
+
+
+def test_always_on_the_card_saves_no_rule_without_the_passkey(alice, high):
+    from approvals.models import Rule
+
+    response = client_for(alice).post(f"/approvals/{high.pk}/decide/", {
+        "decision": "approve", "shown_hash": high.shown_hash, "remember_scope": "conversation",
+    })
+
+    assert STEP_UP in response.content.decode()
+    assert refreshed(high).status == "pending" and not Rule.objects.exists()

@@ -12,6 +12,7 @@ from approvals.models import Approval
 from chat.models import Agent
 from stepup.models import Passkey
 from tests.conftest import wait_until
+from tests.e2e.test_dashboard_browser import WATCH_DASHBOARD, open_dashboard, opened, row
 from tests.e2e.browser import (  # noqa: F401  (browser is a fixture)
     TIMEOUT_MS,
     WATCH_SOCKET,
@@ -59,11 +60,11 @@ def strict(agent):
     return agent
 
 
-def add_passkey(page: Page, name: str) -> None:
+def add_passkey(page: Page, name: str, password: str = "alice-password") -> None:
     page.goto("/profile/")
     section = page.locator("#passkeys")
     section.get_by_label("Name").fill(name)
-    section.get_by_label("Your password").fill("alice-password")
+    section.get_by_label("Your password").fill(password)
     button(section, "Add a passkey").click()
     expect(section.locator(".passkey", has_text=name)).to_be_visible()
 
@@ -113,3 +114,22 @@ def test_without_user_verification_the_card_is_refused_and_the_call_waits(e2e, l
     expect(wipe.locator(".step-up-status")).to_contain_text("not approved")
     approval.refresh_from_db()
     assert approval.status == "pending" and approval.step_up_assertion == ""
+
+
+def test_an_approver_approves_a_critical_call_with_a_passkey_on_the_dashboard(e2e, local_page, alice, bob, strict, api_for):
+    page, _, _ = local_page()
+    page.context.add_init_script(WATCH_DASHBOARD)
+    log_in(page, bob)
+    add_passkey(page, "bob's key", password="bob-password")
+    conversation_id = start(api_for(alice), "delete all files")
+    [approval] = wait_for_pending(conversation_id, 1)
+
+    open_dashboard(page)
+    controls = opened(row(page, approval))
+    controls.locator(f"#confirm-{approval.pk}").fill("DELETE")
+    button(controls, "Approve").click()
+
+    wait_until(lambda: Approval.objects.filter(pk=approval.pk, status="approved").exists(), timeout=TIMEOUT_MS / 1000, message="approved")
+    approval.refresh_from_db()
+    assert (approval.decided_by, approval.decided_via) == (bob, "dashboard")
+    assert approval.step_up_assertion == Passkey.objects.get(user=bob).credential_id
