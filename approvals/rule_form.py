@@ -18,7 +18,7 @@ SCOPES = {
     Rule.Scope.GLOBAL: "Every agent, for everyone",
 }
 CONVERSATIONS_OFFERED = 50
-MAX_FIELD_CHARS = 2000
+MAX_FIELD_CHARS = 10_000
 
 
 @dataclass
@@ -39,7 +39,7 @@ class RuleForm:
     @classmethod
     def from_post(cls, post) -> "RuleForm":
         def text(name: str) -> str:
-            return storable(post.get(name, ""))[:MAX_FIELD_CHARS]
+            return storable(post.get(name, ""))
 
         return cls(**{name: text(name) for name in (
             "effect", "tool", "conditions", "scope", "conversation", "agent", "expires", "max_uses", "note", "days",
@@ -47,6 +47,9 @@ class RuleForm:
 
     def rule_fields(self) -> dict:
         """The fields of rulemaking.draft; raises InvalidRule (in words) for what cannot be read."""
+        for name, value in self.__dict__.items():
+            if len(value) > MAX_FIELD_CHARS:  # refused rather than cut: a cut condition would mean something else
+                raise InvalidRule(f"The {name.replace('_', ' ')} field is at most {MAX_FIELD_CHARS} characters.")
         return {
             "effect": self.effect,
             "tool": self.tool,

@@ -12,6 +12,7 @@ from django.utils import timezone
 from approvals import simulate
 from approvals.models import Approval, Route, Rule
 from chat.models import Conversation, Message, ToolCall
+from tests.conftest import client_for, pending_approvals, start_conversation
 
 _ids = itertools.count(1)
 
@@ -157,6 +158,20 @@ def test_simulating_changes_nothing(alice, history, api_as):
     assert (list(Rule.objects.values()), list(Approval.objects.values()), list(ToolCall.objects.values())) == before
 
 
+@pytest.mark.django_db(transaction=True)
+def test_what_it_says_an_allow_rule_would_do_is_what_the_rule_then_does(alice, agent, api_as):
+    """The same matching as the live rules: the loop's own gated calls, then the rule saved."""
+    asked = start_conversation(alice, agent, "write hi to notes/a.txt")
+    [approval] = pending_approvals(asked)
+    rule = {**allow(arguments={"path": "notes/*"}), "scope": "agent_user", "agent": agent.slug}
+    api = api_as(alice)
+    body = api.post("rules/simulate", rule).json()
+    assert (body["would_allow"], body["samples"]) == (1, [approval.pk])
+    assert api.post("rules", rule).status_code == 201
+    again = start_conversation(alice, agent, "write hi to notes/b.txt")
+    assert Approval.objects.get(conversation=again).decided_via == Approval.Via.RULE
+
+
 # --- Who may simulate what ---------------------------------------------------------------------------
 
 
@@ -179,6 +194,12 @@ def test_no_token_or_a_wrong_one_is_refused(history, api_as, client):
     assert api_as(None).post("rules/simulate", body).status_code == 401
     wrong = client.post("/api/rules/simulate", body, content_type="application/json", headers={"Authorization": "Bearer hitl_nope"})
     assert wrong.status_code == 401
+
+
+def test_a_browser_session_needs_its_csrf_token(alice, history):
+    conversation, _ = history
+    refused = client_for(alice, csrf=True).post("/api/rules/simulate", conversation_rule(conversation, **allow()), content_type="application/json")
+    assert refused.status_code == 403 and not Rule.objects.exists()
 
 
 @pytest.mark.parametrize(

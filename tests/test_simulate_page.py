@@ -97,6 +97,7 @@ def test_who_may_simulate_is_who_may_make_the_rule(alice, bob, mallory, agent, c
         ({"max_uses": "0"}, "max_uses"),
         ({"days": "0"}, "days"),
         ({"days": "٣"}, "Days"),
+        ({"conditions": "path = " + "a" * 10_001}, "at most 10000"),
     ],
 )
 def test_bad_input_says_why_and_nothing_is_made(alice, calls, fields, words):
