@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "ninja",
     "csp",
     "axes",
+    "simple_history",  # versions of what decides calls (approvals.policy_versions)
     "hitl",
     "chat",
     "approvals",
@@ -80,6 +81,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "hitl.middleware.JsonApiMethodNotAllowed",
+    "simple_history.middleware.HistoryRequestMiddleware",  # who changed the policy: the signed-in user
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
 
