@@ -1,13 +1,14 @@
 """The rule simulator: what a rule, not yet saved, would have done to the last calls of its scope.
 
-It replays the calls through the matching the live rules use (approvals.rules: `matches`,
-`may_auto_approve`; deny → ask → allow), reads them in one bounded query (newest first, at most MAX_CALLS, streamed in
-chunks) and writes nothing: no rule is saved and no use of any rule is taken.
+It replays the calls through the matching the live rules use (approvals.rules: `matches`, `barrier`;
+deny and ask meet every action, allow only a gated one), reads them in one bounded query (newest
+first, at most MAX_CALLS, streamed in chunks) and writes nothing: no rule is saved and no use of any
+rule is taken.
 
 What the replay assumes: the rule had been live for the whole window (its expiry is in the future,
 so it is not applied to the past); a `max_uses` rule would have decided the oldest matching calls and
 been used up for the newer ones; an agent's `max_auto_approve_risk` is read as it is now."""
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from django.db.models import Q
@@ -15,8 +16,7 @@ from django.utils import timezone
 
 from . import rulemaking
 from .models import Approval, Rule
-from .policy import RISKS
-from .rules import Call, matches, may_auto_approve
+from .rules import CRITICAL, FOUR_EYES, INVISIBLE, OVER_MAX_RISK, ROUTED, Call, barrier, matches
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 366
@@ -24,16 +24,15 @@ MAX_CALLS = 10_000
 CHUNK = 500
 SAMPLES_PER_OUTCOME = 5
 
-# Why an allow rule could never approve a call it matches: the words approvals.rules.barrier() and
-# approvals.explain use; and why a rule never decided a call it matched (used up, not gated).
-CRITICAL, ROUTED, FOUR_EYES, OVER_MAX_RISK, INVISIBLE = "critical", "routed", "four eyes", "over max risk", "invisible characters"
+# Why a rule never decided a call it matched: an allow rule's barrier (approvals.rules.barrier(), in
+# the words approvals.explain uses), or used up, or not gated.
 USED_UP, NOT_GATED = "used up", "not gated"
 REASONS = {
+    INVISIBLE: "invisible characters: hidden or direction-changing characters in the call",
     CRITICAL: "critical: a human always decides",
     ROUTED: "routed: the route's approvers decide",
     FOUR_EYES: "four eyes: an approver other than the requester decides",
     OVER_MAX_RISK: "over max risk: riskier than the agent's max auto-approve risk",
-    INVISIBLE: "invisible characters: hidden or direction-changing characters in the call",
     USED_UP: "used up: after its max uses",
     NOT_GATED: "not gated: it runs without asking, which an allow rule does not change",
 }
@@ -123,7 +122,7 @@ def simulate(rule: Rule, *, days: int = DEFAULT_DAYS, now=None) -> Simulation:
     if rule.max_uses is not None and len(deciding) > rule.max_uses:
         # Saved at the window's start, it would have decided the oldest matching calls.
         cut = len(deciding) - rule.max_uses
-        deciding = [Sample(**{**sample.__dict__, "outcome": USED_UP}) for sample in deciding[:cut]] + deciding[cut:]
+        deciding = [replace(sample, outcome=USED_UP) for sample in deciding[:cut]] + deciding[cut:]
     for sample in deciding:
         _count(result, sample)
     order = [ALLOW, DENY, ASK, *REASONS]
@@ -142,6 +141,7 @@ def outcome_of(rule: Rule, row: dict) -> str | None:
         risk=row["approval__risk"] or "low",
         approver_required=bool(row["approval__approver_required"]) or routed,
         max_auto_approve_risk=row["message__conversation__agent__max_auto_approve_risk"],
+        routed=routed,
     )
     if not matches(rule, call):
         return None
@@ -149,18 +149,7 @@ def outcome_of(rule: Rule, row: dict) -> str | None:
         return str(rule.effect)  # a deny rejects and an ask waits for a human, whatever the call, gated or not
     if not row["is_gated"]:
         return NOT_GATED  # the policy ran it without asking: only deny and ask rules meet such a call
-    return ALLOW if may_auto_approve(call) else _why_never(call, routed=routed)
-
-
-def _why_never(call: Call, *, routed: bool) -> str:
-    """The first reason may_auto_approve refuses, in approvals.rules.barrier()'s order."""
-    if call.risk not in RISKS or call.risk == "critical":
-        return CRITICAL
-    if call.approver_required:
-        return ROUTED if routed else FOUR_EYES
-    if call.max_auto_approve_risk not in RISKS or RISKS.index(call.risk) > RISKS.index(call.max_auto_approve_risk):
-        return OVER_MAX_RISK
-    return INVISIBLE  # has_invisible(arguments or tool): what is left of may_auto_approve's refusals
+    return barrier(call) or ALLOW
 
 
 def _count(result: Simulation, sample: Sample) -> None:
