@@ -181,6 +181,8 @@ def check_conditions(arguments) -> dict:
 
 
 def _check_expiry(expires_at):
+    if expires_at is not None and timezone.is_naive(expires_at):
+        expires_at = timezone.make_aware(expires_at)  # a time without its zone is the site's (TIME_ZONE), as Django's forms read one
     if expires_at is not None and expires_at <= timezone.now():
         raise InvalidRule("`expires_at` is in the past.")
     return expires_at

@@ -269,3 +269,41 @@ def test_a_grant_for_a_version_no_longer_shown_is_refused(alice, agent):
     )
     assert response.status_code in (400, 409)
     assert_nothing_done(approval)
+
+
+# --- The same through the JSON API: `remember.expires_at` ---------------------------------------------------
+
+
+def test_the_api_makes_a_grant_with_remember_expires_at(alice, agent, api_as):
+    conversation = start_conversation(alice, agent, "write hi to notes/a.txt")
+    [approval] = pending_approvals(conversation)
+    until = timezone.now() + timedelta(minutes=10)
+    response = api_as(alice).post(f"approvals/{approval.pk}/decision", {
+        "decision": "approve", "shown_hash": approval.shown_hash,
+        "remember": {"scope": "conversation", "expires_at": until.isoformat()},
+    })
+    assert response.status_code == 200, response.json()
+    rule = Rule.objects.get()
+    assert (rule.scope, rule.conversation_id, rule.arguments, rule.expires_at) == ("conversation", conversation.pk, {"path": "notes/*"}, until)
+    assert say(alice, conversation, "write hi to notes/a.txt").rule_id == rule.pk
+
+
+@pytest.mark.parametrize("value, status", [
+    ("2030-01-01T00:00:00", 200),  # no zone: read as the site's (UTC), never a 500
+    ("2001-01-01T00:00:00Z", 400),  # in the past
+    ("0001-01-01T00:00:00Z", 400),
+    ("garbage", 422),
+    (5, 400),  # seconds since 1970: in the past
+])
+def test_the_apis_expires_at_is_read_or_refused_clearly(alice, agent, api_as, value, status):
+    conversation = start_conversation(alice, agent, "write hi to notes/a.txt")
+    [approval] = pending_approvals(conversation)
+    response = api_as(alice).post(f"approvals/{approval.pk}/decision", {
+        "decision": "approve", "shown_hash": approval.shown_hash, "remember": {"scope": "conversation", "expires_at": value},
+    })
+    assert response.status_code == status, response.content
+    approval.refresh_from_db()
+    if status == 200:
+        assert Rule.objects.get().expires_at == timezone.make_aware(timezone.datetime(2030, 1, 1))
+    else:
+        assert_nothing_done(approval)
