@@ -142,7 +142,10 @@ class RememberIn(Schema):
         None, description="The rule's argument conditions ({name: glob}); left out: prefilled from the call; {}: any arguments."
     )
     note: str = ""
-    expires_at: datetime | None = None
+    expires_at: datetime | None = Field(
+        None, description="When the rule stops deciding (ISO 8601; without a zone, UTC). With scope conversation: a "
+        "time-boxed grant, as the card's 'Approve for 10 minutes in this conversation' makes (now + 10 minutes).",
+    )
     max_uses: int | None = Field(None, ge=1, le=10**9)
 
 
