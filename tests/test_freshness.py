@@ -203,3 +203,9 @@ def test_an_mcp_call_approved_while_its_client_was_gone_lapses_when_the_client_c
     settings.HITL_MCP_WAIT_SECONDS = 0.5
     call_and_collect(token, "write_file", WRITE)  # the same call again asks again: a lapsed call is never joined
     assert Approval.objects.count() == 2 and Approval.objects.order_by("pk").last().status == "pending"
+
+
+def test_the_window_is_set_on_the_agents_admin_page(agent, admin_client):
+    page = admin_client.get(f"/admin/chat/agent/{agent.pk}/change/").content.decode()
+    assert 'name="approval_valid_seconds"' in page
+    assert "column-approval_valid_seconds" in admin_client.get("/admin/chat/agent/").content.decode()
