@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from hitl.inputs import BadInput
 
-from . import rulemaking, rules
+from . import rulemaking, rules, services
 from .calls import InvalidArguments
 from .models import Approval, Rule
 
@@ -121,8 +121,8 @@ def grant_from_form(data, approval, *, now=None) -> dict | None:
         raise GrantRefused("A grant approves the call, in this conversation, with the call's own conditions: send only decision=approve and grant.")
     if not may_grant(approval):
         raise GrantRefused(
-            "No grant for this call: a critical, four-eyes or routed call (or one over the agent's limit, or with "
-            "invisible characters) is approved by a person each time. Approve it alone."
+            "No grant for this call: a critical, four-eyes or routed call (or one over the agent's limit, with "
+            "invisible characters, or needing a passkey) is approved by a person each time. Approve it alone."
         )
     duration, words = GRANTS[choice]
     conditions = rulemaking.conditions_for(_shown_arguments(approval))
@@ -134,8 +134,9 @@ def grant_from_form(data, approval, *, now=None) -> dict | None:
 
 def may_grant(approval) -> bool:
     """Whether the card may offer a grant: only for what an allow rule could ever approve
-    (approvals.rules.may_auto_approve), the version shown (an edit's), and never a routed call."""
-    if approval.kind != Approval.Kind.ACTION or approval.route_id is not None:
+    (approvals.rules.may_auto_approve), the version shown (an edit's); never a routed call, nor one
+    whose approval needs the approver's passkey (a grant would let the next ones through without it)."""
+    if approval.kind != Approval.Kind.ACTION or approval.route_id is not None or services.needs_step_up(approval):
         return False
     call = rules.Call(
         tool=approval.tool_call.name, arguments=_shown_arguments(approval), risk=approval.risk, approver_required=approval.approver_required,

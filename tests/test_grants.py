@@ -170,6 +170,22 @@ def test_no_grant_for_an_edit_that_made_the_call_critical(alice, agent):
     assert_nothing_done(approval)
 
 
+def test_no_grant_for_a_call_that_needs_a_passkey(alice, agent):
+    """Approving it needs the approver's passkey; a grant would let the next ones through without one."""
+    agent.step_up_from_risk, agent.max_auto_approve_risk = "high", "high"
+    agent.save()
+    conversation = start_conversation(alice, agent, "delete a.txt")
+    [approval] = pending_approvals(conversation)
+    assert approval.risk == "high" and approval.rule_suggestion["may_allow"]
+    page = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
+    assert TEN_MINUTES not in page
+
+    response = grant(alice, approval)
+
+    assert response.status_code == 400 and "passkey" in response.content.decode()
+    assert_nothing_done(approval)
+
+
 # --- Remaining time -------------------------------------------------------------------------------------
 
 
