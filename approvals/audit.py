@@ -47,7 +47,7 @@ OUTSIDE = "it is decided but not in the chain: decided around the services"
 HASHED_FIELDS = (
     "conversation", "tool_call", "tool_call__name", "requested_by", "reason", "risk", "approver_required",
     "arguments_hash", "edited_arguments_hash", "edited_by", "preview", "status", "requested_at", "expires_at",
-    "decided_at", "decided_by", "decided_via", "rejection_reason", "comment", "kind", "question", "plan", "answer", "rule",
+    "decided_at", "decided_by", "decided_via", "rejection_reason", "comment", "step_up_assertion", "kind", "question", "plan", "answer", "rule",
     "tool_call__arguments", "edited_arguments", *CHAIN_FIELDS,
 )
 
