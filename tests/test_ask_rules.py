@@ -328,3 +328,44 @@ def test_the_card_says_which_rule_asked(alice, agent):
 
     assert f"Asked because of rule #{ask.pk}: secrets need a look" in html
     assert "Why?" in html
+
+
+# --- As an outsider would try it ---------------------------------------------------------------
+
+
+def test_another_users_own_ask_rule_never_holds_my_calls(alice, mallory, agent, api_as):
+    made = api_as(mallory).post("rules", {"effect": "ask", "tool": "*", "scope": "agent_user", "agent": "demo"})
+    assert made.status_code == 201
+
+    assert start_conversation(alice, agent, "read secrets/key.txt").status == Conversation.Status.IDLE
+    assert Rule.objects.get(pk=made.json()["id"]).uses == 0
+
+
+@pytest.mark.parametrize("scope", ["agent", "global"])
+def test_only_approvers_make_agent_wide_or_global_ask_rules(alice, mallory, agent, api_as, scope):
+    body = {"effect": "ask", "tool": "*", "scope": scope} | ({"agent": "demo"} if scope == "agent" else {})
+
+    response = api_as(mallory).post("rules", body)
+
+    assert response.status_code == 403 and not Rule.objects.exists()
+
+
+@pytest.mark.parametrize("effect", ["ASK", "Ask", "asks", "", None, 1, ["ask"]])
+def test_an_effect_that_is_not_exactly_ask_allow_or_deny_is_refused(alice, agent, api_as, effect):
+    response = api_as(alice).post("rules", {"effect": effect, "tool": "read_file", "scope": "agent_user", "agent": "demo"})
+
+    assert response.status_code in (400, 422) and not Rule.objects.exists()
+
+
+def test_a_pattern_hidden_at_the_end_of_a_huge_argument_is_still_found(alice, agent):
+    text = "a " * 40_000 + "; rm -rf /"  # many word starts: each fixed piece is still looked for once
+    held = rules.always_asked(rules.Call("write_file", {"path": "x", "content": text}, "medium", False, always_ask=("curl * | sh", "*rm -rf *")))
+    assert [asked.pattern for asked in held] == ["*rm -rf *"]
+
+
+def test_a_malformed_always_ask_setting_holds_nothing_and_breaks_nothing(alice, agent):
+    for malformed in (["sudo *"], {"read_file": "secrets/*"}, {"read_file": [3, None, ""]}, "x"):
+        Agent = type(agent)
+        Agent.objects.filter(pk=agent.pk).update(always_ask=malformed)
+        agent.refresh_from_db()
+        assert start_conversation(alice, agent, "read secrets/key.txt").status == Conversation.Status.IDLE, malformed
