@@ -9,6 +9,7 @@ BARRIERS = {
     rules_.CRITICAL: "critical: a critical call always needs a human",
     rules_.ROUTED: "routed: a route names who approves this call",
     rules_.FOUR_EYES: "four eyes: an approver other than the owner must decide",
+    rules_.STEP_UP: "step-up: approving a call this risky takes the approver's passkey",
     rules_.OVER_MAX_RISK: "over max risk: riskier than the agent lets a rule approve",
     rules_.INVISIBLE: "invisible characters: what a human sees must be what runs",
 }

@@ -141,6 +141,7 @@ def may_grant(approval) -> bool:
     call = rules.Call(
         tool=approval.tool_call.name, arguments=_shown_arguments(approval), risk=approval.risk, approver_required=approval.approver_required,
         max_auto_approve_risk=approval.conversation.agent.max_auto_approve_risk,
+        step_up_from_risk=approval.conversation.agent.step_up_from_risk,
     )
     return rules.may_auto_approve(call)
 

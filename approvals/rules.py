@@ -36,10 +36,12 @@ class Call:
     max_auto_approve_risk: str = "medium"
     always_ask: tuple = ()  # the agent's always-ask patterns for this tool (Agent.always_ask)
     routed: bool = False  # approver_required because a route names its approvers
+    step_up_from_risk: str = ""  # the agent's: from this risk up, approving takes the approver's passkey
 
 
 # Why no allow rule may approve a call (barrier()); approvals.explain says each in words.
 CRITICAL, ROUTED, FOUR_EYES, OVER_MAX_RISK, INVISIBLE = "critical", "routed", "four eyes", "over max risk", "invisible characters"
+STEP_UP = "step-up"
 
 
 def barrier(call: Call) -> str:
@@ -50,6 +52,8 @@ def barrier(call: Call) -> str:
         return CRITICAL
     if call.approver_required:
         return ROUTED if call.routed else FOUR_EYES
+    if call.step_up_from_risk in RISKS and RISKS.index(call.risk) >= RISKS.index(call.step_up_from_risk):
+        return STEP_UP  # an allow rule would approve what only the approver's passkey may
     if call.max_auto_approve_risk not in RISKS or RISKS.index(call.risk) > RISKS.index(call.max_auto_approve_risk):
         return OVER_MAX_RISK
     return ""

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from . import rulemaking
 from .models import Approval, Rule
-from .rules import CRITICAL, FOUR_EYES, INVISIBLE, OVER_MAX_RISK, ROUTED, Call, barrier, matches
+from .rules import CRITICAL, FOUR_EYES, INVISIBLE, OVER_MAX_RISK, ROUTED, STEP_UP, Call, barrier, matches
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 366
@@ -32,6 +32,7 @@ REASONS = {
     CRITICAL: "critical: a human always decides",
     ROUTED: "routed: the route's approvers decide",
     FOUR_EYES: "four eyes: an approver other than the requester decides",
+    STEP_UP: "step-up: approving it takes the approver's passkey",
     OVER_MAX_RISK: "over max risk: riskier than the agent's max auto-approve risk",
     USED_UP: "used up: after its max uses",
     NOT_GATED: "not gated: it runs without asking, which an allow rule does not change",
@@ -142,6 +143,7 @@ def outcome_of(rule: Rule, row: dict) -> str | None:
         approver_required=bool(row["approval__approver_required"]) or routed,
         max_auto_approve_risk=row["message__conversation__agent__max_auto_approve_risk"],
         routed=routed,
+        step_up_from_risk=row["message__conversation__agent__step_up_from_risk"],
     )
     if not matches(rule, call):
         return None
@@ -184,5 +186,6 @@ def _calls(rule: Rule, *, since):
         calls = calls.filter(message__conversation__agent_id=rule.agent_id)
     return calls.order_by("-pk").values(
         "pk", "name", "arguments", "is_gated", "message__conversation_id", "message__conversation__agent__max_auto_approve_risk",
+        "message__conversation__agent__step_up_from_risk",
         "approval__pk", "approval__risk", "approval__approver_required", "approval__route_id",
     )[: MAX_CALLS + 1]

@@ -196,7 +196,7 @@ def rule_call(call: ToolCall, gated: GatedCall, conversation: Conversation, *, r
     return rules.Call(
         tool=call.name, arguments=call.arguments, risk=gated.gate.risk, approver_required=gated.gate.approver_required or routed,
         max_auto_approve_risk=agent.max_auto_approve_risk, always_ask=rules.patterns_for(agent.always_ask, call.name),
-        routed=routed and not gated.gate.approver_required,
+        routed=routed and not gated.gate.approver_required, step_up_from_risk=agent.step_up_from_risk,
     )
 
 

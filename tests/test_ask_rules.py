@@ -369,3 +369,13 @@ def test_a_malformed_always_ask_setting_holds_nothing_and_breaks_nothing(alice, 
         Agent.objects.filter(pk=agent.pk).update(always_ask=malformed)
         agent.refresh_from_db()
         assert start_conversation(alice, agent, "read secrets/key.txt").status == Conversation.Status.IDLE, malformed
+
+
+def test_no_allow_rule_approves_a_call_that_needs_the_approvers_passkey(alice, agent):
+    """An allow rule would approve without the step-up a human must give (max auto-approve high)."""
+    from approvals import rules as rules_
+
+    call = rules_.Call("delete_file", {"path": "a.txt"}, "high", False, max_auto_approve_risk="high", step_up_from_risk="high")
+
+    assert rules_.barrier(call) == rules_.STEP_UP
+    assert rules_.may_auto_approve(rules_.Call("delete_file", {"path": "a.txt"}, "high", False, max_auto_approve_risk="high"))

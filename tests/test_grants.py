@@ -176,7 +176,7 @@ def test_no_grant_for_a_call_that_needs_a_passkey(alice, agent):
     agent.save()
     conversation = start_conversation(alice, agent, "delete a.txt")
     [approval] = pending_approvals(conversation)
-    assert approval.risk == "high" and approval.rule_suggestion["may_allow"]
+    assert approval.risk == "high" and not approval.rule_suggestion["may_allow"]  # no allow rule approves it either
     page = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
     assert TEN_MINUTES not in page
 
