@@ -104,6 +104,9 @@ class ApprovalOut(Schema):
     claimed_by: str | None = Field(
         description="Who said they are on it (POST /{id}/claim), while pending: a signal to the other approvers, not a lock; null once decided."
     )
+    policy_version: int | None = Field(
+        description="The number of the policy version in force when it was requested (manage.py export_policy shows the policy); null: before versions."
+    )
     route: int | None = Field(description="The route that chose who decides it (GET /api/routes); null: the owner or any global approver.")
     quorum: int = Field(description="How many distinct eligible people must approve it (1 without a route).")
     votes: list[VoteOut] = Field(description="The approvals counted toward the quorum so far, oldest first (empty when the quorum is 1).")
@@ -219,6 +222,7 @@ def approval_out(approval: Approval) -> dict:
         "annotations": approval.annotations,
         "shown_hash": approval.shown_hash,
         "claimed_by": approval.claimed_by.get_username() if approval.claimed_by_id else None,
+        "policy_version": approval.policy_version,
         "route": approval.route_id,
         "quorum": approval.quorum,
         "votes": votes.as_dicts(approval),

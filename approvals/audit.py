@@ -35,7 +35,7 @@ from django.db.models import Case, Value, When
 from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 
-from .models import Approval, Delegation, Outcome, Vote
+from .models import Approval, Delegation, Outcome, PolicyVersion, Vote
 
 GENESIS = "0" * 64  # the previous hash of the first link
 FORMAT = 1  # of the hashed content, hashed with it: a later format gets a new number, old links keep theirs
@@ -48,7 +48,7 @@ HASHED_FIELDS = (
     "conversation", "tool_call", "tool_call__name", "requested_by", "reason", "risk", "approver_required",
     "arguments_hash", "edited_arguments_hash", "edited_by", "preview", "status", "requested_at", "expires_at",
     "decided_at", "decided_by", "decided_via", "rejection_reason", "comment", "step_up_assertion", "kind", "question", "plan", "answer", "rule",
-    "tool_call__arguments", "edited_arguments", *CHAIN_FIELDS,
+    "tool_call__arguments", "edited_arguments", "policy_version", *CHAIN_FIELDS,
 )
 
 
@@ -103,6 +103,8 @@ def content(approval: Approval, changes: dict | None = None) -> dict:
         hashed["comment"] = comment
     if assertion := value("step_up_assertion"):  # the passkey that proved the approver there; older links have none
         hashed["step_up_assertion"] = assertion
+    if approval.policy_version is not None:  # the policy it was asked under; links before versions have none
+        hashed["policy_version"] = approval.policy_version
     if approval.kind != Approval.Kind.ACTION:
         # A question or a plan also hashes what was asked and answered. An action's content is as it
         # always was, so the links stored before pauses had kinds still verify.
@@ -214,6 +216,23 @@ def outcome_content(outcome: Outcome) -> dict:
     }
 
 
+def policy_version_content(version: PolicyVersion) -> dict:
+    """What a policy version's link covers: its number, who made it when, what changed, the whole
+    policy's hash after it."""
+    return {
+        "format": FORMAT,
+        "kind": "policy_version",
+        "position": version.chain_position,
+        "previous": version.previous_hash,
+        "number": version.number,
+        "created_at": _instant(version.created_at),
+        "created_by": version.created_by_id,
+        "note": version.note,
+        "changes": version.changes,
+        "policy_hash": version.policy_hash,
+    }
+
+
 def _hash_of(content_: dict) -> str:
     return hashlib.sha256(json.dumps(content_, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
@@ -244,6 +263,11 @@ def link_outcome(head: Head, outcome: Outcome) -> None:
     _link(head, outcome, outcome_content, START_FIELDS)
 
 
+def link_policy_version(head: Head, version: PolicyVersion) -> None:
+    """An unsaved policy version's link."""
+    _link(head, version, policy_version_content, START_FIELDS)
+
+
 def link_delegation(head: Head, delegation: Delegation) -> None:
     """An unsaved delegation's link."""
     _link(head, delegation, delegation_content, START_FIELDS)
@@ -264,6 +288,7 @@ _HEAD_SQL = " UNION ALL ".join(
         ("outcome", "chain_position", "decision_hash"),
         ("delegation", "chain_position", "decision_hash"),
         ("delegation", "end_chain_position", "end_hash"),
+        ("policy_version", "chain_position", "decision_hash"),
     )
 )
 
@@ -279,7 +304,7 @@ def lock_head(using: str = DEFAULT_DB_ALIAS) -> Head:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK])
     tables = {
         "approval": Approval._meta.db_table, "vote": Vote._meta.db_table, "outcome": Outcome._meta.db_table,
-        "delegation": Delegation._meta.db_table,
+        "delegation": Delegation._meta.db_table, "policy_version": PolicyVersion._meta.db_table,
     }
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT * FROM ({_HEAD_SQL.format(**tables)}) AS links ORDER BY 1 DESC LIMIT 1")
@@ -342,6 +367,7 @@ def _links(using: str):
             (d.end_chain_position, "delegation.end", d)
             for d in delegations.filter(end_chain_position__isnull=False).order_by("end_chain_position").iterator()
         ),
+        ((p.chain_position, "policy_version", p) for p in PolicyVersion.objects.using(using).order_by("chain_position").iterator()),
     )
     return heapq.merge(*streams, key=lambda link: link[0])
 
@@ -359,6 +385,8 @@ def _label(kind: str, row) -> str:
         return f"approval #{row.pk}"
     if kind in ("vote", "outcome"):
         return f"{kind} #{row.pk} on approval #{row.approval_id}"
+    if kind == "policy_version":
+        return f"policy version {row.number}"
     return f"{'the end of ' if kind == 'delegation.end' else ''}delegation #{row.pk}"
 
 
@@ -385,6 +413,8 @@ def _why_broken(kind: str, row, head: Head) -> str:
         changed = _hash_of(delegation_content(row)) != row.decision_hash
     elif kind == "delegation.end":
         changed = _hash_of(delegation_end_content(row)) != row.end_hash
+    elif kind == "policy_version":
+        changed = _hash_of(policy_version_content(row)) != row.decision_hash
     else:
         if row.status == Approval.Status.PENDING:
             return "it is in the chain but pending again: its decision was undone"

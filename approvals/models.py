@@ -3,6 +3,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from simple_history.models import HistoricalRecords
 
 
 class Risk(models.TextChoices):
@@ -143,6 +144,10 @@ class Approval(models.Model):
         null=True, blank=True,
         help_text='How it came to be asked or decided at once: [{"step", "outcome", "detail"}], in the order applied (approvals.explain).',
     )
+    policy_version = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="The number of the policy version (approvals.PolicyVersion) in force when it was requested; empty: before versions.",
+    )
     step_up_assertion = models.CharField(
         max_length=200, blank=True,
         help_text="The passkey assertion (its credential id) that proved the approver was present, for a call that needs step-up.",
@@ -245,6 +250,7 @@ class Route(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     deleted_at = models.DateTimeField(null=True, blank=True, help_text="Removed: it routes nothing new.")
+    history = HistoricalRecords(m2m_fields=["approvers", "escalate_to"])
 
     class Meta:
         ordering = ["agent_id", "tool", "min_risk", "id"]
@@ -424,6 +430,7 @@ class Rule(models.Model):
     note = models.CharField(max_length=500, blank=True)
     enabled = models.BooleanField(default=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
+    history = HistoricalRecords(excluded_fields=["uses", "last_used_at"])  # changes, not uses
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -440,6 +447,30 @@ class Rule(models.Model):
 
     def __str__(self) -> str:
         return f"rule #{self.pk}: {self.effect} {self.tool} ({self.scope})"
+
+
+class PolicyVersion(models.Model):
+    """One numbered version of what decides calls (agents' gates and tools, rules, routes, tool servers'
+    trust, links and pins): who changed it, when, what (a diff), and a hash of the whole policy after
+    it (approvals.policy_versions). Linked into the audit chain like a decision; final once made."""
+
+    number = models.PositiveIntegerField(unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    note = models.CharField(max_length=200, blank=True, help_text="Where it came from: the admin, import_policy FILE, …")
+    changes = models.JSONField(
+        default=list, help_text='[{"model", "object", "action": created|changed|deleted, "fields": {name: [before, after]}}]'
+    )
+    policy_hash = models.CharField(max_length=64, help_text="SHA-256 of the whole policy as export_policy writes it, after this change.")
+    chain_position = models.PositiveBigIntegerField(unique=True)
+    previous_hash = models.CharField(max_length=64)
+    decision_hash = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["-number"]
+
+    def __str__(self) -> str:
+        return f"policy version {self.number}"
 
 
 class Webhook(models.Model):

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from hitl.inputs import storable
 
-from . import announcements, audit, calls, explain, plans, questions, routing, rulemaking, rules, webhooks
+from . import announcements, audit, calls, explain, plans, policy_versions, questions, routing, rulemaking, rules, webhooks
 from .models import Approval, Risk, Route, Rule, Vote, Webhook
 from .models import Outcome as ReportedOutcome  # `Outcome` here is what deciding several approvals did
 from .permissions import can_decide, can_see
@@ -150,6 +150,7 @@ def request_approval(
         annotations=annotations,
         rule=rule,
         explanation=explanation,
+        policy_version=policy_versions.current_number(),
     )
     transaction.on_commit(lambda: approval_requested.send(sender=Approval, approval=approval), robust=True)
     return approval

@@ -96,6 +96,10 @@ def install_decided_is_final(using: str = DEFAULT_DB_ALIAS, **kwargs) -> None:
         update_message="a reported outcome is final", delete_message="a reported outcome is never deleted",
     )
     install(
+        using, table="approvals_policyversion", name="approvals_policyversion", final="OLD.id IS NOT NULL",
+        update_message="a policy version is final", delete_message="a policy version is never deleted",
+    )
+    install(
         using, table="approvals_delegation", name="approvals_delegation", final="OLD.end_chain_position IS NOT NULL",
         update_message="an ended delegation is final", delete_message="a delegation is never deleted",
     )

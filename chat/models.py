@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from simple_history.models import HistoricalRecords
 
 LAST_USED_PRECISION = timedelta(minutes=1)
 
@@ -102,6 +103,8 @@ class Agent(models.Model):
     )
     allowed_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="usable_agents")
     allowed_groups = models.ManyToManyField("auth.Group", blank=True, related_name="usable_agents")
+    # Every change, with who and when (the admin's History); approvals.policy_versions numbers the policy's.
+    history = HistoricalRecords(m2m_fields=["allowed_users", "allowed_groups"])
 
     def __str__(self) -> str:
         return self.name

@@ -60,26 +60,27 @@ def approved_email(alice, bob, agent, *, edited: dict | None = None, comment: st
 
 
 def test_rewriting_an_approved_emails_recipient_names_the_approval(alice, bob, agent):
+    # Link 1 of each chain here is the agent's policy version (approvals.policy_versions).
     first = approved_email(alice, bob, agent)
     approval = approved_email(alice, bob, agent)
-    assert intact() == "audit chain intact: 2 decisions"
+    assert intact() == "audit chain intact: 3 decisions"
     arguments = approval.tool_call.arguments | {"to": "exfil@attacker.test"}
 
     rewrite("UPDATE chat_toolcall SET arguments = %s WHERE id = %s", [json.dumps(arguments), approval.tool_call_id])
 
     assert ToolCall.objects.get(pk=approval.tool_call_id).arguments["to"] == "exfil@attacker.test"
-    assert f"audit chain broken at approval #{approval.pk} (link 2): {REQUESTED}" in broken_link()
+    assert f"audit chain broken at approval #{approval.pk} (link 3): {REQUESTED}" in broken_link()
     assert audit.verify().head.position == first.chain_position  # the links before it still hold
 
 
 def test_rewriting_the_edited_arguments_names_the_approval(alice, bob, agent):
     approval = approved_email(alice, bob, agent, edited={"subject": "lunch on Friday"})
-    assert approval.is_edited and intact() == "audit chain intact: 1 decisions"
+    assert approval.is_edited and intact() == "audit chain intact: 2 decisions"
     arguments = approval.edited_arguments | {"to": "exfil@attacker.test"}
 
     rewrite("UPDATE approvals_approval SET edited_arguments = %s WHERE id = %s", [json.dumps(arguments), approval.pk])
 
-    assert f"audit chain broken at approval #{approval.pk} (link 1): {EDITED}" in broken_link()
+    assert f"audit chain broken at approval #{approval.pk} (link 2): {EDITED}" in broken_link()
 
 
 def test_removing_the_edit_names_the_approval(alice, bob, agent):
@@ -87,7 +88,7 @@ def test_removing_the_edit_names_the_approval(alice, bob, agent):
 
     rewrite("UPDATE approvals_approval SET edited_arguments = NULL WHERE id = %s", [approval.pk])
 
-    assert f"audit chain broken at approval #{approval.pk} (link 1): {EDITED}" in broken_link()
+    assert f"audit chain broken at approval #{approval.pk} (link 2): {EDITED}" in broken_link()
 
 
 def test_arguments_rewritten_with_their_hash_break_the_link_that_covers_the_hash(alice, bob, agent):
@@ -99,7 +100,7 @@ def test_arguments_rewritten_with_their_hash_break_the_link_that_covers_the_hash
             [json.dumps(arguments), digest, approval.tool_call_id])
     rewrite("UPDATE approvals_approval SET arguments_hash = %s WHERE id = %s", [digest, approval.pk])
 
-    assert f"audit chain broken at approval #{approval.pk} (link 1): its content no longer matches" in broken_link()
+    assert f"audit chain broken at approval #{approval.pk} (link 2): its content no longer matches" in broken_link()
 
 
 def test_a_question_a_tool_asks_covers_no_arguments_and_gets_none_later(alice, bob, agent):
@@ -114,11 +115,11 @@ def test_a_question_a_tool_asks_covers_no_arguments_and_gets_none_later(alice, b
         request=normalize({"question": "Which subject?"}),
     )
     answer(approval.pk, user=alice, via="api", shown_hash=approval.shown_hash, value="lunch")
-    assert intact() == "audit chain intact: 2 decisions"
+    assert intact() == "audit chain intact: 3 decisions"
 
     rewrite("UPDATE chat_toolcall SET arguments = %s WHERE id = %s", ['{"to": "exfil@attacker.test"}', question.pk])
 
-    assert f"audit chain broken at approval #{approval.pk} (link 2): {REQUESTED}" in broken_link()
+    assert f"audit chain broken at approval #{approval.pk} (link 3): {REQUESTED}" in broken_link()
 
 
 def test_the_audit_hashes_arguments_as_the_tools_do():
@@ -133,11 +134,11 @@ def test_an_approvers_comment_is_kept_and_chained(alice, bob, agent):
     approval = approved_email(alice, bob, agent, comment="Checked with Bob: lunch is on.")
     assert approval.comment == "Checked with Bob: lunch is on."
     assert audit.content(approval)["comment"] == approval.comment
-    assert intact() == "audit chain intact: 1 decisions"
+    assert intact() == "audit chain intact: 2 decisions"
 
     rewrite("UPDATE approvals_approval SET comment = %s WHERE id = %s", ["", approval.pk])
 
-    assert f"audit chain broken at approval #{approval.pk} (link 1): its content no longer matches" in broken_link()
+    assert f"audit chain broken at approval #{approval.pk} (link 2): its content no longer matches" in broken_link()
 
 
 def test_a_decision_without_a_comment_hashes_as_links_did_before_comments(alice, bob, agent):

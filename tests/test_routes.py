@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from approvals import audit, escalation, routing
-from approvals.models import Approval, Delegation, Route, Vote, WebhookDelivery, Webhook
+from approvals.models import Approval, Delegation, PolicyVersion, Route, Vote, WebhookDelivery, Webhook
 from approvals.routemaking import create_route
 from chat.models import ToolCall
 from tests.conftest import pending_approvals, start_conversation as start
@@ -408,11 +408,12 @@ def test_votes_and_delegations_are_links_of_the_one_audit_chain(alice, mallory, 
 
     verdict = audit.verify()
 
-    # the delegation, two votes, the decision, the delegation's end
-    assert verdict.is_intact and verdict.decisions == 5
+    # the policy versions (the agent, its route), the delegation, two votes, the decision, the delegation's end
+    versions = list(PolicyVersion.objects.values_list("chain_position", flat=True))
+    assert verdict.is_intact and verdict.decisions == 5 + len(versions)
     delegation = Delegation.objects.get()
     positions = sorted([delegation.chain_position, delegation.end_chain_position, approval_position(approval), *Vote.objects.values_list("chain_position", flat=True)])
-    assert positions == [1, 2, 3, 4, 5]
+    assert positions == list(range(len(versions) + 1, len(versions) + 6))
 
 
 def approval_position(approval) -> int:
@@ -465,9 +466,10 @@ def test_a_changed_vote_or_a_removed_delegation_breaks_the_chain(alice, mallory,
     Vote.objects.update(comment="")
     assert audit.verify().is_intact
 
-    Delegation.objects.filter(pk=made["id"]).delete()  # link 1, before the vote's
+    removed = Delegation.objects.get(pk=made["id"]).chain_position  # after the policy versions, before the vote
+    Delegation.objects.filter(pk=made["id"]).delete()
     verdict = audit.verify()
-    assert not verdict.is_intact and "link 1 before it is missing" in verdict.why and "vote #" in verdict.what
+    assert not verdict.is_intact and f"link {removed} before it is missing" in verdict.why and "vote #" in verdict.what
 
 
 def test_a_delegate_cannot_pass_on_what_was_delegated_to_them(alice, mallory, agent, finance, api_as):

@@ -5,6 +5,7 @@ import re
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from simple_history.models import HistoricalRecords
 
 SERVER_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_)){0,29}$")  # no "__": it separates server and tool
 RISKS = [(risk, risk) for risk in ("low", "medium", "high", "critical")]
@@ -49,6 +50,8 @@ class ToolServer(models.Model):
     )
     refreshed_at = models.DateTimeField(null=True, blank=True, editable=False)
     refresh_error = models.TextField(blank=True, editable=False)
+    # Its trust and its use, with who and when (approvals.policy_versions); not its secrets nor its cached listing.
+    history = HistoricalRecords(excluded_fields=["env", "headers", "tools", "refreshed_at", "refresh_error"])
 
     def __str__(self) -> str:
         return self.name
@@ -83,6 +86,7 @@ class ToolPin(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
     )
     approved_at = models.DateTimeField(null=True, blank=True, editable=False)
+    history = HistoricalRecords()
 
     class Meta:
         verbose_name = "tool definition"
@@ -107,6 +111,7 @@ class AgentToolServer(models.Model):
         "(read-only runs freely, anything else asks); an untrusted server's tools all ask.",
     )
     risks = models.JSONField(default=dict, blank=True, help_text='Optional risk per tool, e.g. {"git_reset": "high"}.')
+    history = HistoricalRecords()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["agent", "server"], name="toolservers_one_link_per_agent")]

@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals import audit, triggers
-from approvals.models import Approval
+from approvals.models import Approval, PolicyVersion
 from approvals.services import AlreadyDecided, approve_edited, decide, decide_many, expire_overdue
 from chat import services
 from chat.demo import ensure_demo_agent
@@ -203,11 +203,13 @@ def test_every_kind_of_decision_extends_one_intact_chain(alice, bob, agent):
         decide(late.pk, user=alice, approve=True, via="chat", shown_hash=late.shown_hash)
 
     chain = list(Approval.objects.order_by("chain_position"))
-    assert not Approval.objects.filter(status="pending").exists() and len(swept) == 1
-    assert [a.chain_position for a in chain] == list(range(1, 10))
-    assert [a.previous_hash for a in chain] == [audit.GENESIS] + [a.decision_hash for a in chain[:-1]]
+    versions = list(PolicyVersion.objects.order_by("chain_position"))  # the agent made, then its timeout set
+    assert not Approval.objects.filter(status="pending").exists() and len(swept) == 1 and len(versions) == 2
+    links = sorted(chain + versions, key=lambda link: link.chain_position)
+    assert [link.chain_position for link in links] == list(range(1, 12))
+    assert [link.previous_hash for link in links] == [audit.GENESIS] + [link.decision_hash for link in links[:-1]]
     assert {a.status for a in chain} == {"approved", "rejected", "cancelled", "expired"}
-    assert verify_audit().splitlines()[0] == "audit chain intact: 9 decisions"
+    assert verify_audit().splitlines()[0] == "audit chain intact: 11 decisions"
 
 
 @pytest.mark.parametrize(
@@ -228,7 +230,7 @@ def test_a_change_behind_the_triggers_is_the_first_broken_link(alice, agent, sql
     with triggers_dropped():
         run_sql(sql, [second.pk])
 
-    assert f"audit chain broken at approval #{second.pk} (link 2)" in broken_link()
+    assert f"audit chain broken at approval #{second.pk} (link 3)" in broken_link()  # link 1: the agent's policy version
 
 
 def test_a_rewritten_hash_breaks_the_next_link(alice, agent):
@@ -240,7 +242,7 @@ def test_a_rewritten_hash_breaks_the_next_link(alice, agent):
         rewrite = "UPDATE approvals_approval SET reason = 'rewritten', decision_hash = %s WHERE id = %s"
         run_sql(rewrite, [forged, second.pk])
 
-    assert f"audit chain broken at approval #{third.pk} (link 3): it does not follow" in broken_link()
+    assert f"audit chain broken at approval #{third.pk} (link 4): it does not follow" in broken_link()
 
 
 def test_a_removed_decision_is_a_missing_link(alice, agent):
@@ -249,19 +251,19 @@ def test_a_removed_decision_is_a_missing_link(alice, agent):
     with triggers.erasing():
         Approval.objects.filter(pk=second.pk).delete()
 
-    assert f"audit chain broken at approval #{third.pk} (link 3): link 2 before it is missing" in broken_link()
+    assert f"audit chain broken at approval #{third.pk} (link 4): link 3 before it is missing" in broken_link()
 
 
 def test_removing_the_newest_decision_shows_only_against_a_head_kept_elsewhere(alice, agent):
     first, second, third = three_decisions(alice, agent)
     kept_head = verify_audit().splitlines()[1].removeprefix("head: ")
-    assert kept_head == f"3:{third.decision_hash}"
+    assert kept_head == f"4:{third.decision_hash}"
 
     with triggers.erasing():
         Approval.objects.filter(pk=third.pk).delete()
 
-    assert verify_audit().splitlines()[0] == "audit chain intact: 2 decisions"  # the limit of an unkeyed chain
-    assert "link 3 is missing: the chain ends at 2" in broken_link("--expect", kept_head)
+    assert verify_audit().splitlines()[0] == "audit chain intact: 3 decisions"  # the limit of an unkeyed chain
+    assert "link 4 is missing: the chain ends at 3" in broken_link("--expect", kept_head)
 
 
 def test_a_decision_made_around_the_services_breaks_the_chain(alice, agent):
@@ -276,7 +278,7 @@ def test_a_decision_made_around_the_services_breaks_the_chain(alice, agent):
 def test_verify_audit_exits_non_zero_on_a_broken_chain(alice, agent, capsys):
     first, second, third = three_decisions(alice, agent)
     execute_from_command_line(["manage.py", "verify_audit"])
-    assert "audit chain intact: 3 decisions" in capsys.readouterr().out
+    assert "audit chain intact: 4 decisions" in capsys.readouterr().out  # and the agent's policy version
 
     with triggers_dropped():
         run_sql("UPDATE approvals_approval SET risk = 'low' WHERE id = %s", [first.pk])
@@ -284,7 +286,7 @@ def test_verify_audit_exits_non_zero_on_a_broken_chain(alice, agent, capsys):
         execute_from_command_line(["manage.py", "verify_audit"])
 
     assert exited.value.code == 1
-    assert f"audit chain broken at approval #{first.pk} (link 1)" in capsys.readouterr().err
+    assert f"audit chain broken at approval #{first.pk} (link 2)" in capsys.readouterr().err
 
 
 def test_deciders_at_once_never_fork_the_chain(alice, bob, agent):
@@ -299,8 +301,8 @@ def test_deciders_at_once_never_fork_the_chain(alice, bob, agent):
     )
 
     assert not [r for r in results if isinstance(r, Exception)], results
-    assert [a.chain_position for a in Approval.objects.order_by("chain_position")] == [1, 2, 3, 4, 5, 6]
-    assert verify_audit().splitlines()[0] == "audit chain intact: 6 decisions"
+    assert [a.chain_position for a in Approval.objects.order_by("chain_position")] == [2, 3, 4, 5, 6, 7]  # 1: the agent's version
+    assert verify_audit().splitlines()[0] == "audit chain intact: 7 decisions"
 
 
 def test_a_bulk_decision_costs_the_same_queries_for_any_number_of_approvals(alice, agent):
@@ -316,7 +318,7 @@ def test_a_bulk_decision_costs_the_same_queries_for_any_number_of_approvals(alic
         counts.append(len(queries))
 
     assert counts[0] == counts[1]
-    assert verify_audit().splitlines()[0] == "audit chain intact: 8 decisions"
+    assert verify_audit().splitlines()[0] == "audit chain intact: 9 decisions"
 
 
 # --- The admin's CSV export -----------------------------------------------------------------------
