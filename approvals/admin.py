@@ -11,8 +11,10 @@ from django.utils import timezone
 
 from hitl.admin import ReadOnlyAdminMixin
 
+from .policy_admin import PolicyHistoryAdmin
+
 from . import routemaking, votes
-from .models import Approval, Delegation, Outcome, Route, Rule, Vote, Webhook, WebhookDelivery
+from .models import Approval, Delegation, Outcome, PolicyVersion, Route, Rule, Vote, Webhook, WebhookDelivery
 from .permissions import may_manage_routes
 from .templatetags.approval_tags import edit_diff
 
@@ -129,7 +131,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Rule)
-class RuleAdmin(admin.ModelAdmin):
+class RuleAdmin(PolicyHistoryAdmin):
     """Saved allow and deny rules. Changing or disabling one never changes a past decision (decided
     approvals are final); the decisions it made name it (Approval.rule)."""
 
@@ -202,7 +204,7 @@ class RouteForm(forms.ModelForm):
 
 
 @admin.register(Route)
-class RouteAdmin(admin.ModelAdmin):
+class RouteAdmin(PolicyHistoryAdmin):
     """Routes, for holders of `approvals.manage_route` (superusers have it). Made and removed, never
     changed: the calls a route sent keep it, and changing its groups would change who decides them.
     Removing one (the delete button and action) marks it removed (`deleted_at`) and keeps it."""
@@ -286,3 +288,11 @@ class DelegationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = [("delegator", admin.RelatedOnlyFieldListFilter), ("delegate", admin.RelatedOnlyFieldListFilter)]
     list_select_related = ["delegator", "delegate", "ended_by"]
     search_fields = ["delegator__username", "delegate__username"]
+
+
+@admin.register(PolicyVersion)
+class PolicyVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The numbered versions of the policy: who, when, what changed (read-only: final, in the audit chain)."""
+
+    list_display = ["number", "created_at", "created_by", "note", "policy_hash"]
+    readonly_fields = ["number", "created_at", "created_by", "note", "changes", "policy_hash", "chain_position", "previous_hash", "decision_hash"]

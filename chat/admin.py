@@ -3,6 +3,7 @@ from django import forms
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
+from approvals.policy_admin import PolicyHistoryAdmin
 from hitl.admin import ReadOnlyAdminMixin
 
 from .models import Agent, ApiToken, Conversation, Message, OutboxEmail, ToolCall
@@ -27,7 +28,7 @@ class AgentForm(forms.ModelForm):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(PolicyHistoryAdmin):
     form = AgentForm
     list_display = ["slug", "name", "model", "open_to_everyone", "owner_max_risk", "approval_timeout_seconds", "approval_valid_seconds", "max_steps"]
     list_filter = ["open_to_everyone"]

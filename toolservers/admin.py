@@ -9,6 +9,8 @@ from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from approvals.policy_admin import PolicyHistoryAdmin
+
 from . import client, discovery, pins
 from .models import AgentToolServer, ToolPin, ToolServer
 
@@ -23,7 +25,7 @@ class AgentLinkInline(admin.TabularInline):
 
 
 @admin.register(ToolServer)
-class ToolServerAdmin(admin.ModelAdmin):
+class ToolServerAdmin(PolicyHistoryAdmin):
     list_display = ["name", "transport", "enabled", "trusted", "tool_count", "unapproved", "refreshed_at", "refresh_error"]
     readonly_fields = ["tool_list", "refreshed_at", "refresh_error"]
     inlines = [AgentLinkInline]
@@ -75,7 +77,7 @@ def _review_link(pin_id: int | None, approved_hash: str) -> str:
 
 
 @admin.register(ToolPin)
-class ToolPinAdmin(admin.ModelAdmin):
+class ToolPinAdmin(PolicyHistoryAdmin):
     """Read-only but for one button: accept the definition listed now, bound to the hash the page
     showed, so a listing that changed again after the admin looked is never accepted unseen."""
 
@@ -155,6 +157,6 @@ class ToolPinAdmin(admin.ModelAdmin):
 
 
 @admin.register(AgentToolServer)
-class AgentToolServerAdmin(admin.ModelAdmin):
+class AgentToolServerAdmin(PolicyHistoryAdmin):
     list_display = ["agent", "server", "tools", "require_approval"]
     list_filter = ["agent", "server"]
