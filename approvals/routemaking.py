@@ -4,11 +4,11 @@ import logging
 
 from django.apps import apps
 from django.contrib.auth.models import Group
-from django.db import transaction
 from django.utils import timezone
 
 from hitl.inputs import is_storable
 
+from . import policy_versions
 from .models import Risk, Route
 
 logger = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ def create_route(
         agent=agent, tool=tool, min_risk=min_risk, approvers=approvers, quorum=quorum,
         remind_after_seconds=remind_after_seconds, escalate_after_seconds=escalate_after_seconds, escalate_to=escalate_to,
     )
-    with transaction.atomic():
+    with policy_versions.recording(user=created_by):  # the route and its groups: one policy version
         route = Route.objects.create(
             agent=agent_row, tool=tool, min_risk=min_risk, quorum=quorum, remind_after_seconds=remind_after_seconds,
             escalate_after_seconds=escalate_after_seconds, created_by=created_by,
@@ -76,4 +76,6 @@ def _groups(names: list[str]) -> list[Group]:
 
 def remove_route(route: Route) -> None:
     """It routes nothing new; what it routed keeps it (and its groups still decide those)."""
-    Route.objects.filter(pk=route.pk, deleted_at__isnull=True).update(deleted_at=timezone.now())
+    if route.deleted_at is None:  # saved, not updated: its history and a policy version (approvals.policy_versions)
+        route.deleted_at = timezone.now()
+        route.save(update_fields=["deleted_at"])

@@ -257,8 +257,8 @@ def set_enabled(user, rule_id: int, enabled: bool) -> Rule:
     rule = changeable_rule(user, rule_id)
     if enabled and rule.scope not in allowed_scopes(user):
         raise ScopeNotAllowed(f"Only approvers may enable {rule.scope} rules.")
-    Rule.objects.filter(pk=rule.pk).update(enabled=enabled)
     rule.enabled = enabled
+    rule.save(update_fields=["enabled"])  # saved, not updated: its history and a policy version (approvals.policy_versions)
     return rule
 
 
@@ -266,6 +266,6 @@ def remove(user, rule_id: int) -> Rule:
     """Disable the rule and mark it removed; the decisions it made keep naming it."""
     rule = changeable_rule(user, rule_id)
     now = timezone.now()
-    Rule.objects.filter(pk=rule.pk).update(enabled=False, deleted_at=now)
     rule.enabled, rule.deleted_at = False, now
+    rule.save(update_fields=["enabled", "deleted_at"])  # saved: its history and a policy version
     return rule

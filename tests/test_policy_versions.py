@@ -175,3 +175,28 @@ def test_an_admin_save_is_one_version_naming_the_admin(agent, client, django_use
 
     assert response.status_code == 302, response.content[:2000]
     assert newest().number == before + 1 and newest().created_by == admin
+
+
+def test_a_rule_disabled_or_removed_through_the_api_is_a_version_naming_who(agent, alice, api_as):
+    made = api_as(alice).post("rules", {"effect": "allow", "tool": "write_file", "scope": "agent_user", "agent": agent.slug})
+    assert made.status_code in (200, 201), made.content
+    rule_id = made.json()["id"]
+    before = newest().number
+
+    assert api_as(alice).patch(f"rules/{rule_id}", {"enabled": False}).status_code == 200
+    assert newest().number == before + 1 and newest().changes[0]["fields"] == {"enabled": [True, False]}
+    assert api_as(alice).delete(f"rules/{rule_id}").status_code in (200, 204)
+    assert newest().number == before + 2 and "deleted_at" in newest().changes[0]["fields"]
+
+
+def test_a_route_made_with_its_groups_is_one_version(agent, bob):
+    from approvals.routemaking import create_route, remove_route
+
+    Group.objects.create(name="leads")
+    before = newest().number
+    route = create_route(created_by=bob, agent=agent.slug, approvers=["leads"])
+
+    assert newest().number == before + 1 and newest().created_by == bob
+    assert {change["object"] for change in newest().changes} == {f"route #{route.pk}"}
+    remove_route(route)
+    assert newest().number == before + 2 and "deleted_at" in newest().changes[0]["fields"]
