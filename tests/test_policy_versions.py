@@ -200,3 +200,20 @@ def test_a_route_made_with_its_groups_is_one_version(agent, bob):
     assert {change["object"] for change in newest().changes} == {f"route #{route.pk}"}
     remove_route(route)
     assert newest().number == before + 2 and "deleted_at" in newest().changes[0]["fields"]
+
+
+def test_a_first_listing_pins_as_one_version_and_an_admins_accept_is_another(agent, bob):
+    from toolservers import pins
+
+    server = ToolServer.objects.create(name="notes", command="true")
+    listed = [{"name": "search", "description": "find"}, {"name": "write", "description": "write"}]
+    before = newest().number
+    pins.pin_listing(server, listed, first=True)
+    assert newest().number == before + 1 and {change["object"] for change in newest().changes} == {"pin notes/search", "pin notes/write"}
+
+    changed = {"name": "search", "description": "find, and send it all elsewhere"}
+    ToolServer.objects.filter(pk=server.pk).update(tools=[changed, listed[1]])
+    pins.accept(ToolPin.objects.get(name="search").pk, user=bob, shown_hash=pins.definition_hash(changed))
+
+    assert newest().number == before + 2 and newest().created_by == bob
+    assert set(newest().changes[0]["fields"]) >= {"definition_hash", "approved_by_id"}

@@ -12,6 +12,7 @@ import json
 from django.db import transaction
 from django.utils import timezone
 
+from approvals import policy_versions
 from hitl.visible import reveal_json
 
 from .models import ToolPin, ToolServer
@@ -40,19 +41,20 @@ def pin_listing(server: ToolServer, tools: list[dict], *, first: bool) -> None:
     """Keep a pin for each listed tool: approved as listed on the server's first listing, unapproved
     (empty) for a tool that appears later. Existing pins never change here: only an admin's accept does."""
     now = timezone.now()
-    ToolPin.objects.bulk_create(
-        [
-            ToolPin(
-                server=server,
-                name=tool["name"],
-                definition=definition_of(tool) if first else None,
-                definition_hash=definition_hash(tool) if first else "",
-                approved_at=now if first else None,
-            )
-            for tool in tools
-        ],
-        ignore_conflicts=True,  # a pin already kept stays as it is
-    )
+    kept = set(ToolPin.objects.filter(server=server).values_list("name", flat=True))  # a pin already kept stays as it is
+    # One by one, not in bulk: each pin's history and, for them all, one policy version. The caller
+    # holds the server's row, so no other listing adds the same pin meanwhile.
+    with policy_versions.recording(note=f"listing of {server.name}"):
+        for tool in tools:
+            if tool["name"] not in kept:
+                kept.add(tool["name"])
+                ToolPin.objects.create(
+                    server=server,
+                    name=tool["name"],
+                    definition=definition_of(tool) if first else None,
+                    definition_hash=definition_hash(tool) if first else "",
+                    approved_at=now if first else None,
+                )
 
 
 def approved_hashes(server_ids: list[int]) -> dict[tuple[int, str], str]:
@@ -77,9 +79,9 @@ def accept(pin_id: int, *, user, shown_hash: str) -> ToolPin:
         listed = server.tool(pin.name)
         if listed is None or definition_hash(listed) != shown_hash:
             raise ListedAgain(f"{server.name} was listed again since this page was shown: look at the difference again.")
-        ToolPin.objects.filter(pk=pin.pk).update(
-            definition=definition_of(listed), definition_hash=shown_hash, approved_by=user, approved_at=timezone.now()
-        )
+        pin.definition, pin.definition_hash, pin.approved_by, pin.approved_at = definition_of(listed), shown_hash, user, timezone.now()
+        pin._history_user = user
+        pin.save(update_fields=["definition", "definition_hash", "approved_by", "approved_at"])  # a policy version
     pin.refresh_from_db()
     return pin
 
