@@ -158,3 +158,36 @@ def test_a_bad_value_of_an_agent_is_refused_by_name(seeded, tmp_path):
 def test_a_missing_file_is_a_clear_error(db, tmp_path):
     with pytest.raises(CommandError, match="No such file"):
         import_policy(tmp_path / "nowhere.yaml")
+
+
+def test_yaml_that_would_run_code_is_refused(seeded, tmp_path):
+    path = tmp_path / "policy.yaml"
+    marker = tmp_path / "ran"
+    path.write_text(f'agents: !!python/object/apply:os.system ["touch {marker}"]\n')
+
+    with pytest.raises(CommandError, match="line 1: not valid YAML"):
+        import_policy(path, "--apply")
+
+    assert not marker.exists()
+
+
+def test_a_file_that_is_not_text_or_names_an_unknown_author_is_refused(seeded, tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_bytes(b"\xff\xfe\x00agents")
+    with pytest.raises(CommandError, match="policy.yaml"):
+        import_policy(path)
+    path.write_text(export())
+    with pytest.raises(CommandError, match="--by: unknown user 'ghost'"):
+        import_policy(path, "--apply", "--by", "ghost")
+
+
+def test_a_conversation_rule_is_left_alone_and_a_missing_section_too(seeded, tmp_path, alice, make_conversation):
+    conversation = make_conversation(alice)
+    kept = Rule.objects.create(effect="allow", tool="write_file", scope="conversation", conversation=conversation, created_by=alice)
+    path = tmp_path / "policy.yaml"
+    path.write_text("rules: []\n")
+
+    printed = import_policy(path, "--apply")
+
+    assert printed.count("- rule #") == 3 and Rule.objects.get(pk=kept.pk).enabled
+    assert Route.objects.filter(deleted_at__isnull=True).exists() and AgentToolServer.objects.exists()  # not in the file: as they were
