@@ -185,6 +185,7 @@ def test_a_rule_disabled_or_removed_through_the_api_is_a_version_naming_who(agen
 
     assert api_as(alice).patch(f"rules/{rule_id}", {"enabled": False}).status_code == 200
     assert newest().number == before + 1 and newest().changes[0]["fields"] == {"enabled": [True, False]}
+    assert newest().created_by == alice  # the token's user, as the history's request middleware reads it
     assert api_as(alice).delete(f"rules/{rule_id}").status_code in (200, 204)
     assert newest().number == before + 2 and "deleted_at" in newest().changes[0]["fields"]
 
