@@ -139,7 +139,7 @@ def _change(instance, record, fields: tuple, m2m_fields: tuple) -> dict | None:
     for name in fields:
         before = _plain(getattr(previous, name)) if previous is not None else None
         after = _plain(getattr(record, name))
-        if before != after or (previous is None and action == "created" and after not in (None, "", [], {})):
+        if (after not in (None, "", [], {})) if action == "created" else before != after:
             changed[name] = [before, after]
     for name in m2m_fields:
         before, after = _members(instance, name, previous, record)
