@@ -408,6 +408,7 @@ def approve_edited(
         approver_required=approval.approver_required or checked.approver_required,
         max_auto_approve_risk=conversation.agent.max_auto_approve_risk,
         always_ask=rules.patterns_for(conversation.agent.always_ask, approval.tool_call.name), routed=approval.route_id is not None,
+        step_up_from_risk=conversation.agent.step_up_from_risk,
     )
     screening = _screen_edit(approval, candidate, checked.arguments_hash)
     # An edit an ask rule (or always-ask pattern) matches is stored and waits for a human, as a stricter one.
