@@ -128,6 +128,10 @@ def _target(user, scope: str, conversation_id, agent_slug: str):
         conversation = visible_conversations(user).filter(pk=conversation_id).first()
         if conversation is None:
             raise TargetNotFound("No such conversation.")
+        # Seeing a conversation (a route's member sees one a call was routed from) is no say over it:
+        # an allow rule there would approve its owner's calls, an ask or deny would hold them.
+        if conversation.owner_id != user.pk and not is_approver(user):
+            raise ScopeNotAllowed("Only the conversation's owner (or an approver) makes rules in it.")
         return conversation, None
     if conversation_id:
         raise InvalidRule(f"A {scope} rule takes no `conversation_id`.")
