@@ -27,6 +27,7 @@ from hitl.inputs import storable
 from .models import Challenge, Passkey
 
 MAX_PASSKEYS = 10
+MAX_OPEN_CHALLENGES = 20  # a person approves a few calls a minute; more unexpired challenges is a script
 # What a hostile or broken browser answer can raise inside the library, besides its own errors
 # (bad base64, CBOR, JSON shapes): each is "we could not verify it", never a 500.
 UNVERIFIABLE = (WebAuthnException, ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError)
@@ -131,6 +132,9 @@ def prove(request, user, *, approval_id: int, credential) -> StepUp:
 def _issue(user, purpose: str, *, approval: Approval | None = None) -> bytes:
     now = timezone.now()
     Challenge.objects.filter(user=user, expires_at__lte=now).delete()  # this user's old ones, a bounded few
+    # A script holding a session could otherwise add a row per request for as long as it likes.
+    if Challenge.objects.filter(user=user, expires_at__gt=now).count() >= MAX_OPEN_CHALLENGES:
+        raise CeremonyFailed("Too many passkey requests at once: wait a minute and try again.")
     challenge = secrets.token_bytes(32)
     Challenge.objects.create(
         user=user, purpose=purpose, challenge=bytes_to_base64url(challenge), approval=approval,

@@ -48,3 +48,57 @@ def test_the_owner_still_makes_rules_in_their_own_conversation(alice, routed, ap
         "effect": "ask", "tool": "write_file", "arguments": {}, "scope": "conversation", "conversation_id": str(routed.conversation_id),
     })
     assert made.status_code == 201, made.content
+
+
+# --- Step-up ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def strict_critical(alice, agent):
+    """alice's pending `delete all files` (critical), her agent asking a passkey from critical up."""
+    agent.step_up_from_risk = "critical"
+    agent.save(update_fields=["step_up_from_risk"])
+    [approval] = pending_approvals(start(alice, agent, "delete all files"))
+    assert approval.risk == "critical"
+    return approval
+
+
+def test_a_session_cannot_pile_up_passkey_challenges(alice, strict_critical):
+    from stepup.ceremony import MAX_OPEN_CHALLENGES
+    from stepup.models import Challenge
+    from tests.conftest import client_for
+    from tests.soft_passkey import SoftPasskey
+    from tests.test_stepup import options_for, register
+
+    client = client_for(alice)
+    assert register(client, "alice-password", SoftPasskey()).status_code == 201
+    answers = [options_for(client, strict_critical).status_code for _ in range(MAX_OPEN_CHALLENGES + 5)]
+
+    assert answers.count(400) >= 5 and Challenge.objects.filter(user=alice).count() <= MAX_OPEN_CHALLENGES
+    assert Approval.objects.get(pk=strict_critical.pk).status == "pending"
+
+
+def test_a_vote_toward_a_quorum_needs_each_voters_passkey(alice, bob, agent, api_as):
+    """Two approvers are needed; neither's vote counts without their own proof, by any surface."""
+    from approvals.services import StepUp, StepUpRequired, decide
+    from approvals.models import Vote
+
+    agent.step_up_from_risk = "high"
+    agent.save(update_fields=["step_up_from_risk"])
+    Group.objects.get_or_create(name="finance")
+    carol = User.objects.create_user("carol", password="carol-password")
+    carol.groups.add(Group.objects.get(name="finance"))
+    bob.groups.add(Group.objects.get(name="finance"))
+    create_route(created_by=None, agent=agent.slug, tool="*", min_risk="high", approvers=["finance"], quorum=2)
+    [approval] = pending_approvals(start(alice, agent, "email bob@example.com about lunch"))
+    assert (approval.quorum, approval.risk) == (2, "high")
+
+    api = api_as(bob).post(f"approvals/{approval.pk}/decision", {"decision": "approve", "shown_hash": approval.shown_hash})
+    bulk = api_as(bob).post("approvals/decisions", {"decision": "approve", "ids": [approval.pk]})
+    bobs = StepUp(approval_id=approval.pk, shown_hash=approval.shown_hash, user_id=bob.pk, credential_id="bob-key")
+    with pytest.raises(StepUpRequired):  # bob's proof is not carol's
+        decide(approval.pk, user=User.objects.get(pk=carol.pk), approve=True, via="chat", shown_hash=approval.shown_hash, step_up=bobs)
+
+    assert api.status_code == 403, api.content
+    assert bulk.status_code in (200, 207, 400, 403) and not Vote.objects.exists()
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
