@@ -156,11 +156,15 @@ def _agent_changes(entries: list) -> list[Change]:
         for name in ("tools", "require_approval", "fetch_allowlist"):
             if name in fields:
                 _names(fields[name], where, name)
-        if "always_ask" in fields and not (
+        if "always_ask" in fields and not (  # as the agent admin checks them (chat.admin.AgentForm)
             isinstance(fields["always_ask"], dict)
-            and all(isinstance(patterns, list) and all(isinstance(p, str) for p in patterns) for patterns in fields["always_ask"].values())
+            and all(
+                isinstance(tool, str) and tool.strip() and isinstance(patterns, list)
+                and all(isinstance(p, str) and p.strip() and len(p) <= 200 for p in patterns)
+                for tool, patterns in fields["always_ask"].items()
+            )
         ):
-            raise PolicyFileError(f"{where}: always_ask is {{tool: [patterns]}}")
+            raise PolicyFileError(f"{where}: always_ask is {{tool: [patterns]}}, each pattern text of 1 to 200 characters")
         candidate = apps.get_model("chat", "Agent")(**{f.attname: getattr(agent, f.attname) for f in agent._meta.concrete_fields})
         for name, value in fields.items():
             setattr(candidate, name, value)

@@ -102,3 +102,25 @@ def test_a_vote_toward_a_quorum_needs_each_voters_passkey(alice, bob, agent, api
     assert api.status_code == 403, api.content
     assert bulk.status_code in (200, 207, 400, 403) and not Vote.objects.exists()
     assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+
+# --- import_policy ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("patterns", ['["' + "a?" * 150 + '"]', '["  "]', '{"": ["sudo *"]}'])
+def test_import_policy_checks_always_ask_patterns_as_the_agent_admin_does(agent, tmp_path, patterns):
+    """1 to 200 characters each, under a tool name: a pattern of thousands of wildcards costs time on
+    every call of the tool, and a blank one silently asks nothing."""
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+    from io import StringIO
+
+    value = patterns if patterns.startswith("{") else "{write_file: " + patterns + "}"
+    path = tmp_path / "policy.yaml"
+    path.write_text(f"agents:\n  - slug: {agent.slug}\n    always_ask: {value}\n")
+
+    with pytest.raises(CommandError, match="always_ask"):
+        call_command("import_policy", str(path), "--apply", stdout=StringIO(), stderr=StringIO())
+
+    agent.refresh_from_db()
+    assert not agent.always_ask
