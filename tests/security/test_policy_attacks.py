@@ -124,3 +124,52 @@ def test_import_policy_checks_always_ask_patterns_as_the_agent_admin_does(agent,
 
     agent.refresh_from_db()
     assert not agent.always_ask
+
+
+# --- Freshness -------------------------------------------------------------------------------------
+
+
+def test_an_approval_is_fresh_up_to_its_last_second_and_lapsed_just_after(alice, agent):
+    from datetime import timedelta
+    from types import SimpleNamespace
+
+    from chat import freshness
+
+    agent.approval_valid_seconds = 60
+    decided = SimpleNamespace(decided_at=__import__("django.utils.timezone", fromlist=["now"]).now())
+    edge = decided.decided_at + timedelta(seconds=60)
+
+    assert freshness.lapsed_result(decided, agent, now=edge) == ""
+    assert freshness.lapsed_result(decided, agent, now=edge + timedelta(microseconds=1)).startswith("Not run")
+
+
+def test_a_worker_holding_a_stale_copy_never_runs_a_call_another_worker_lapsed(alice, agent, monkeypatch, settings):
+    """Two workers race: one lapses the call; the other, which read it as approved a moment before
+    (and whose clock says the approval is still fresh), loses the claim and runs nothing."""
+    from datetime import timedelta
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from django.utils import timezone
+
+    from approvals.services import decide
+    from chat import freshness, loop, receivers
+    from chat.models import ToolCall
+
+    agent.approval_valid_seconds = 60
+    agent.save()
+    conversation = start(alice, agent, "write hi to notes/a.txt")
+    [approval] = pending_approvals(conversation)
+    monkeypatch.setattr(receivers.advance_conversation, "delay", lambda conversation_id: None)  # workers down
+    decide(approval.pk, user=alice, approve=True, via="chat", shown_hash=approval.shown_hash)
+    stale = ToolCall.objects.select_related("approval", "message__conversation__agent").get(pk=approval.tool_call_id)
+    _ = stale.approval.decided_at
+    real = timezone.now
+    monkeypatch.setattr(freshness, "timezone", SimpleNamespace(now=lambda: real() + timedelta(seconds=61)))
+    loop.advance(conversation.pk)  # the first worker: lapsed
+    monkeypatch.setattr(freshness, "timezone", SimpleNamespace(now=real))  # the second still thinks it fresh
+
+    loop.settle_call(stale, stale.message.conversation)
+
+    assert ToolCall.objects.get(pk=stale.pk).status == ToolCall.Status.LAPSED
+    assert not (Path(settings.HITL_SANDBOX_ROOT) / str(conversation.pk) / "notes/a.txt").exists()
