@@ -104,7 +104,7 @@ def test_a_call_just_rejected_is_not_asked_again_and_shows_as_a_collapsed_line(p
     send(page, "delete a.txt")
     repeat = page.locator("article.tool-card-repeat")
     expect(repeat).to_have_count(1)
-    expect(repeat.locator("summary")).to_contain_text("asked again and rejected at once: already rejected by alice (“I still need it”)")
+    expect(repeat.locator("details.repeat > summary")).to_contain_text("asked again and rejected at once: already rejected by alice (“I still need it”)")
     expect(repeat.locator("pre.arguments")).to_be_hidden()  # collapsed: a line, not a card
     expect(repeat.get_by_role("button")).to_have_count(0)
     expect(last_reply(page)).to_contain_text("I did not delete a.txt (Already rejected by alice at ")
