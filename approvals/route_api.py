@@ -7,6 +7,7 @@ from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
 from . import routemaking
+from .policy_versions import route_entry
 from .models import Route
 from .permissions import may_manage_routes
 
@@ -46,19 +47,9 @@ class RouteList(Schema):
 
 
 def route_out(route: Route) -> dict:
-    return {
-        "id": route.pk,
-        "agent": route.agent.slug,
-        "tool": route.tool,
-        "min_risk": route.min_risk,
-        "approvers": sorted(group.name for group in route.approvers.all()),
-        "quorum": route.quorum,
-        "remind_after_seconds": route.remind_after_seconds,
-        "escalate_after_seconds": route.escalate_after_seconds,
-        "escalate_to": sorted(group.name for group in route.escalate_to.all()),
-        "created_by": route.created_by.get_username() if route.created_by else None,
-        "created_at": route.created_at,
-    }
+    """A route as the API shows it: what the policy export writes of it (policy_versions.route_entry),
+    with its id and who made it when."""
+    return {"id": route.pk, **route_entry(route), "created_by": route.created_by.get_username() if route.created_by else None, "created_at": route.created_at}
 
 
 def _manager(request):
