@@ -215,13 +215,13 @@ def _gate_request(spec: ToolSpec, arguments: dict, conversation: Conversation, *
     except Exception as exc:  # noqa: BLE001  (a broken gate function fails closed: ask a human)
         gate = Gate(True, f"The approval rule for {spec.name} failed ({exc.__class__.__name__}).", spec.risk)
     if risk is not None and RISKS.index(risk) > RISKS.index(gate.risk):  # a gate function's own risk, raised
-        gate = Gate(gate.required, gate.reason, risk, RISKS.index(risk) > RISKS.index(conversation.agent.owner_max_risk), gate.timeout_seconds)
+        gate = replace(gate, risk=risk, approver_required=RISKS.index(risk) > RISKS.index(conversation.agent.owner_max_risk))
     if reason:
         # The caller's words, and ours when they warn of what the arguments hide: never in their place.
         reason = f"{reason} ({gate.reason})" if gate.required and has_invisible(arguments) else reason
-        gate = Gate(gate.required, reason, gate.risk, gate.approver_required, gate.timeout_seconds)
+        gate = replace(gate, reason=reason)
     elif not gate.required:
-        gate = Gate(False, f"{conversation.agent.name} does not gate {spec.name}: approved by its policy.", gate.risk)
+        gate = replace(gate, reason=f"{conversation.agent.name} does not gate {spec.name}: approved by its policy.")
     digest = arguments_hash(arguments)
     hint = confirmation_hint(spec, arguments, digest) if gate.required and gate.risk == "critical" else ""
     steps = explain.gate(spec, conversation.agent, gate, arguments, caller_risk=risk if risk is not None and risk == gate.risk else None)
