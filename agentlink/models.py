@@ -1,5 +1,6 @@
 import uuid
 
+from django.conf import settings
 from django.db import models
 
 from chat.models import Conversation
@@ -39,3 +40,26 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return str(self.id)
+
+
+class PushConfig(models.Model):
+    """Where an A2A client wants a task's state changes POSTed (a push notification config, A2A §9.5):
+    the client's URL and the token it will check, set by the client that owns the task and sent only
+    to a URL the operator allows (agentlink.push)."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="push_configs")
+    config_id = models.CharField(max_length=200, help_text="The client's id for this config (the task id when it gave none).")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", help_text="The token's user who set it.")
+    url = models.URLField(max_length=2000)
+    token = models.CharField(max_length=500, blank=True, help_text="Sent back in X-A2A-Notification-Token, for the client to check.")
+    authentication = models.JSONField(default=dict, blank=True, help_text="The client's authentication info (scheme, credentials).")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "config_id"], name="agentlink_pushconfig_one_per_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}/{self.config_id}"

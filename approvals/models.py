@@ -45,6 +45,7 @@ class DecidedVia(models.TextChoices):
     EMAIL = "email"  # through a one-click email link, as its recipient (emaillink, approvals.tokens)
     PUSH = "push"  # by a notification's action, as the subscribed user (pushlink, approvals.tokens)
     POLICY = "policy"  # approved at once: a call from outside (chat.outside) that the agent's policy does not gate
+    AGUI = "agui", "AG-UI"  # by an AG-UI client resuming an interrupt, as its token's or session's user (aguilink)
 
 
 class Approval(models.Model):
@@ -151,6 +152,11 @@ class Approval(models.Model):
     step_up_assertion = models.CharField(
         max_length=200, blank=True,
         help_text="The passkey assertion (its credential id) that proved the approver was present, for a call that needs step-up.",
+    )
+    trace_context = models.JSONField(
+        default=dict, blank=True,
+        help_text="The W3C trace context (traceparent, tracestate) of the step that asked, so that its wait and decision join "
+        "that trace (hitl.telemetry); empty when tracing is off.",
     )
     # An edit made before the approval: the arguments that will run instead of the requested ones.
     edited_arguments = models.JSONField(null=True, blank=True)
