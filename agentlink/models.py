@@ -1,9 +1,19 @@
+import re
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from chat.models import Conversation
+
+REMOTE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_)){0,29}$")  # no "__": it separates the name and the tool
+REMOTE_SEPARATOR = "__"
+
+
+def validate_remote_name(name: str) -> None:
+    if not REMOTE_NAME.match(name or "") or name.endswith("_"):
+        raise ValidationError("Letters, digits, - and single _ only, at most 30 characters: the model calls it <name>__ask.")
 
 
 class Task(models.Model):
@@ -63,3 +73,45 @@ class PushConfig(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id}/{self.config_id}"
+
+
+class RemoteAgent(models.Model):
+    """Another A2A agent, called as a tool (`<name>__ask`) by the agents linked to it (agentlink.remote):
+    its card URL, the bearer token our calls carry, how long one call may take. Its calls that
+    wait for a human there are decided here, as cards "via <name>", by our policy and our people.
+    Managed in the admin only: the token is stored (so the worker can send it) and shown masked."""
+
+    name = models.CharField(
+        max_length=30, unique=True, validators=[validate_remote_name],
+        help_text="Letters, digits, - and single _: the model calls it <name>__ask, and its calls read <name>__<tool>.",
+    )
+    card_url = models.URLField(
+        max_length=500, help_text="Its agent card, e.g. https://other.example/a2a/docs/.well-known/agent-card.json.",
+    )
+    token = models.CharField(max_length=500, blank=True, help_text="Sent as Authorization: Bearer … to the card and the agent.")
+    timeout_seconds = models.PositiveIntegerField(default=60, help_text="How long one call may wait for the remote to answer or pause.")
+    enabled = models.BooleanField(default=True)
+    agents = models.ManyToManyField(
+        "chat.Agent", blank=True, related_name="remote_agents", help_text="The agents that may call it (as <name>__ask).",
+    )
+    card = models.JSONField(default=dict, blank=True, editable=False, help_text="Its agent card as last read.")
+    refreshed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    refresh_error = models.TextField(blank=True, editable=False)
+
+    class Meta:
+        verbose_name = "remote A2A agent"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from toolservers.models import ToolServer  # a tool server of that name would share its tools' prefix
+
+        if ToolServer.objects.filter(name__iexact=self.name).exists():
+            raise ValidationError({"name": f"A tool server is named {self.name}: its tools are {self.name}__<tool> already."})
+        if self.timeout_seconds is not None and not 1 <= self.timeout_seconds <= 3600:
+            raise ValidationError({"timeout_seconds": "From 1 to 3600 seconds."})
+
+    @property
+    def tool_name(self) -> str:
+        return f"{self.name}{REMOTE_SEPARATOR}ask"
