@@ -1,6 +1,6 @@
 """ASGI entry point: HTTP through Django, except `/a2a/` (the agents' A2A endpoints, a Starlette
-app: agentlink.app) and `/mcp/` (every agent as an MCP server: mcpgateway.app); websockets through
-Channels (auth and origin checked)."""
+app: agentlink.app), `/mcp/` (every agent as an MCP server: mcpgateway.app) and `/agui/` (every
+agent as an AG-UI endpoint: aguilink.app); websockets through Channels (auth and origin checked)."""
 import gc
 import os
 
@@ -14,6 +14,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from agentlink.app import application as a2a_app  # noqa: E402
+from aguilink.app import application as agui_app  # noqa: E402
 from mcpgateway.app import application as mcp_app  # noqa: E402
 
 from .routing import websocket_urlpatterns  # noqa: E402
@@ -21,7 +22,10 @@ from .routing import websocket_urlpatterns  # noqa: E402
 
 async def http(scope, receive, send):
     path = scope["path"]
-    app = a2a_app if path.startswith("/a2a/") else mcp_app if path.startswith("/mcp/") else django_asgi_app
+    app = (
+        a2a_app if path.startswith("/a2a/") else mcp_app if path.startswith("/mcp/")
+        else agui_app if path.startswith("/agui/") else django_asgi_app
+    )
     await app(scope, receive, send)
 
 

@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "pushlink",
     "slacklink",
     "mcpgateway",
+    "aguilink",
     "stepup",
 ]
 
