@@ -23,6 +23,7 @@ from hitl import live
 from hitl.db import release_connection
 
 from . import fragments, freshness
+from .asked import answer as round_answer, check_round, is_decision_round, latest_round, passed_on, store_round
 from .gating import (
     MAX_RAW_ARGUMENTS, GatedCall, automatic_decision, explained, gate_call, hold, parse_arguments, preview_of, request, screen, tool_context,
 )
@@ -130,6 +131,10 @@ def settle_call(call: ToolCall, conversation: Conversation) -> None:
     """Apply a call's decision, run it once approved, resume it once its question is answered: for
     the loop's turn (under the lease) and for an MCP client's call (chat.outside, any thread). Each
     step is claimed by a conditional update, so two callers never both run a call."""
+    if call.asked_by_id is not None:
+        # A call a tool asked a human to decide (chat.asked): decided here, run by that tool (its resume), never here.
+        _apply_decision(call)
+        return
     if call.status == Status.PENDING_APPROVAL and _approved_action(call):
         # The decision copied and the call claimed in one conditional update: pending → running.
         _run(call, conversation, claim_from=Status.PENDING_APPROVAL)
@@ -292,8 +297,14 @@ def _ask(call: ToolCall, conversation: Conversation, asked: InputRequired) -> No
     call's question needs four eyes too (an approver other than the requester answers it)."""
     turn = call.message
     gate = getattr(call, "approval", None) if call.is_gated else None
+    checked = check_round(call, conversation, asked.actions) if asked.actions else None  # the rules read before the writes
     with transaction.atomic():
         if not _transition(call, Status.RUNNING, Status.WAITING_FOR_INPUT, push=False, input_state=asked.state):
+            return
+        if checked is not None:
+            store_round(call, conversation, checked, approver_required=gate is not None and gate.approver_required)
+            load_calls(turn)
+            live.push(live.conversation_group(conversation.pk), lambda: fragments.message_html(turn, replace=True))
             return
         rounds = call.input_requests.count()
         question = ToolCall.objects.create(
@@ -324,13 +335,19 @@ def _ask(call: ToolCall, conversation: Conversation, asked: InputRequired) -> No
 
 def _resume(call: ToolCall, conversation: Conversation) -> None:
     """A call whose tool asked for input goes on once its question is settled: answered, declined,
-    expired or stopped (the tool is told which). The claim is the same: waiting → running."""
-    asked = call.input_requests.select_related("approval").order_by("-pk").first()
-    if asked is None or asked.status not in ToolCall.FINISHED:
+    expired or stopped (the tool is told which); a tool that asked for calls to be decided, once
+    every call of the round is (chat.asked). The claim is the same: waiting → running."""
+    asked = latest_round(call)
+    for child in asked:
+        _apply_decision(child)  # a decision the receiver has not copied yet
+    if not asked or any(child.status == Status.PENDING_APPROVAL for child in asked):
         return
-    answer = _input_answer(asked.approval)
+    answer = round_answer(asked) if is_decision_round(asked) else _input_answer(asked[0].approval)
     if not _transition(call, Status.WAITING_FOR_INPUT, Status.RUNNING):
         return
+    for child in asked:  # the claim passes the approved calls on: the tool runs them, or not
+        if child.status == Status.APPROVED:
+            _transition(child, Status.APPROVED, Status.SUCCEEDED, result=passed_on(call))
     live.flush()
     spec = registry.get(call.name) or registry.find(conversation.agent, call.name)
     if spec is None:
@@ -446,10 +463,13 @@ def stop(conversation: Conversation, *, user) -> list[ToolCall]:
     for call in turn.tool_calls.all() if turn is not None else []:
         # Conditional, like every transition: a worker claiming the call (approved → running) or a
         # decision landing on it wins or loses as a whole.
+        waiting = call.status == Status.WAITING_FOR_INPUT
         if call.status in stoppable and _transition(
             call, call.status, Status.CANCELLED, push=False, result=_cancelled_result(who)
         ):
             cancelled.append(call)
+            if waiting:  # what its tool started elsewhere (a remote task) is ended once the Stop is committed
+                transaction.on_commit(lambda call=call: _cancel_waiting(call, conversation))
     if cancelled:
         load_calls(turn)  # with the approvals as the Stop left them
         live.push(live.conversation_group(conversation.pk), lambda: _cards_html(turn))
@@ -468,6 +488,15 @@ def stop(conversation: Conversation, *, user) -> list[ToolCall]:
         add_notice(conversation, f"{STOPPED_BY}{who}.{unanswered}")
         push_status(conversation)
     return cancelled
+
+
+def _cancel_waiting(call: ToolCall, conversation: Conversation) -> None:
+    spec = registry.get(call.name) or registry.find(conversation.agent, call.name)
+    try:
+        if spec is not None:
+            spec.cancel(call.arguments, tool_context(conversation), call.input_state or {})
+    except Exception:  # the Stop stands whatever the tool does
+        logger.exception("cancelling what %s started failed", call.name)
 
 
 def _cancelled_result(who: str) -> str:

@@ -43,11 +43,16 @@ class ToolError(Exception):
 class InputRequired(Exception):
     """A tool asks a human for input before it can finish (an MCP server's input request): `question`
     is what to ask (a question as approvals.questions stores it), `state` what the tool needs to go
-    on, kept with the call until the human answers and the loop calls `resume`."""
+    on, kept with the call until the human answers and the loop calls `resume`.
 
-    def __init__(self, question: dict, state: dict):
-        super().__init__(question.get("text", ""))
-        self.question, self.state = question, state
+    Or, with `actions`, it asks for calls to be decided (a remote agent's calls that wait for a
+    human there): each {"name", "arguments", "risk", "reason", "preview": {"kind", "text"} or None},
+    or a question {"question": ...}, gated here as any call is (chat.asked); the tool resumes once
+    every one is settled, its answer {"action": "decide", "decisions": [...]} in their order."""
+
+    def __init__(self, question: dict | None, state: dict, actions: list[dict] | None = None):
+        super().__init__((question or {}).get("text", "") or f"{len(actions or [])} call(s) to decide")
+        self.question, self.state, self.actions = question, state, actions or []
 
 
 class ToolArgumentsError(ValueError):
@@ -133,6 +138,10 @@ class ToolSpec:
         """Go on after a human answered the tool's InputRequired: `answer` is {"action": "accept",
         "value": ...}, or {"action": "decline"} or {"action": "cancel"}. May ask again."""
         raise ToolError(f"{self.name} cannot take input.")
+
+    def cancel(self, arguments: dict, context: ToolContext, state: dict) -> None:
+        """The call was stopped while it waited for input: end what it started elsewhere (a remote
+        task). Called once the Stop is committed; must not wait long (hand slow work to a task)."""
 
     def run(self, arguments: dict, context: ToolContext) -> Any:
         if self.takes_context:
