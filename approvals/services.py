@@ -7,6 +7,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from hitl import telemetry
 from hitl.inputs import storable
 
 from . import announcements, audit, calls, explain, plans, policy_versions, questions, routing, rulemaking, rules, webhooks
@@ -151,7 +152,9 @@ def request_approval(
         rule=rule,
         explanation=explanation,
         policy_version=policy_versions.current_number(),
+        trace_context=telemetry.trace_context(),  # its wait and decision join the trace of the step that asked
     )
+    telemetry.approval_requested(approval)
     transaction.on_commit(lambda: approval_requested.send(sender=Approval, approval=approval), robust=True)
     return approval
 
@@ -684,6 +687,7 @@ def _announce_on_commit(approvals: list[Approval], *, here: bool = False) -> Non
     # In the deciding transaction: the webhook outbox is written with the decisions, and one task
     # tells everyone else after the commit (approvals.announcements).
     announcements.announce_on_commit(approvals, in_worker=not here)
+    telemetry.approvals_decided(approvals)  # each one's approval.wait span and metrics, once committed
 
 
 def expire_overdue(*, now=None, limit: int = 500) -> list[int]:

@@ -1,0 +1,363 @@
+"""OpenTelemetry for operators: traces and metrics of turns, model calls, tool calls and the waits
+for humans, exported by OTLP/HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, and off otherwise.
+
+Off, every helper here returns at once (a shared no-op, an empty dict): the SDK is never imported
+and a step pays a few attribute checks. On, `setup()` installs the SDK's providers and the Django,
+ASGI and Celery instrumentations, which carry one trace from a web request through the Celery tasks
+it enqueues (the context travels in the task's headers). Spans follow the GenAI semantic
+conventions: `invoke_agent <agent>` per run of the loop, `chat <model>` per model call,
+`execute_tool <tool>` per tool call; `approval.wait` spans an approval from its request to its
+decision, parented on the trace context stored with the approval (`Approval.trace_context`), so a
+decision made hours later, on any surface, joins the trace of the step that asked. Arguments,
+results, previews and reasons stay out unless `HITL_OTEL_CAPTURE_CONTENT=1`.
+"""
+import json
+import logging
+import os
+import time
+import uuid
+from contextlib import contextmanager
+
+from django.db import transaction
+
+logger = logging.getLogger(__name__)
+
+SCOPE = "hitl"
+CAPTURE_CONTENT = "HITL_OTEL_CAPTURE_CONTENT"
+MAX_CONTENT = 4000  # characters of an argument list or a result kept on a span, when content is captured
+
+_tracer = None  # set by install(): None means off, and every helper below returns at once
+_metrics = None
+_capture = False
+
+
+def is_on() -> bool:
+    return _tracer is not None
+
+
+def setup(*, web: bool = False) -> bool:
+    """Turn telemetry on in this process if `OTEL_EXPORTER_OTLP_ENDPOINT` is set: the SDK's
+    providers exporting by OTLP/HTTP (the exporters read the standard OTEL_* variables), the Celery
+    instrumentation and, for `web`, Django's. Call it once per process, where it will run: before
+    Django loads its middleware (hitl.asgi), and in each process that runs tasks, after any fork
+    (hitl.celery), since the exporters' threads do not survive one. Returns whether it is on."""
+    if _tracer is not None or not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        return is_on()
+    from opentelemetry import metrics, trace
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.instrumentation.celery import CeleryInstrumentor
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    resource = _resource()
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    meter_provider = MeterProvider(resource=resource, metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())])
+    trace.set_tracer_provider(tracer_provider)
+    metrics.set_meter_provider(meter_provider)
+    install(tracer_provider, meter_provider)
+    CeleryInstrumentor().instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    if web:
+        from opentelemetry.instrumentation.django import DjangoInstrumentor
+
+        DjangoInstrumentor().instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    logger.info("OpenTelemetry on: exporting to %s as %s", os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"], resource.attributes.get("service.name"))
+    return True
+
+
+def _resource():
+    """The standard resource (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME), named "hitl" unless
+    the operator named it, and one instance id per process: each worker process and daphne sends
+    its own cumulative metrics, which a backend must not mistake for one stream."""
+    from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
+
+    detected = Resource.create()
+    ours = {SERVICE_INSTANCE_ID: uuid.uuid4().hex}
+    if str(detected.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        ours[SERVICE_NAME] = "hitl"
+    return detected.merge(Resource(ours))
+
+
+def install(tracer_provider, meter_provider) -> None:
+    """Use these providers from now on (setup()'s, or a test's in-memory ones)."""
+    global _tracer, _metrics, _capture
+    _tracer = tracer_provider.get_tracer(SCOPE)
+    _metrics = _Metrics(meter_provider.get_meter(SCOPE))
+    _capture = os.environ.get(CAPTURE_CONTENT, "") == "1"
+
+
+def uninstall() -> None:
+    """Off again (tests)."""
+    global _tracer, _metrics, _capture
+    _tracer = _metrics = None
+    _capture = False
+
+
+def traced_http(app):
+    """The ASGI app with a server span per HTTP request (the ASGI instrumentation), for the apps
+    mounted beside Django too (A2A, MCP, AG-UI); Django's own span nests inside it. Off: `app`."""
+    if _tracer is None:
+        return app
+    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+
+    # No span per ASGI message: a stream (SSE, a long poll) would send hundreds.
+    return OpenTelemetryMiddleware(app, exclude_spans=["receive", "send"])
+
+
+class _Metrics:
+    def __init__(self, meter):
+        self.requested = meter.create_counter("hitl.approvals.requested", unit="{approval}", description="Approvals requested")
+        self.decided = meter.create_counter(
+            "hitl.approvals.decided", unit="{approval}", description="Approvals decided, by decision (hitl.decision) and surface (hitl.decided_via)"
+        )
+        self.time_to_decision = meter.create_histogram(
+            "hitl.approval.time_to_decision", unit="s", description="From an approval's request to its decision"
+        )
+        meter.create_observable_gauge(
+            "hitl.approvals.pending", callbacks=[_observe_pending], unit="{approval}", description="Approvals waiting for a decision now"
+        )
+        self.model_duration = meter.create_histogram(
+            "gen_ai.client.operation.duration", unit="s", description="Model calls (GenAI semantic conventions)"
+        )
+        self.tokens = meter.create_histogram("gen_ai.client.token.usage", unit="{token}", description="Tokens per model call, where the provider reports them")
+        self.tool_duration = meter.create_histogram("hitl.tool.duration", unit="s", description="Tool runs")
+
+
+def _observe_pending(options):
+    """The number of pending approvals, read from the database at each export (the rows are the truth:
+    a count kept in memory would start again at each restart)."""
+    from django.apps import apps
+    from django.db import connection
+    from opentelemetry.metrics import Observation
+
+    try:
+        pending = apps.get_model("approvals", "Approval").objects.filter(status="pending").count()
+    except Exception:  # a database that is away now: no observation this time
+        logger.warning("could not count pending approvals", exc_info=True)
+        return []
+    finally:
+        if not connection.in_atomic_block:  # the exporter's own thread: give its connection back
+            connection.close()
+    return [Observation(pending)]
+
+
+class _Off:
+    """What every helper returns when telemetry is off: one shared object that does nothing."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return False
+
+    def returned(self, value):
+        return value
+
+
+OFF = _Off()
+
+
+# --- Spans around the loop's work --------------------------------------------------------------
+
+
+def agent_invocation(conversation_id):
+    """`invoke_agent` around one run of the loop (a task's advance()); named for its agent by
+    name_agent() once the step has read the conversation."""
+    if _tracer is None:
+        return OFF
+    return _span("invoke_agent", {"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": str(conversation_id)})
+
+
+def name_agent(name: str, agent_id: str = "") -> None:
+    """Name the current `invoke_agent` span for its agent."""
+    if _tracer is None:
+        return
+    from opentelemetry import trace
+
+    span = trace.get_current_span()
+    if span.is_recording() and getattr(span, "name", "").startswith("invoke_agent"):
+        span.update_name(f"invoke_agent {name}")
+        span.set_attribute("gen_ai.agent.name", name)
+        if agent_id:
+            span.set_attribute("gen_ai.agent.id", agent_id)
+
+
+def model_call(model: str, *, not_errors: tuple = ()):
+    """`chat <model>` around one model call: `.returned(turn)` records its token counts (and, with
+    content captured, its text and calls). Exceptions in `not_errors` (a stop) are no failure."""
+    if _tracer is None:
+        return OFF
+    attributes = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model}
+    if "/" in model:
+        attributes["gen_ai.provider.name"] = model.split("/", 1)[0]
+    return _Timed(f"chat {model}", attributes, _metrics.model_duration, not_errors, kind="client")
+
+
+def tool_execution(name: str, call_id: str, arguments=None, *, not_errors: tuple = ()):
+    """`execute_tool <tool>` around one tool run: `.returned(output)` records its result when
+    content is captured. Exceptions in `not_errors` (a tool asking for input) are no failure."""
+    if _tracer is None:
+        return OFF
+    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function"}
+    if _capture and arguments is not None:
+        attributes["gen_ai.tool.call.arguments"] = _content(arguments)
+    return _Timed(f"execute_tool {name}", attributes, _metrics.tool_duration, not_errors, metric_keys=("gen_ai.tool.name",))
+
+
+@contextmanager
+def _span(name: str, attributes: dict):
+    with _tracer.start_as_current_span(name, attributes=attributes) as span:
+        yield span
+
+
+class _Timed:
+    """A span that is also a duration in a histogram, with error.type on both when it fails."""
+
+    def __init__(self, name, attributes, histogram, not_errors, *, kind: str = "internal", metric_keys=None):
+        self.name, self.attributes, self.histogram, self.not_errors = name, attributes, histogram, not_errors
+        self.kind, self.metric_keys = kind, metric_keys
+        self.span = None
+
+    def __enter__(self):
+        from opentelemetry import trace
+
+        kind = trace.SpanKind.CLIENT if self.kind == "client" else trace.SpanKind.INTERNAL
+        self._activation = _tracer.start_as_current_span(self.name, kind=kind, attributes=self.attributes, record_exception=False)
+        self.span = self._activation.__enter__()
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        measured = {key: self.attributes[key] for key in (self.metric_keys or self.attributes) if key in self.attributes}
+        if exc is not None and not isinstance(exc, self.not_errors):
+            from opentelemetry.trace import Status, StatusCode
+
+            measured["error.type"] = kind.__qualname__
+            self.span.set_attribute("error.type", kind.__qualname__)
+            self.span.set_status(Status(StatusCode.ERROR, str(exc)[:200]))
+        elif exc is not None:
+            self.span.set_attribute("hitl.outcome", kind.__qualname__)
+        self.histogram.record(time.perf_counter() - self.started, measured)
+        self._activation.__exit__(None, None, None)
+        return False
+
+    def returned(self, value):
+        usage = {"input": getattr(value, "input_tokens", None), "output": getattr(value, "output_tokens", None)}
+        for token_type, count in usage.items():
+            if count is not None:
+                self.span.set_attribute(f"gen_ai.usage.{token_type}_tokens", count)
+                _metrics.tokens.record(count, {**self.attributes, "gen_ai.token.type": token_type})
+        if _capture:
+            self.span.set_attribute("gen_ai.tool.call.result" if "gen_ai.tool.name" in self.attributes else "gen_ai.output.messages", _output(value))
+        return value
+
+
+def _content(value) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text[:MAX_CONTENT]
+
+
+def _output(value) -> str:
+    """A tool's output, or a model turn as the GenAI conventions' output messages."""
+    if hasattr(value, "tool_calls") and hasattr(value, "text"):
+        parts = [{"type": "text", "content": value.text}] if value.text else []
+        parts += [{"type": "tool_call", "id": c.call_id, "name": c.name, "arguments": c.raw_arguments} for c in value.tool_calls]
+        return _content([{"role": "assistant", "parts": parts}])
+    return _content(str(value))
+
+
+# --- Approvals: the wait for a human -----------------------------------------------------------
+
+
+def trace_context() -> dict:
+    """The current trace context as W3C headers (traceparent, tracestate), to store with an approval
+    requested now; {} when off or outside any trace."""
+    if _tracer is None:
+        return {}
+    from opentelemetry.propagate import inject
+
+    carrier: dict = {}
+    inject(carrier)
+    return carrier
+
+
+def approval_requested(approval) -> None:
+    """Count a requested approval once its transaction commits (a turn rolled back asked nothing)."""
+    if _tracer is None:
+        return
+    attributes = {"hitl.risk": approval.risk, "hitl.approval.kind": approval.kind}
+    transaction.on_commit(lambda: _metrics.requested.add(1, attributes), robust=True)
+
+
+def approvals_decided(approvals) -> None:
+    """Called in the deciding transaction (approvals.services, every decision, expiry and rule):
+    once it commits, each approval's `approval.wait` span and its metrics."""
+    if _tracer is None:
+        return
+    transaction.on_commit(lambda: [_record_decision(approval) for approval in approvals], robust=True)
+
+
+def _record_decision(approval) -> None:
+    """The `approval.wait` span, from requested_at to decided_at, in the trace of the step that asked
+    (its stored context), linked to the trace of whatever decided it (a request, the expiry sweep)."""
+    from opentelemetry import trace
+    from opentelemetry.propagate import extract
+
+    deciding = trace.get_current_span().get_span_context()
+    attributes = {
+        "hitl.approval.id": approval.pk,
+        "hitl.approval.kind": approval.kind,
+        "hitl.risk": approval.risk,
+        "hitl.decision": approval.status,
+        "hitl.decided_via": approval.decided_via or "",
+        "hitl.conversation.id": str(approval.conversation_id),
+    }
+    if approval.rule_id is not None:
+        attributes["hitl.rule_id"] = approval.rule_id
+    if type(approval).tool_call.is_cached(approval):  # never a query for a name
+        attributes["gen_ai.tool.name"] = approval.tool_call.name
+        attributes["gen_ai.tool.call.id"] = approval.tool_call.call_id
+    if _capture:
+        if approval.preview:
+            attributes["hitl.approval.preview"] = _content(approval.preview.get("text", "") if isinstance(approval.preview, dict) else approval.preview)
+        if approval.rejection_reason:
+            attributes["hitl.rejection_reason"] = _content(approval.rejection_reason)
+    span = _tracer.start_span(
+        "approval.wait",
+        context=extract(approval.trace_context or {}),
+        start_time=_nanoseconds(approval.requested_at),
+        links=[trace.Link(deciding)] if deciding.is_valid else None,
+        attributes=attributes,
+    )
+    span.end(end_time=_nanoseconds(approval.decided_at))
+    measured = {key: attributes[key] for key in ("hitl.decision", "hitl.decided_via", "hitl.risk", "hitl.approval.kind")}
+    _metrics.decided.add(1, measured)
+    _metrics.time_to_decision.record(max((approval.decided_at - approval.requested_at).total_seconds(), 0.0), measured)
+
+
+def _nanoseconds(moment) -> int:
+    return int(moment.timestamp() * 1_000_000_000)
+
+
+def resuming(approvals, conversation_id):
+    """Around enqueuing the task that resumes a conversation after its decisions: that task joins
+    the trace of the step that asked (the first stored context among the conversation's approvals)."""
+    if _tracer is None:
+        return OFF
+    stored = next((a.trace_context for a in approvals if a.conversation_id == conversation_id and a.trace_context), None)
+    return _attached(stored) if stored else OFF
+
+
+@contextmanager
+def _attached(carrier: dict):
+    from opentelemetry import context
+    from opentelemetry.propagate import extract
+
+    token = context.attach(extract(carrier))
+    try:
+        yield
+    finally:
+        context.detach(token)
