@@ -17,7 +17,7 @@ def agent_card(agent: Agent, url: str) -> pb.AgentCard:
         supported_interfaces=[
             pb.AgentInterface(url=url, protocol_binding=TransportProtocol.JSONRPC.value, protocol_version=PROTOCOL_VERSION_1_0)
         ],
-        capabilities=pb.AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=pb.AgentCapabilities(streaming=True, push_notifications=True),
         default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain", "application/json"],
         skills=[_skill(agent, spec) for spec in registry.for_agent(agent)],

@@ -11,18 +11,21 @@ from dataclasses import dataclass, field
 from google.protobuf.json_format import MessageToDict
 
 from a2a.types import a2a_pb2 as pb
-from approvals import services, votes
+from approvals import calls, services, votes
 from approvals.models import Approval
 from approvals.permissions import can_decide
 from chat import services as chat_services
 
-APPROVE, DENY = "approve", "deny"
+APPROVE, DENY, EDIT = "approve", "deny", "edit"
 DECISION_TYPES = {"approve": APPROVE, "deny": DENY, "reject": DENY}
+SEED_DECISIONS = {"approved": APPROVE, "denied": DENY, "modified": EDIT}  # seed 004's approval_response
 SHAPES = (
     'A data part holds {"decision_type": "approve"|"deny", "reason"?} (the calls the pause you were sent listed), '
     '{"decisions": [{"id", "decision_type", "shown_hash"?, "reason"?, "confirmation"?}]}, {"approvals": [{"id", '
     '"approved", "shown_hash"?, "rejection_reason"?}]} (tool_approval_response) or {"answers": [{"id", "answer"} | '
-    '{"id", "decline": true, "reason"?}]} (ask_user_response). "shown_hash" is the one the pause lists for the call.'
+    '{"id", "decline": true, "reason"?}]} (ask_user_response), or {"type": "approval_response", "decision": "approved"|'
+    '"denied"|"modified", "modified_input"?, "id"?, "reason"?} (the calls the pause you were sent listed, or the one named). '
+    '"shown_hash" is the one the pause lists for the call.'
 )
 
 
@@ -37,7 +40,7 @@ class Refused(Exception):
 @dataclass
 class Decision:
     approval: Approval
-    verb: str  # approve, deny or answer
+    verb: str  # approve, deny, edit (approve these arguments instead) or answer
     reason: str = ""
     confirmation: str = ""
     value: object = None
@@ -50,6 +53,7 @@ class Outcome:
     decided: int  # decisions and votes that stand
     left_alone: list[Approval]  # pending calls a blanket reply did not decide: its pause never listed them
     voted: list[Approval] = field(default_factory=list)  # approved, but a quorum not reached yet: still pending
+    held: list[Approval] = field(default_factory=list)  # edited, the edit stored for another approver: still pending
 
 
 def apply(*, conversation, user, message: pb.Message, pending: list[Approval], shown: dict[int, str]) -> Outcome:
@@ -71,7 +75,7 @@ def apply(*, conversation, user, message: pb.Message, pending: list[Approval], s
     decisions, left_alone = _read(data, pending, conversation, shown)
     for decision in decisions:
         _check(decision, user)
-    decided, voted = 0, []
+    decided, voted, held = 0, [], []
     for decision in decisions:
         try:
             approval = _decide(decision, user)
@@ -79,12 +83,14 @@ def apply(*, conversation, user, message: pb.Message, pending: list[Approval], s
             raise Refused(_already(exc.approval) + _so_far(decided), _data(exc.approval)) from None
         except services.ArgumentsChanged:
             raise Refused(_changed(decision) + _so_far(decided)) from None
-        except (services.DecisionError, Approval.DoesNotExist) as exc:
+        except (services.DecisionError, calls.InvalidArguments, Approval.DoesNotExist) as exc:
             raise Refused(f"Approval #{decision.approval.pk}: {exc or 'not found.'}" + _so_far(decided)) from None
         decided += 1
         if approval.status == Approval.Status.PENDING and decision.verb == APPROVE:
             voted.append(approval)
-    return Outcome(decided, left_alone, voted)
+        elif approval.status == Approval.Status.PENDING and decision.verb == EDIT:
+            held.append(approval)
+    return Outcome(decided, left_alone, voted, held)
 
 
 def notice(outcome: Outcome) -> str:
@@ -95,7 +101,12 @@ def notice(outcome: Outcome) -> str:
         f"It is still pending: {approval.quorum - len(votes.counted(approval))} more must approve it."
         for approval in outcome.voted
     ]
-    return "\n".join(counted + [left_alone_notice(outcome.left_alone)]).strip()
+    stored = [
+        f"Your edit of #{approval.pk} {approval.tool_call.name} is stored: it makes the call stricter, so it still waits "
+        "for an approver's decision."
+        for approval in outcome.held
+    ]
+    return "\n".join(counted + stored + [left_alone_notice(outcome.left_alone)]).strip()
 
 
 def left_alone_notice(left_alone: list[Approval]) -> str:
@@ -139,7 +150,9 @@ def _read(data: list, pending: list[Approval], conversation, shown: dict[int, st
         item = _unwrap(item)
         if not isinstance(item, dict):
             raise Refused("A data part must be a JSON object. " + SHAPES)
-        if "decision_type" in item:
+        if item.get("type") == "approval_response" or isinstance(item.get("decision"), str):
+            _read_seed_response(item, pending, shown, add, left_alone)
+        elif "decision_type" in item:
             verb = _verb(item["decision_type"])
             for approval in pending:
                 if approval.pk not in shown:  # pending since the pause this answers: left alone
@@ -178,6 +191,43 @@ def _read(data: list, pending: list[Approval], conversation, shown: dict[int, st
     return list(seen.values()), left_alone
 
 
+def _read_seed_response(item: dict, pending: list[Approval], shown: dict[int, str], add, left_alone: list) -> None:
+    """Seed 004's `{"type": "approval_response", "decision", "modified_input"?}`: like a blanket
+    decision_type, it decides the calls the pause the client was sent listed (a question is declined
+    by "denied", left alone by "approved"); with "id", the one call it names. "modified" approves
+    `modified_input` in place of one tool call's arguments (an edit, checked as every edit is)."""
+    verb = SEED_DECISIONS.get(item.get("decision")) if isinstance(item.get("decision"), str) else None
+    if verb is None:
+        raise Refused('"decision" is "approved", "denied" or "modified".')
+    edited = item.get("modified_input")
+    if verb == EDIT and not isinstance(edited, dict):
+        raise Refused('"modified" needs "modified_input": the tool call\'s arguments as a JSON object.')
+    if verb != EDIT and "modified_input" in item:
+        raise Refused('"modified_input" goes with "decision": "modified" only.')
+    fields = {"reason": _text(item.get("reason")), "confirmation": _text(item.get("confirmation"))}
+    if "id" in item:
+        approval_id = _id(item["id"])
+        shown_hash = _hash(item) or shown.get(approval_id, "")
+        targets = [(approval_id, shown_hash)]
+    else:
+        for approval in pending:
+            if approval.pk not in shown:
+                left_alone.append(approval)
+        targets = [(approval.pk, shown[approval.pk]) for approval in pending if approval.pk in shown]
+    kinds = {approval.pk: approval.kind for approval in pending}
+    if verb == EDIT:
+        actions = [target for target in targets if kinds.get(target[0]) != Approval.Kind.QUESTION]
+        if len(actions) != 1:
+            raise Refused('"modified" changes one tool call: name it with "id" (the pause lists several, or none).')
+        targets = actions
+    for approval_id, shown_hash in targets:
+        if kinds.get(approval_id) == Approval.Kind.QUESTION and "id" not in item:
+            if verb == DENY:
+                add(approval_id, "answer", decline=True, reason=fields["reason"], shown_hash=shown_hash)
+            continue  # a question is answered, not approved
+        add(approval_id, verb, value=edited if verb == EDIT else None, shown_hash=shown_hash, **fields)
+
+
 def _check(decision: Decision, user) -> None:
     """Refuse, before anything is decided, what the decision service would refuse."""
     approval = decision.approval
@@ -185,21 +235,21 @@ def _check(decision: Decision, user) -> None:
     is_question = approval.kind == Approval.Kind.QUESTION
     if decision.verb == "answer" and not is_question:
         raise Refused(f"{label} is a tool call, not a question: approve or deny it.")
-    if decision.verb == APPROVE and is_question:
+    if decision.verb in (APPROVE, EDIT) and is_question:
         raise Refused(f'{label} is a question: answer it with {{"answers": [{{"id": {approval.pk}, "answer": …}}]}}.')
-    if not can_decide(user, approval, approve=decision.verb == APPROVE or (decision.verb == "answer" and not decision.decline)):
+    if decision.verb == EDIT and approval.kind != Approval.Kind.ACTION:
+        raise Refused(f"{label} is a plan: approve or deny it; only a tool call's arguments are modified.")
+    approving = decision.verb in (APPROVE, EDIT) or (decision.verb == "answer" and not decision.decline)
+    if not can_decide(user, approval, approve=approving):
         if approval.route_id is not None:
             raise Refused(f"{label} is routed: only members of its approver groups decide it, never its requester.")
         raise Refused(f"{label} needs an approver other than the requester (four eyes).")
-    if decision.verb == APPROVE and services.needs_step_up(approval):
+    if decision.verb in (APPROVE, EDIT) and services.needs_step_up(approval):
         raise Refused(f"{label}: {services.STEP_UP} Nothing was decided; you may still deny it.")
     if decision.verb == APPROVE and approval.confirmation_required and decision.confirmation.strip() != approval.confirmation_hint:
         raise Refused(f'{label} is critical: approve it with "confirmation": "{approval.confirmation_hint}".')
     try:
-        services.check_decidable(
-            approval.pk, user, approve=decision.verb == APPROVE or (decision.verb == "answer" and not decision.decline),
-            shown_hash=decision.shown_hash,
-        )
+        services.check_decidable(approval.pk, user, approve=approving, shown_hash=decision.shown_hash)
     except services.ArgumentsChanged:
         raise Refused(_changed(decision) + " Nothing was decided.") from None
     except services.AlreadyDecided as exc:
@@ -214,6 +264,11 @@ def _decide(decision: Decision, user) -> Approval:
         return services.answer(
             approval.pk, user=user, via=via, shown_hash=decision.shown_hash,
             value=decision.value, decline=decision.decline, reason=decision.reason,
+        )
+    if decision.verb == EDIT:
+        return services.approve_edited(
+            approval.pk, user=user, arguments=decision.value, via=via, shown_hash=decision.shown_hash,
+            confirmation=decision.confirmation,
         )
     return services.decide(
             approval.pk, user=user, approve=decision.verb == APPROVE, via=via, shown_hash=decision.shown_hash,

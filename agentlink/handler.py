@@ -30,7 +30,6 @@ from a2a.utils.errors import (
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -40,7 +39,7 @@ from chat import services as chat_services
 from chat.quotas import QuotaExceeded
 from hitl.live import Listening, conversation_group
 
-from . import decisions, runs
+from . import decisions, push, runs
 from .pool import database
 
 logger = logging.getLogger(__name__)
@@ -93,6 +92,8 @@ def guarded(method):
 class AgentHandler(RequestHandler):
     """One handler for every agent: the agent and the user come with each call's context."""
 
+    configs = push.ConfigStore()  # push notification configs, each its owner's (agentlink.push)
+
     @guarded
     @validate_request_params
     async def on_message_send(self, params: pb.SendMessageRequest, context: ServerCallContext) -> pb.Task:
@@ -139,17 +140,37 @@ class AgentHandler(RequestHandler):
         await database(_cancel)(task, context.state["hitl_user"])
         return await self._snapshot(task)
 
-    async def on_create_task_push_notification_config(self, params, context):
-        raise PushNotificationNotSupportedError
+    @guarded
+    @validate_request_params
+    async def on_create_task_push_notification_config(
+        self, params: pb.TaskPushNotificationConfig, context: ServerCallContext
+    ) -> pb.TaskPushNotificationConfig:
+        return await self.configs.set_info(params.task_id, params, context)
 
-    async def on_get_task_push_notification_config(self, params, context):
-        raise PushNotificationNotSupportedError
+    @guarded
+    @validate_request_params
+    async def on_get_task_push_notification_config(
+        self, params: pb.GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> pb.TaskPushNotificationConfig:
+        wanted = params.id or params.task_id
+        for config in await self.configs.get_info(params.task_id, context):
+            if config.id == wanted:
+                return config
+        raise TaskNotFoundError(message="Push notification config not found.")
 
-    async def on_list_task_push_notification_configs(self, params, context):
-        raise PushNotificationNotSupportedError
+    @guarded
+    @validate_request_params
+    async def on_list_task_push_notification_configs(
+        self, params: pb.ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> pb.ListTaskPushNotificationConfigsResponse:
+        return pb.ListTaskPushNotificationConfigsResponse(configs=await self.configs.get_info(params.task_id, context))
 
-    async def on_delete_task_push_notification_config(self, params, context):
-        raise PushNotificationNotSupportedError
+    @guarded
+    @validate_request_params
+    async def on_delete_task_push_notification_config(
+        self, params: pb.DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        await self.configs.delete_info(params.task_id, context, params.id)
 
     async def on_get_extended_agent_card(self, params, context):
         raise UnsupportedOperationError(message="This agent has no extended card: its card is the whole of it.")
@@ -166,17 +187,23 @@ class AgentHandler(RequestHandler):
         (the calls it left alone), if any."""
         user, agent = context.state["hitl_user"], context.state["hitl_agent"]
         message = params.message
+        config = params.configuration.task_push_notification_config if params.configuration.HasField("task_push_notification_config") else None
+        if config is not None:  # refused before anything is started or decided
+            await database(push.checked_config)(agent, message.task_id or "new", config)
         if message.task_id:
             task = await self._task(message.task_id, context)
             if message.context_id and message.context_id != str(task.conversation_id):
                 raise InvalidParamsError(message="That task belongs to another contextId.")
-            return task, await database(_continue)(task, user, message)
-        try:
-            task = await database(_start)(user, agent, message)
-            task.client = context.state.get("hitl_client", "")
-            return task, ""
-        except runs.Busy as exc:
-            raise InvalidRequestError(message=str(exc)) from None
+            notice = await database(_continue)(task, user, message)
+        else:
+            try:
+                task = await database(_start)(user, agent, message)
+            except runs.Busy as exc:
+                raise InvalidRequestError(message=str(exc)) from None
+            task.client, notice = context.state.get("hitl_client", ""), ""
+        if config is not None:
+            await self.configs.set_info(str(task.pk), config, context)
+        return task, notice
 
     async def _snapshot(self, task: runs.Task, *, history_length: int | None = None) -> pb.Task:
         return await database(_snapshot)(task, history_length)
@@ -187,7 +214,7 @@ class AgentHandler(RequestHandler):
             seen = None
             while True:
                 proto = await self._snapshot(task, history_length=0)
-                key = (proto.status.state, proto.status.message.SerializeToString())
+                key = (proto.status.state, proto.status.message.SerializeToString(), tuple(a.artifact_id for a in proto.artifacts))
                 if key != seen:
                     seen = key
                     yield proto
@@ -196,21 +223,26 @@ class AgentHandler(RequestHandler):
                 await listening.wait(min(RECHECK_SECONDS, deadline - time.monotonic()))
 
     async def _events(self, task: runs.Task) -> AsyncGenerator:
-        """A stream: the task, then a status update at each change, the answer as an artifact, and
-        the end once the task waits for a human or is over."""
+        """A stream: the task, then each tool call and result as it appears and the answer as
+        artifacts, a status update at each change (a pause's marked with its interrupt_type, as
+        kagent reads it), and the end once the task waits for a human or is over."""
         deadline = time.monotonic() + settings.HITL_A2A_STREAM_SECONDS
-        first = True
+        sent_artifacts, last_status = None, None
         async for proto in self._follow(task, deadline=deadline):
-            if first:
-                first = False
+            status = (proto.status.state, proto.status.message.SerializeToString())
+            if sent_artifacts is None:
+                sent_artifacts, last_status = {artifact.artifact_id for artifact in proto.artifacts}, status
                 yield proto
                 continue
-            if proto.status.state == State.TASK_STATE_COMPLETED:
-                for artifact in proto.artifacts:
+            for artifact in proto.artifacts:
+                if artifact.artifact_id not in sent_artifacts:
+                    sent_artifacts.add(artifact.artifact_id)
                     yield pb.TaskArtifactUpdateEvent(
                         task_id=proto.id, context_id=proto.context_id, artifact=artifact, last_chunk=True
                     )
-            yield pb.TaskStatusUpdateEvent(task_id=proto.id, context_id=proto.context_id, status=proto.status)
+            if status != last_status:
+                last_status = status
+                yield pb.TaskStatusUpdateEvent(task_id=proto.id, context_id=proto.context_id, status=proto.status, metadata=proto.metadata)
 
 
 def _with_notice(proto: pb.Task, notice: str) -> pb.Task:

@@ -15,7 +15,7 @@ from a2a.types import a2a_pb2 as pb
 from approvals.models import Approval
 from chat import services as chat_services
 from chat.loop import STOPPED_BY
-from chat.models import Agent, Conversation, Message
+from chat.models import Agent, Conversation, Message, ToolCall
 
 from .models import Task
 
@@ -27,6 +27,11 @@ FINAL_STATES = {
     Task.FinalState.CANCELED: State.TASK_STATE_CANCELED,
 }
 INTERRUPT_TYPE = "tool_approval"
+# How kagent's UI (and upstream ADK) tells a tool call's data part from its result's: it reads
+# `adk_type`, then `kagent_type`, in the part's metadata.
+FUNCTION_CALL, FUNCTION_RESPONSE = "function_call", "function_response"
+PART_TYPE_KEYS = ("kagent_type", "adk_type")
+SEED_OPTIONS = ["approve", "deny", "modify"]  # seed 004's approval_request; "modify" only for a tool call's arguments
 
 
 class Busy(Exception):
@@ -212,6 +217,9 @@ def as_proto(task: Task, reading: Reading, *, history_length: int | None = None)
     if reading.text or reading.data:
         status.message.CopyFrom(status_message(task, reading))
     proto = pb.Task(id=str(task.pk), context_id=str(conversation.pk), status=status)
+    if reading.state == State.TASK_STATE_INPUT_REQUIRED and reading.data:
+        proto.metadata.CopyFrom(interrupt_metadata())
+    proto.artifacts.extend(tool_artifacts(task))
     if reading.state == State.TASK_STATE_COMPLETED and reading.answer:
         proto.artifacts.append(answer_artifact(task, reading.answer))
     if history_length is None or history_length > 0:
@@ -231,12 +239,46 @@ def status_message(task: Task, reading: Reading) -> pb.Message:
     for data in reading.data or []:
         message.parts.append(pb.Part(data=_value(data), media_type="application/json", metadata=_struct({"type": data["type"]})))
     if reading.data:
-        message.metadata.CopyFrom(_struct({"interrupt_type": INTERRUPT_TYPE}))
+        message.metadata.CopyFrom(interrupt_metadata())
     return message
+
+
+def interrupt_metadata() -> Struct:
+    """What marks a pause, on its status message, its task and its status-update event alike (kagent
+    reads the event's)."""
+    return _struct({"interrupt_type": INTERRUPT_TYPE})
 
 
 def answer_artifact(task: Task, answer: str) -> pb.Artifact:
     return pb.Artifact(artifact_id=f"{task.pk}-answer", name="answer", parts=[pb.Part(text=answer)])
+
+
+def tool_artifacts(task: Task) -> list[pb.Artifact]:
+    """The turn's tool calls that ran or were settled, and their results, as kagent sends them: a
+    data part `{"id", "name", "args"}` typed function_call, then, once the call has its result, a
+    part `{"id", "name", "response": {"result", "isError"}}` typed function_response, each in an
+    artifact of its own (a stream sends each once, as it appears). A call still waiting for a human
+    is in the pause instead."""
+    calls = ToolCall.objects.filter(message__in=_turn(task)).order_by("message__position", "position", "pk")
+    artifacts = []
+    for call in calls.only("pk", "call_id", "name", "arguments", "status", "result", "error", "started_at"):
+        finished = call.status in ToolCall.FINISHED
+        if not (finished or call.started_at):
+            continue
+        artifacts.append(pb.Artifact(artifact_id=f"{task.pk}-call-{call.pk}", name="tool_call", parts=[
+            _typed_part({"id": call.call_id, "name": call.name, "args": call.arguments}, FUNCTION_CALL)
+        ]))
+        if finished:
+            failed = call.status != ToolCall.Status.SUCCEEDED or bool(call.error)
+            response = {"result": call.result or call.error, "isError": failed}
+            artifacts.append(pb.Artifact(artifact_id=f"{task.pk}-result-{call.pk}", name="tool_result", parts=[
+                _typed_part({"id": call.call_id, "name": call.name, "response": response}, FUNCTION_RESPONSE)
+            ]))
+    return artifacts
+
+
+def _typed_part(data: dict, kind: str) -> pb.Part:
+    return pb.Part(data=_value(data), media_type="application/json", metadata=_struct(dict.fromkeys(PART_TYPE_KEYS, kind)))
 
 
 def history(task: Task, *, limit: int | None = None) -> list[pb.Message]:
@@ -257,7 +299,8 @@ def history(task: Task, *, limit: int | None = None) -> list[pb.Message]:
 
 def pause_parts(pending: list[Approval]) -> list[dict]:
     """The pending calls in the shapes A2A clients read: the seed documents' `action_requests`,
-    kagent's `tool_approval_request`, and questions as `ask_user_request`. Every `id` is the
+    kagent's `tool_approval_request`, seed 004's `approval_request` (one per call, answered with an
+    `approval_response`), and questions as `ask_user_request`. Every `id` is the
     approval's id, which a decision names; every `shown_hash` the version shown, which a decision
     by id sends back (required to approve a call edited since it was requested)."""
     actions = [approval for approval in pending if approval.kind != Approval.Kind.QUESTION]
@@ -274,6 +317,7 @@ def pause_parts(pending: list[Approval]) -> list[dict]:
                 for approval, request in zip(actions, requests)
             ],
         })
+        parts.extend(_seed_request(approval, request) for approval, request in zip(actions, requests))
     if questions:
         parts.append({"type": "ask_user_request", "questions": [
             {"id": approval.pk} | approval.question | {"shown_hash": approval.shown_hash} for approval in questions
@@ -300,6 +344,16 @@ def _action_request(approval: Approval) -> dict:
     if approval.preview:
         request["preview"] = approval.preview
     return request
+
+
+def _seed_request(approval: Approval, request: dict) -> dict:
+    """Seed 004's shape: `action` the tool, `message` what the human reads, `input` the arguments
+    that a "modified" response replaces (`modified_input`)."""
+    options = SEED_OPTIONS if approval.kind == Approval.Kind.ACTION else [option for option in SEED_OPTIONS if option != "modify"]
+    return {
+        "type": "approval_request", "id": approval.pk, "shown_hash": approval.shown_hash, "action": request["name"],
+        "message": f"{request['name']} ({approval.risk} risk): {approval.reason}", "input": request["args"], "options": options,
+    }
 
 
 def _pause_text(pending: list[Approval]) -> str:

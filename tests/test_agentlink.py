@@ -104,6 +104,11 @@ def snapshot(task: Task) -> pb.Task:
     return runs.as_proto(task, runs.read(task))
 
 
+def answer_of(proto: pb.Task) -> str:
+    """The answer artifact's text (the tool calls and results are artifacts of their own)."""
+    return "".join(part.text for artifact in proto.artifacts if artifact.name == "answer" for part in artifact.parts)
+
+
 # --- decisions.apply: refusals decide nothing ------------------------------------------------------
 
 
@@ -337,7 +342,7 @@ def test_per_id_decisions_store_the_rejection_reason(alice, agent):
     assert (drop.status, drop.decided_via) == ("approved", "a2a")
     proto = snapshot(task)
     assert proto.status.state == State.TASK_STATE_COMPLETED
-    assert "keep a.txt, it has the notes" in proto.artifacts[0].parts[0].text
+    assert "keep a.txt, it has the notes" in answer_of(proto)
 
 
 def test_kagents_tool_approval_response_decides_plain_or_in_its_envelope(alice, agent):
@@ -370,7 +375,7 @@ def test_an_invalid_answer_is_refused_by_the_service_and_a_valid_one_is_stored(a
     assert (question.status, question.decided_via, question.decided_by) == ("answered", "a2a", alice)
     assert question.answer == "coffee"
     proto = snapshot(task)
-    assert (proto.status.state, proto.artifacts[0].parts[0].text) == (State.TASK_STATE_COMPLETED, "You answered: coffee.")
+    assert (proto.status.state, answer_of(proto)) == (State.TASK_STATE_COMPLETED, "You answered: coffee.")
 
 
 def test_declining_a_question_stores_the_reason(alice, agent):
@@ -609,8 +614,8 @@ def test_a_completed_task_carries_its_answer_as_an_artifact(alice, agent):
 
     assert reading.state == State.TASK_STATE_COMPLETED and reading.pending is None
     assert proto.status.state == State.TASK_STATE_COMPLETED
-    [artifact] = proto.artifacts
-    assert (artifact.name, artifact.parts[0].text) == ("answer", "I did write a.txt: Wrote 5 bytes to a.txt.")
+    [artifact] = [artifact for artifact in proto.artifacts if artifact.name == "answer"]
+    assert artifact.parts[0].text == "I did write a.txt: Wrote 5 bytes to a.txt."
     assert text_of(proto) == "I did write a.txt: Wrote 5 bytes to a.txt."
     assert [m.role for m in proto.history][0] == pb.Role.ROLE_USER
     assert proto.history[-1].parts[0].text == "I did write a.txt: Wrote 5 bytes to a.txt."
@@ -621,7 +626,7 @@ def test_a_completed_task_carries_its_answer_as_an_artifact(alice, agent):
 def test_a_second_task_in_the_same_context_closes_the_first_with_its_final_state(alice, agent):
     first = a2a_task(alice, agent, "write hello to a.txt")
     send(first, alice, {"decision_type": "approve"})
-    first_answer = snapshot(first).artifacts[0].parts[0].text
+    first_answer = answer_of(snapshot(first))
 
     second = a2a_task(alice, agent, "read a.txt", conversation=first.conversation)
 
@@ -629,7 +634,7 @@ def test_a_second_task_in_the_same_context_closes_the_first_with_its_final_state
     assert first.final_state == Task.FinalState.COMPLETED and second.final_state == ""
     assert second.conversation_id == first.conversation_id and second.position > first.position
     assert runs.read(first).state == State.TASK_STATE_COMPLETED
-    assert snapshot(first).artifacts[0].parts[0].text == first_answer  # its own turn's answer, not the next one's
+    assert answer_of(snapshot(first)) == first_answer  # its own turn's answer, not the next one's
     assert "read a.txt" not in [m.parts[0].text for m in snapshot(first).history]
     assert runs.read(second).state == State.TASK_STATE_COMPLETED
     assert [m.parts[0].text for m in snapshot(second).history][0] == "read a.txt"
@@ -669,7 +674,7 @@ def test_a_task_stopped_in_the_chat_reads_canceled(alice, agent):
     assert reading.state == State.TASK_STATE_CANCELED and reading.text == "Stopped by alice."
     assert statuses(task) == ["cancelled"]
     proto = runs.as_proto(task, reading)
-    assert proto.status.state == State.TASK_STATE_CANCELED and text_of(proto) == "Stopped by alice." and not proto.artifacts
+    assert proto.status.state == State.TASK_STATE_CANCELED and text_of(proto) == "Stopped by alice." and not answer_of(proto)
 
 
 def test_a_completed_task_stays_completed_when_the_next_turn_is_typed_in_the_chat(alice, agent):
@@ -684,7 +689,7 @@ def test_a_completed_task_stays_completed_when_the_next_turn_is_typed_in_the_cha
 
     proto = snapshot(Task.objects.get(pk=task.pk))
     assert proto.status.state == State.TASK_STATE_COMPLETED, "a completed task came back to life"
-    assert proto.artifacts[0].parts[0].text == "I did write a.txt: Wrote 5 bytes to a.txt."
+    assert answer_of(proto) == "I did write a.txt: Wrote 5 bytes to a.txt."
 
 
 def test_only_the_owners_tasks_and_contexts_are_found(alice, mallory, agent):
@@ -864,7 +869,7 @@ def test_send_message_starts_a_task_that_pauses_and_a_decision_completes_it(alic
                             "parts": [{"data": {"decisions": [{"id": approval.pk, "decision_type": "approve"}]}}]}}
     done = rpc(token, "SendMessage", decision)["result"]["task"]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert done["artifacts"][0]["parts"][0]["text"] == "I did write a.txt: Wrote 5 bytes to a.txt."
+    assert done["artifacts"][-1]["parts"][0]["text"] == "I did write a.txt: Wrote 5 bytes to a.txt."
     approval.refresh_from_db()
     assert (approval.status, approval.decided_via) == ("approved", "a2a")
 

@@ -1,0 +1,264 @@
+"""A2A push notifications (A2A §9.5): a client asks for a task's state changes to be POSTed to its
+URL, with its token; we store the config in `agentlink.models.PushConfig` (ConfigStore, the SDK's
+store interface over our rows, each config its owner's) and send with the SDK's own
+BasePushNotificationSender, in a Celery task, never on a request's path or in the loop.
+
+Who notices a change: agentlink.receivers, on the rows' signals (a message stored, an approval
+asked, decided or edited), queues `notify`, which reads the task as a client would, and queues one
+`deliver` per config when its state (or its pause) differs from what this process last sent. A
+turn that fails says so in no row with a signal, so `notify` looks again a little later while the
+task is still working (a few backing-off looks, one chain at a time).
+
+A URL is http(s), and on a public address unless the agent's operator lets it reach private ones
+(the agent's `allow_private_fetch`, web_fetch's switch): checked when it is set and again before
+each delivery, which connects to the very addresses it checked (no second lookup to rebind)."""
+import asyncio
+import hashlib
+import logging
+
+import httpcore
+import httpx
+from celery import shared_task
+from django.core.cache import cache
+from django.db import IntegrityError, transaction
+from google.protobuf.json_format import MessageToDict, MessageToJson, Parse, ParseDict
+
+from a2a.server.context import ServerCallContext
+from a2a.server.tasks.base_push_notification_sender import BasePushNotificationSender
+from a2a.server.tasks.push_notification_config_store import PushNotificationConfigStore
+from a2a.types import a2a_pb2 as pb
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
+from chat import fetching
+from chat.tools import ToolError
+
+from . import runs
+from .models import PushConfig, Task
+from .pool import database
+
+logger = logging.getLogger(__name__)
+
+MAX_CONFIGS_PER_TASK = 10
+MAX_URL, MAX_TOKEN, MAX_ID, MAX_AUTH = 2000, 500, 200, 2000
+RESOLVE_SECONDS = 5.0
+POST_SECONDS = 10.0
+RETRIES = 3  # after the first try, backing off 1, 2, 4 s
+MAX_FOLLOWS = 120  # looks at a working task, backing off to every 30 s: about an hour
+SENT_FOR_SECONDS = 24 * 3600
+
+
+class Refused(Exception):
+    """A push URL we will not POST to, and why."""
+
+
+def check_url(url: str, *, allow_private: bool) -> list[str]:
+    """The addresses to POST `url` to, or Refused: not http(s) with a host, unresolvable, or (unless
+    `allow_private`) any address of it not public, as web_fetch refuses one."""
+    try:
+        parts = httpx.URL(url)
+        host = parts.raw_host.decode("ascii")
+    except (httpx.InvalidURL, UnicodeError, TypeError):
+        raise Refused(f"{url[:200]!r} is not a web address.") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise Refused("A push notification URL is http(s) with a host.")
+    try:
+        addresses = fetching.resolve(host, parts.port or (443 if parts.scheme == "https" else 80), fetching.Deadline(RESOLVE_SECONDS))
+        if not allow_private:
+            fetching.refuse_private(host, addresses)
+    except ToolError as exc:
+        raise Refused(f"{exc} Push notifications go to public addresses unless the agent's operator allows private ones.") from None
+    return addresses
+
+
+# --- The configs: the SDK's store over our rows ------------------------------------------------------
+
+
+def as_proto(row: PushConfig) -> pb.TaskPushNotificationConfig:
+    config = pb.TaskPushNotificationConfig(id=row.config_id, task_id=str(row.task_id), url=row.url, token=row.token)
+    if row.authentication:
+        config.authentication.CopyFrom(ParseDict(row.authentication, pb.AuthenticationInfo(), ignore_unknown_fields=True))
+    return config
+
+
+class ConfigStore(PushNotificationConfigStore):
+    """Push configs in the database, each its owner's: the caller (the call context's user) sets,
+    reads and deletes only its own, on its own tasks; a task it cannot see is not found."""
+
+    async def set_info(self, task_id: str, notification_config: pb.TaskPushNotificationConfig, context: ServerCallContext):
+        return await database(set_config)(context.state["hitl_user"], context.state["hitl_agent"], task_id, notification_config)
+
+    async def get_info(self, task_id: str, context: ServerCallContext) -> list[pb.TaskPushNotificationConfig]:
+        return await database(configs_of)(context.state["hitl_user"], context.state["hitl_agent"], task_id)
+
+    async def get_info_for_dispatch(self, task_id: str) -> list[pb.TaskPushNotificationConfig]:
+        return await database(lambda: [as_proto(row) for row in PushConfig.objects.filter(task_id=runs.parse_id(task_id))])()
+
+    async def delete_info(self, task_id: str, context: ServerCallContext, config_id: str | None = None) -> None:
+        await database(delete_config)(context.state["hitl_user"], context.state["hitl_agent"], task_id, config_id)
+
+
+def _own_task(user, agent, task_id: str) -> Task:
+    task = runs.task_for(user, agent, task_id)
+    if task is None:  # unknown, or another user's: the same answer
+        raise TaskNotFoundError
+    return task
+
+
+def checked_config(agent, task_id: str, config: pb.TaskPushNotificationConfig) -> pb.TaskPushNotificationConfig:
+    """The config as it will be stored (its id defaulted to the task's), or InvalidParamsError."""
+    normalized = pb.TaskPushNotificationConfig()
+    normalized.CopyFrom(config)
+    normalized.task_id, normalized.id = task_id, config.id or task_id
+    auth = MessageToDict(normalized.authentication) if normalized.HasField("authentication") else {}
+    for name, value, limit in (("url", normalized.url, MAX_URL), ("token", normalized.token, MAX_TOKEN),
+                               ("id", normalized.id, MAX_ID), ("authentication", str(auth), MAX_AUTH)):
+        if len(value) > limit:
+            raise InvalidParamsError(message=f"A push notification config's {name} is at most {limit} characters.")
+    if not normalized.url:
+        raise InvalidParamsError(message="A push notification config needs a url.")
+    try:
+        check_url(normalized.url, allow_private=agent.allow_private_fetch)
+    except Refused as exc:
+        raise InvalidParamsError(message=f"Push notification URL refused: {exc}") from None
+    return normalized
+
+
+def set_config(user, agent, task_id: str, config: pb.TaskPushNotificationConfig) -> pb.TaskPushNotificationConfig:
+    """Store (or replace, by id) a config on the caller's own task."""
+    task = _own_task(user, agent, task_id)
+    config = checked_config(agent, str(task.pk), config)
+    fields = {"owner": user, "url": config.url, "token": config.token,
+              "authentication": MessageToDict(config.authentication) if config.HasField("authentication") else {}}
+    try:
+        with transaction.atomic():
+            row, created = PushConfig.objects.update_or_create(task=task, config_id=config.id, defaults=fields)
+            if created and PushConfig.objects.filter(task=task).count() > MAX_CONFIGS_PER_TASK:
+                raise InvalidParamsError(message=f"A task has at most {MAX_CONFIGS_PER_TASK} push notification configs: delete one first.")
+    except IntegrityError:  # two clients setting one id at once: the first stands
+        raise InvalidParamsError(message="That push notification config was set meanwhile: read it again.") from None
+    transaction.on_commit(lambda: notify.delay(str(task.pk), force=True), robust=True)
+    return as_proto(row)
+
+
+def configs_of(user, agent, task_id: str) -> list[pb.TaskPushNotificationConfig]:
+    task = _own_task(user, agent, task_id)
+    return [as_proto(row) for row in PushConfig.objects.filter(task=task, owner=user)]
+
+
+def delete_config(user, agent, task_id: str, config_id: str | None) -> None:
+    task = _own_task(user, agent, task_id)
+    PushConfig.objects.filter(task=task, owner=user, config_id=config_id or str(task.pk)).delete()
+
+
+# --- Sending: a task's state, when it changed, to every config's URL ---------------------------------
+
+
+@shared_task(ignore_result=True)
+def notify(task_id: str, *, follow: int = 0, force: bool = False) -> None:
+    """Send the task to each of its configs if its state or pause changed since this process last
+    sent it (`force`: a config just set hears the state as it is)."""
+    task = Task.objects.select_related("conversation").filter(pk=task_id).first()
+    if task is None or not task.push_configs.exists():
+        return
+    reading = runs.read(task)
+    proto = runs.as_proto(task, reading, history_length=0)
+    sent_key = f"agentlink.push.sent:{task_id}"
+    digest = hashlib.sha256(bytes([reading.state]) + proto.status.message.SerializeToString(deterministic=True)).hexdigest()
+    if force or cache.get(sent_key) != digest:
+        cache.set(sent_key, digest, SENT_FOR_SECONDS)
+        payload = MessageToJson(proto)
+        for config_pk in task.push_configs.values_list("pk", flat=True):
+            deliver.delay(config_pk, payload)
+    _follow_later(task_id, follow, moving=reading.state in (runs.State.TASK_STATE_SUBMITTED, runs.State.TASK_STATE_WORKING))
+
+
+def _follow_later(task_id: str, follow: int, *, moving: bool) -> None:
+    """Look again later at a working task (a failure has no signal to tell us): one chain of looks
+    per task in this process. Eager Celery (the unit tests) runs no chain: it would never wait."""
+    key = f"agentlink.push.follow:{task_id}"
+    if not moving or follow >= MAX_FOLLOWS or notify.app.conf.task_always_eager:
+        if follow:
+            cache.delete(key)
+        return
+    delay = min(2 ** follow, 30)
+    if follow == 0 and not cache.add(key, True, delay + 60):
+        return  # a chain is on it
+    cache.set(key, True, delay + 60)
+    notify.apply_async((task_id,), {"follow": follow + 1}, countdown=delay)
+
+
+@shared_task(bind=True, ignore_result=True, acks_late=True)
+def deliver(self, config_pk: int, payload: str) -> None:
+    """POST the task to one config's URL, with its token, through the SDK's sender; retried a few
+    times, backing off, while the client's server fails. A config deleted meanwhile, or a URL now
+    refused, gets nothing."""
+    row = PushConfig.objects.select_related("task__conversation__agent").filter(pk=config_pk).first()
+    if row is None:
+        return
+    try:
+        addresses = check_url(row.url, allow_private=row.task.conversation.agent.allow_private_fetch)
+    except Refused as exc:
+        logger.warning("a2a push to config %s not sent: %s", config_pk, exc)
+        return
+    proto = Parse(payload, pb.Task())
+    if not asyncio.run(_post(as_proto(row), proto, addresses)):
+        raise self.retry(countdown=2 ** self.request.retries, max_retries=RETRIES)
+
+
+class _OneConfig(PushNotificationConfigStore):
+    """The sender's store for one delivery: the one config it sends to (read from our rows already)."""
+
+    def __init__(self, config: pb.TaskPushNotificationConfig):
+        self.config = config
+
+    async def set_info(self, task_id, notification_config, context):
+        raise NotImplementedError
+
+    async def get_info(self, task_id, context):
+        return [self.config]
+
+    async def get_info_for_dispatch(self, task_id):
+        return [self.config]
+
+    async def delete_info(self, task_id, context, config_id=None):
+        raise NotImplementedError
+
+
+async def _post(config: pb.TaskPushNotificationConfig, proto: pb.Task, addresses: list[str]) -> bool:
+    """Whether the client's server took it (a 2xx). The SDK's sender logs and swallows failures, so
+    the answer is read from the response itself."""
+    answers: list[bool] = []
+
+    async def record(response: httpx.Response) -> None:
+        answers.append(response.is_success)
+
+    transport = httpx.AsyncHTTPTransport()
+    # As chat.fetching does for web_fetch: the pool connects to the checked addresses only.
+    transport._pool = httpcore.AsyncConnectionPool(ssl_context=httpx.create_ssl_context(), network_backend=_PinnedBackend(addresses))
+    async with httpx.AsyncClient(transport=transport, timeout=POST_SECONDS, follow_redirects=False, trust_env=False,
+                                 event_hooks={"response": [record]}) as client:
+        await BasePushNotificationSender(client, _OneConfig(config)).send_notification(proto.id, proto)
+    return answers == [True]
+
+
+class _PinnedBackend(httpcore.AsyncNetworkBackend):
+    """Connects to the addresses that were checked, whatever host httpcore names (TLS still checks
+    the URL's host)."""
+
+    def __init__(self, addresses: list[str]):
+        self._addresses = addresses
+        self._backend = httpcore.AnyIOBackend()
+
+    async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        failure: Exception = httpcore.ConnectError(f"no address for {host}")
+        for address in self._addresses:
+            try:
+                return await self._backend.connect_tcp(address, port, timeout, local_address, socket_options)
+            except httpcore.ConnectError as exc:
+                failure = exc
+        raise failure
+
+    async def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        raise httpcore.ConnectError("push notifications do not use unix sockets")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._backend.sleep(seconds)
