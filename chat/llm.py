@@ -17,6 +17,7 @@ from django.conf import settings
 
 from approvals import questions
 
+from hitl import telemetry
 from hitl.inputs import storable
 
 logger = logging.getLogger(__name__)
@@ -33,6 +34,8 @@ class ModelToolCall:
 class ModelTurn:
     text: str
     tool_calls: list[ModelToolCall] = field(default_factory=list)
+    input_tokens: int | None = None  # as the provider reported them, if it did (hitl.telemetry)
+    output_tokens: int | None = None
 
 
 class LLMError(Exception):
@@ -96,7 +99,8 @@ def complete(
     attempts = settings.HITL_LLM_RETRIES + 1
     for attempt in range(1, attempts + 1):
         try:
-            return _stream_turn(litellm, model, messages, tools, api_base, on_delta)
+            with telemetry.model_call(model, not_errors=(Stopped,)) as call:
+                return call.returned(_stream_turn(litellm, model, messages, tools, api_base, on_delta))
         except transient as exc:
             logger.warning("model call failed (attempt %s of %s): %r", attempt, attempts, exc)
             if attempt == attempts:
@@ -115,6 +119,8 @@ def _stream_turn(litellm, model, messages, tools, api_base, on_delta) -> ModelTu
     kwargs = {"tools": tools} if tools else {}
     if api_base:
         kwargs["api_base"] = api_base
+    if telemetry.is_on() and _reports_usage(litellm, model):
+        kwargs["stream_options"] = {"include_usage": True}  # the token counts of the model call's span
     # max_retries=0: the provider SDK would otherwise retry underneath us, tripling the attempts
     # (and the time a hanging provider can hold the conversation).
     response = litellm.completion(
@@ -133,6 +139,15 @@ def _stream_turn(litellm, model, messages, tools, api_base, on_delta) -> ModelTu
 
 
 @functools.cache
+def _reports_usage(litellm, model: str) -> bool:
+    """Whether the provider takes `stream_options` (asked for only then: others refuse it)."""
+    try:
+        return "stream_options" in (litellm.get_supported_openai_params(model=model) or ())
+    except Exception:
+        return False
+
+
+@functools.cache
 def _openai_stream_class() -> type:
     import openai
 
@@ -141,7 +156,10 @@ def _openai_stream_class() -> type:
 
 def _read_litellm_chunks(response, turn: "_TurnBuilder") -> None:
     """Any provider: litellm's wrapper turns its chunks into OpenAI-shaped ones."""
+    counting = telemetry.is_on()  # token counts are read only for telemetry: no cost per chunk otherwise
     for chunk in response:
+        if counting:
+            turn.add_usage(getattr(chunk, "usage", None))
         if not chunk.choices:
             continue
         delta = chunk.choices[0].delta
@@ -172,6 +190,7 @@ def _read_openai_events(response, raw, turn: "_TurnBuilder") -> None:
                 response._handle_stream_fallback_error(exc)
             choices = data.get("choices") if isinstance(data, dict) else None
             if not choices or not isinstance(choices[0], dict):
+                turn.add_usage(data.get("usage") if isinstance(data, dict) else None)
                 continue  # a usage chunk, or one of the provider's own
             delta = choices[0].get("delta") or {}
             turn.add_text(delta.get("content"))
@@ -208,6 +227,14 @@ class _TurnBuilder:
         self.on_delta = on_delta
         self.text_parts: list[str] = []
         self.calls: dict[int, dict] = {}
+        self.usage: tuple[int | None, int | None] = (None, None)
+
+    def add_usage(self, usage) -> None:
+        """A usage chunk's token counts (an object or, read raw, a dict), when the provider sends one."""
+        read = usage.get if isinstance(usage, dict) else lambda name: getattr(usage, name, None)
+        counts = (read("prompt_tokens"), read("completion_tokens")) if usage else (None, None)
+        if all(isinstance(count, int) for count in counts):
+            self.usage = counts
 
     def add_text(self, text) -> None:
         if text and isinstance(text, str):
@@ -233,6 +260,8 @@ class _TurnBuilder:
                 )
                 for i, c in sorted(self.calls.items())
             ],
+            input_tokens=self.usage[0],
+            output_tokens=self.usage[1],
         )
 
 
