@@ -19,7 +19,7 @@ from django.utils import timezone
 from approvals import pauses, routing, rules
 from approvals.models import Approval
 from approvals.services import request_approval
-from hitl import live
+from hitl import live, telemetry
 from hitl.db import release_connection
 
 from . import fragments, freshness
@@ -53,8 +53,9 @@ def advance(conversation_id, *, token: str = "") -> None:
         logger.info("conversation %s is not running or another task is advancing it", conversation_id)
         return
     try:
-        while _step(conversation_id, token):
-            _renew_lease(conversation_id, token)
+        with telemetry.agent_invocation(conversation_id):
+            while _step(conversation_id, token):
+                _renew_lease(conversation_id, token)
     except Exception as exc:
         logger.exception("advancing conversation %s failed", conversation_id)
         conversation = Conversation.objects.get(pk=conversation_id)
@@ -85,6 +86,7 @@ def _step(conversation_id, token: str) -> bool:
     """Do the next thing; True when there is more to do right away. The conversation's state is
     read once: its row, then its messages and the open turn's calls (History)."""
     conversation = Conversation.objects.select_related("agent").get(pk=conversation_id)
+    telemetry.name_agent(conversation.agent.name, conversation.agent.slug)
     if conversation.advancing_token != token:
         return False  # the lease was taken over after it expired: the new holder goes on
     history = History(conversation)
@@ -277,7 +279,8 @@ def _invoke(call: ToolCall, conversation: Conversation, work, note: str = "") ->
     question it asks a human (then it waits for input)."""
     release_connection()  # a tool may take seconds (a fetch): its thread holds no connection meanwhile
     try:
-        output = work()
+        with telemetry.tool_execution(call.name, call.call_id, call.arguments, not_errors=(InputRequired,)) as execution:
+            output = execution.returned(work())
     except InputRequired as asked:
         _ask(call, conversation, asked)
     except ToolError as exc:
