@@ -260,13 +260,15 @@ def tool_artifacts(task: Task) -> list[pb.Artifact]:
     artifact of its own (a stream sends each once, as it appears). A call still waiting for a human
     is in the pause instead."""
     calls = ToolCall.objects.filter(message__in=_turn(task)).order_by("message__position", "position", "pk")
+    edits = dict(Approval.objects.filter(tool_call__in=calls, edited_arguments__isnull=False).values_list("tool_call_id", "edited_arguments"))
     artifacts = []
     for call in calls.only("pk", "call_id", "name", "arguments", "status", "result", "error", "started_at"):
         finished = call.status in ToolCall.FINISHED
         if not (finished or call.started_at):
             continue
+        args = edits.get(call.pk, call.arguments)  # what ran: a human's edit in place of the model's arguments
         artifacts.append(pb.Artifact(artifact_id=f"{task.pk}-call-{call.pk}", name="tool_call", parts=[
-            _typed_part({"id": call.call_id, "name": call.name, "args": call.arguments}, FUNCTION_CALL)
+            _typed_part({"id": call.call_id, "name": call.name, "args": args}, FUNCTION_CALL)
         ]))
         if finished:
             failed = call.status != ToolCall.Status.SUCCEEDED or bool(call.error)
