@@ -16,3 +16,9 @@ class AgentLinkConfig(AppConfig):
         from .receivers import on_message_saved
 
         post_save.connect(on_message_saved, sender=Message, dispatch_uid="agentlink.on_message_saved")
+
+        from chat.tools import registry
+
+        from .remote import tools_for_agent
+
+        registry.add_source(tools_for_agent)  # remote A2A agents as tools (<name>__ask)
