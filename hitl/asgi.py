@@ -6,7 +6,10 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from hitl import telemetry
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
+telemetry.setup(web=True)  # if configured; before Django loads its middleware, which the instrumentation adds to
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
@@ -31,7 +34,7 @@ async def http(scope, receive, send):
 
 application = ProtocolTypeRouter(
     {
-        "http": http,
+        "http": telemetry.traced_http(http),  # a server span per request, when OpenTelemetry is on
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
