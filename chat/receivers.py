@@ -1,6 +1,8 @@
 """chat's reaction to decisions, in the worker that announces them (approvals.announcements): resume
 each conversation whose turn is decided, or move the card on (which pushes it) where other calls of
 the turn still wait for a human."""
+from hitl import telemetry
+
 from . import loop, recovery
 from .tasks import advance_conversation
 
@@ -11,7 +13,8 @@ def on_approvals_decided(sender, approvals, **kwargs) -> None:
         # One task per conversation (an approve-all fans out here). The worker applies the decisions
         # as its first step and pushes the cards then. Applying them here too would only race the
         # worker for the database's write lock.
-        advance_conversation.delay(str(conversation_id))
+        with telemetry.resuming(approvals, conversation_id):  # the resumed run joins the trace of the step that asked
+            advance_conversation.delay(str(conversation_id))
     for approval in approvals:
         if approval.conversation_id not in resumed:
             # Other calls still wait: the bar counts what is left to decide ("approve all 2" → "yes").

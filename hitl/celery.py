@@ -3,8 +3,10 @@ import gc
 import os
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_process_init
 from django.db import transaction
+
+from hitl import telemetry
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
 
@@ -29,6 +31,20 @@ def push_through_one_loop(**kwargs) -> None:
     from hitl import live
 
     live.use_own_loop()
+
+
+@worker_process_init.connect
+def trace_a_pool_process(**kwargs) -> None:
+    """OpenTelemetry (hitl.telemetry, if configured) in each prefork child, after the fork, as the
+    Celery instrumentation asks: the exporters' threads would not survive it."""
+    telemetry.setup()
+
+
+@worker_init.connect
+def trace_a_pool_without_children(sender, **kwargs) -> None:
+    """A threads (or solo) pool runs tasks in the worker's own process: OpenTelemetry there."""
+    if "prefork" not in str(getattr(sender, "pool_cls", "prefork")):
+        telemetry.setup()
 
 
 def enqueue_on_commit(task, *args) -> None:
