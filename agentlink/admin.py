@@ -1,8 +1,14 @@
 """A2A tasks, for auditors: which turns of which conversations an A2A client started. Read-only:
-their state is the conversation's, and their decisions are in Approvals (decided via a2a)."""
-from django.contrib import admin
+their state is the conversation's, and their decisions are in Approvals (decided via a2a). And the
+remote A2A agents our agents call as tools (agentlink.remote), managed here only."""
+from django import forms
+from django.contrib import admin, messages
+from django.utils.html import format_html
 
-from .models import Task
+from chat.tools import ToolError
+
+from . import remote
+from .models import RemoteAgent, Task
 
 
 @admin.register(Task)
@@ -24,3 +30,86 @@ class TaskAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+class RemoteAgentForm(forms.ModelForm):
+    """The token is written, never shown back: left blank, the stored one is kept."""
+
+    token = forms.CharField(
+        required=False, max_length=500, strip=True, widget=forms.PasswordInput(render_value=False),
+        help_text="An API token the remote issued us (sent as Authorization: Bearer …). Leave blank to keep the stored one.",
+    )
+    card_url = forms.URLField(max_length=500, assume_scheme="https", help_text=RemoteAgent._meta.get_field("card_url").help_text)
+    clear_token = forms.BooleanField(required=False, help_text="Remove the stored token.")
+
+    class Meta:
+        model = RemoteAgent
+        fields = ["name", "card_url", "token", "clear_token", "timeout_seconds", "enabled", "agents"]
+
+    def clean_token(self) -> str:
+        token = self.cleaned_data.get("token", "")
+        if not token and self.instance.pk and not self.data.get("clear_token"):
+            return self.instance.token
+        return token
+
+    def save(self, commit=True):
+        if self.cleaned_data.get("clear_token"):
+            self.instance.token = ""
+        return super().save(commit)
+
+
+@admin.register(RemoteAgent)
+class RemoteAgentAdmin(admin.ModelAdmin):
+    """Another A2A agent, called as a tool: saving reads its card (its name and skills, which name
+    its calls here); the token is shown masked."""
+
+    form = RemoteAgentForm
+    list_display = ["name", "card_url", "masked_token", "timeout_seconds", "enabled", "linked", "refreshed_at", "refresh_error"]
+    readonly_fields = ["masked_token", "tool", "card_summary", "refreshed_at", "refresh_error"]
+    filter_horizontal = ["agents"]
+    actions = ["refresh_cards"]
+
+    @admin.display(description="token")
+    def masked_token(self, remote: RemoteAgent) -> str:
+        return mask(remote.token)
+
+    @admin.display(description="the model calls")
+    def tool(self, remote: RemoteAgent) -> str:
+        return remote.tool_name if remote.name else "-"
+
+    @admin.display(description="linked agents")
+    def linked(self, remote: RemoteAgent) -> str:
+        return ", ".join(agent.slug for agent in remote.agents.all()) or "-"
+
+    @admin.display(description="card as last read")
+    def card_summary(self, remote: RemoteAgent) -> str:
+        card = remote.card or {}
+        if not card:
+            return "(not read yet: save, or use the action “Read the cards again”)"
+        skills = ", ".join(str(skill.get("id") or skill.get("name")) for skill in card.get("skills") or [] if isinstance(skill, dict))
+        return format_html("{}: {}<br>Its calls: {}", card.get("name", ""), card.get("description", ""), skills or "none listed")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("agents")
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        self._refresh(request, form.instance)
+
+    @admin.action(description="Read the cards again")
+    def refresh_cards(self, request, queryset):
+        for found in queryset:
+            self._refresh(request, found)
+
+    def _refresh(self, request, found: RemoteAgent) -> None:
+        try:
+            card = remote.refresh(found)
+        except ToolError as exc:
+            self.message_user(request, f"{found.name}: {exc}", messages.WARNING)
+        else:
+            self.message_user(request, f"{found.name}: its card reads “{card.get('name', '')}”, {len(card.get('skills') or [])} calls.", messages.SUCCESS)
+
+
+def mask(token: str) -> str:
+    """A stored token as the admin shows it: its last four characters."""
+    return f"••••{token[-4:]}" if len(token) > 8 else ("••••" if token else "-")

@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from chat.models import Conversation
+from toolservers.models import ToolServer
 
 REMOTE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_)){0,29}$")  # no "__": it separates the name and the tool
 REMOTE_SEPARATOR = "__"
@@ -105,8 +106,7 @@ class RemoteAgent(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from toolservers.models import ToolServer  # a tool server of that name would share its tools' prefix
-
+        # A tool server of that name would share its tools' prefix.
         if ToolServer.objects.filter(name__iexact=self.name).exists():
             raise ValidationError({"name": f"A tool server is named {self.name}: its tools are {self.name}__<tool> already."})
         if self.timeout_seconds is not None and not 1 <= self.timeout_seconds <= 3600:

@@ -10,16 +10,18 @@ import json
 import httpx
 import pytest
 from django.contrib.auth.models import User
+from django.urls import reverse
 
 from agentlink import remote as remote_module
 from agentlink.app import application
 from agentlink.models import RemoteAgent, Task
+from approvals import rulemaking
 from approvals.models import Approval
-from approvals.services import decide
+from approvals.services import DecisionError, approve_edited, decide
 from chat import services
 from chat.models import Agent, ApiToken, Conversation, ToolCall
-from chat.tools import registry
-from tests.conftest import pending_approvals
+from chat.tools import ToolArgumentsError, registry
+from tests.conftest import client_for, pending_approvals
 
 pytestmark = pytest.mark.django_db(transaction=True)  # real commits: the loop runs on them (eager Celery)
 
@@ -107,3 +109,115 @@ def test_the_remote_call_waiting_there_is_decided_here_and_its_file_written_once
     assert call.status == Status.SUCCEEDED and "I did write notes.txt" in call.result
     assert conversation.status == Conversation.Status.IDLE
     assert "I did run docs__ask" in conversation.messages.last().content
+
+
+def test_a_rejection_here_is_a_denial_there_with_its_reason_and_nothing_is_written(alice, agent, docs, docs_agent, settings):
+    conversation = ask(alice, agent, "write hello to notes.txt")
+    [child] = outer_call(conversation).input_requests.select_related("approval")
+
+    decide(child.approval.pk, user=alice, approve=False, via=Approval.Via.CHAT, shown_hash=child.approval.shown_hash, reason="not today")
+
+    inner = inner_conversation(docs_agent)
+    [inner_approval] = Approval.objects.filter(conversation=inner)
+    call = outer_call(conversation)
+    assert (inner_approval.status, inner_approval.decided_via) == ("rejected", "a2a")
+    assert inner_approval.rejection_reason == "Rejected by alice: not today"
+    assert not sandbox_file(settings, inner, "notes.txt").exists()
+    assert call.status == Status.SUCCEEDED and "I did not write notes.txt" in call.result and "not today" in call.result
+
+
+def test_the_card_says_via_which_remote_agent_and_shows_its_preview_escaped(alice, agent, docs):
+    conversation = ask(alice, agent, "write <script>alert(1)</script> to notes.txt")
+    [child] = outer_call(conversation).input_requests.all()
+
+    html = client_for(alice).get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+
+    assert 'class="via-remote"' in html and "Via <strong>docs</strong>, a remote agent: it runs <code>write_file</code> there" in html
+    assert f'id="tool-call-{child.pk}"' in html and "Via docs (a remote A2A agent): write_file" in html
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_stop_here_cancels_the_remote_task_and_its_pending_call(alice, agent, docs, docs_agent, robot, settings):
+    conversation = ask(alice, agent, "write hello to notes.txt")
+    inner = inner_conversation(docs_agent)
+
+    services.stop_conversation(conversation=conversation, user=alice, via=Approval.Via.CHAT)
+
+    task = Task.objects.get(conversation=inner)
+    [inner_approval] = Approval.objects.filter(conversation=inner)
+    assert task.canceled
+    assert (inner_approval.status, inner_approval.decided_via, inner_approval.decided_by) == ("cancelled", "a2a", robot)
+    assert outer_call(conversation).status == Status.CANCELLED
+    assert not sandbox_file(settings, inner, "notes.txt").exists()
+
+
+def test_our_four_eyes_hold_for_a_remote_call_only_an_approver_may_approve_it(alice, bob, agent, docs, docs_agent, settings):
+    agent.owner_max_risk = "medium"
+    agent.save()
+    conversation = ask(alice, agent, "delete notes.txt")  # the remote's delete_file: high risk
+    [child] = outer_call(conversation).input_requests.select_related("approval")
+    assert child.approval.approver_required and child.approval.risk == "high"
+
+    with pytest.raises(DecisionError):
+        approve(child.approval, alice)
+    approve(child.approval, bob)
+
+    [inner_approval] = Approval.objects.filter(conversation=inner_conversation(docs_agent))
+    assert inner_approval.status == "approved" and inner_approval.decided_via == "a2a"
+    assert outer_call(conversation).status == Status.SUCCEEDED
+
+
+def test_a_critical_remote_call_takes_our_typed_confirmation_and_the_remote_gets_its_own(alice, agent, docs, docs_agent):
+    conversation = ask(alice, agent, "delete all files")
+    [child] = outer_call(conversation).input_requests.select_related("approval")
+    approval = child.approval
+    assert approval.risk == "critical" and approval.confirmation_required
+
+    with pytest.raises(DecisionError):
+        approve(approval, alice)  # no confirmation typed
+    decide(approval.pk, user=alice, approve=True, via=Approval.Via.CHAT, shown_hash=approval.shown_hash, confirmation=approval.confirmation_hint)
+
+    [inner_approval] = Approval.objects.filter(conversation=inner_conversation(docs_agent))
+    assert inner_approval.status == "approved" and inner_approval.decided_via == "a2a"
+    assert outer_call(conversation).status == Status.SUCCEEDED
+
+
+def test_a_deny_rule_here_rejects_the_remote_call_without_asking_and_the_remote_is_told(alice, agent, docs, docs_agent, settings):
+    rulemaking.create(alice, effect="deny", tool="docs__write_file", arguments=None, scope="agent_user", agent=agent.slug)
+
+    conversation = ask(alice, agent, "write hello to notes.txt")
+
+    [child] = outer_call(conversation).input_requests.select_related("approval")
+    [inner_approval] = Approval.objects.filter(conversation=inner_conversation(docs_agent))
+    assert (child.approval.status, child.approval.decided_via) == ("rejected", "rule")
+    assert inner_approval.status == "rejected" and "Denied by rule" in inner_approval.rejection_reason
+    assert not sandbox_file(settings, inner_conversation(docs_agent), "notes.txt").exists()
+    assert outer_call(conversation).status == Status.SUCCEEDED
+
+
+def test_an_edit_here_is_never_run_there_it_is_denied_with_the_edit_and_the_model_told(alice, agent, docs, docs_agent, settings):
+    remote_module.refresh(docs)  # its card's skills: its calls found by name, so an edit is checked
+    conversation = ask(alice, agent, "write hello to notes.txt")
+    [child] = outer_call(conversation).input_requests.select_related("approval")
+
+    approve_edited(child.approval.pk, user=alice, arguments={"path": "other.txt", "content": "hello"}, via=Approval.Via.CHAT,
+                   shown_hash=child.approval.shown_hash)
+
+    inner = inner_conversation(docs_agent)
+    [inner_approval] = Approval.objects.filter(conversation=inner)
+    call = outer_call(conversation)
+    assert inner_approval.status == "rejected" and '"path": "other.txt"' in inner_approval.rejection_reason
+    assert not sandbox_file(settings, inner, "notes.txt").exists() and not sandbox_file(settings, inner, "other.txt").exists()
+    assert "edited call" in call.result and "takes no edits" in call.result
+
+
+def test_only_linked_agents_have_the_remote_tool_and_its_arguments_are_checked(alice, agent, ops_agent, docs):
+    assert "docs__ask" in [spec.name for spec in registry.for_agent(agent)]
+    assert "docs__ask" not in [spec.name for spec in registry.for_agent(ops_agent)]
+    spec = registry.find(agent, "docs__ask")
+    for bad in ({}, {"message": ""}, {"message": 3}, {"message": "hi", "also": 1}, {"message": "x" * 20_001}, []):
+        with pytest.raises(ToolArgumentsError):
+            spec.validate(bad)
+    docs.enabled = False
+    docs.save()
+    assert registry.find(agent, "docs__ask") is None
