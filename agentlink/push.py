@@ -200,8 +200,12 @@ def deliver(self, config_pk: int, payload: str) -> None:
         logger.warning("a2a push to config %s not sent: %s", config_pk, exc)
         return
     proto = Parse(payload, pb.Task())
-    if not asyncio.run(_post(as_proto(row), proto, addresses)):
-        raise self.retry(countdown=2 ** self.request.retries, max_retries=RETRIES)
+    if asyncio.run(_post(as_proto(row), proto, addresses)):
+        return
+    if self.request.retries >= RETRIES:
+        logger.warning("a2a push to config %s (task %s) failed %s times: given up", config_pk, row.task_id, RETRIES + 1)
+        return
+    raise self.retry(countdown=2 ** self.request.retries, max_retries=RETRIES)
 
 
 class _OneConfig(PushNotificationConfigStore):
