@@ -163,9 +163,9 @@ def _talk(remote: RemoteAgent, work) -> str:
     opened: dict = {}  # the task the exchange is reading, once it has one
     try:
         return asyncio.run(_session(remote, work, opened))
-    except (InputRequired, ToolError) as exc:
-        if isinstance(exc, Unusable) and exc.task_id:
-            raise ToolError(f"{exc} {_cancelled(remote, exc.task_id)}") from None
+    except Unusable as exc:
+        raise ToolError(f"{exc} {_cancelled(remote, exc.task_id) if exc.task_id else 'Nothing was done here.'}") from None
+    except (InputRequired, ToolError):
         raise
     except Exception as exc:  # noqa: BLE001  (whatever a remote does is its problem, told to the model)
         cause = exc.__cause__ if isinstance(exc, A2AError) and isinstance(exc.__cause__, httpx.HTTPError) else exc
@@ -309,13 +309,16 @@ def _pending(remote: RemoteAgent, task: pb.Task) -> list[dict]:
     what we keep to answer it and what we ask here (`asked`, chat.asked's shape)."""
     data = [part.get("data") for part in MessageToDict(task.status.message).get("parts", []) if "data" in part]
     pending = []
-    for item in data:
-        if not isinstance(item, dict):
-            continue
-        if item.get("type") == "tool_approval":
-            pending += [_action(remote, request) for request in _listed(item.get("action_requests"))]
-        elif item.get("type") == "ask_user_request":
-            pending += [_question(remote, asked) for asked in _listed(item.get("questions"))]
+    try:
+        for item in data:
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "tool_approval":
+                pending += [_action(remote, request) for request in _listed(item.get("action_requests"))]
+            elif item.get("type") == "ask_user_request":
+                pending += [_question(remote, asked) for asked in _listed(item.get("questions"))]
+    except _Unreadable as exc:
+        raise Unusable(f"{remote.name}'s pause {exc}.", task.id) from None
     if not pending:
         raise Unusable(
             f"{remote.name} waits for input this app cannot relay (no tool_approval or ask_user_request part): "
@@ -324,9 +327,13 @@ def _pending(remote: RemoteAgent, task: pb.Task) -> list[dict]:
     return pending
 
 
+class _Unreadable(ValueError):
+    pass
+
+
 def _listed(value) -> list[dict]:
     if not isinstance(value, list) or not all(isinstance(entry, dict) for entry in value):
-        raise Unusable("The remote's pause lists its calls in a shape this app does not read.")
+        raise _Unreadable("lists its calls in a shape this app does not read")
     return value
 
 
@@ -334,7 +341,7 @@ def _id(value) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise Unusable("The remote's pause names a call without an id.")
+        raise _Unreadable("names a call without an id")
     return value
 
 
