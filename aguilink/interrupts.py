@@ -3,8 +3,9 @@
 the answer a resume entry's `payload` carries (aguilink.resume reads exactly that shape).
 
 The package's `Interrupt` has no `preview` field; its models keep unknown fields (`extra="allow"`) and
-serialize them as given, so `preview` is sent beside the protocol's fields, faithfully, and `metadata`
-holds the rest a form needs (`shownHash`, the version shown, which a decision may send back). Pure:
+serialize them as given, so `preview` is sent beside the protocol's fields, faithfully (and in
+`metadata` too: the JS client's schema drops an interrupt's unknown fields), and `metadata` holds the
+rest a form needs (`shownHash`, the version shown, which a decision may send back). Pure:
 the approval comes with its tool call and conversation's agent loaded."""
 from ag_ui.core import Interrupt
 
@@ -25,6 +26,7 @@ def interrupt_for(approval: Approval) -> Interrupt:
         "arguments": approval.edited_arguments if approval.is_edited else call.arguments,
         "edited": approval.is_edited,
         "conversationId": str(approval.conversation_id),
+        "preview": approval.preview,  # again here: a client that keeps only the protocol's fields keeps metadata
     }
     if approval.confirmation_required:
         metadata["confirmationHint"] = approval.confirmation_hint

@@ -1,14 +1,17 @@
 """Agents over AG-UI end to end: the tests' own server-sent-events reader (httpx streaming) against
 daphne, the loop in a real Celery worker, the run following the conversation over Redis; decisions
-through the same service as the chat. Asserted on stored state."""
+through the same service as the chat; and the example page (clients/agui-example/, the vendored
+@ag-ui/client) in Chromium on the signed-in session. Asserted on stored state."""
 import json
 import uuid
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from approvals.models import Approval
 from chat.models import ApiToken, Conversation, ToolCall
+from tests.e2e.browser import browser, log_in, new_page  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.e2e
 
@@ -141,3 +144,22 @@ def test_no_token_is_401_and_another_users_thread_and_interrupt_are_refused(e2e,
 
     assert Approval.objects.get(pk=int(interrupt["id"])).status == "pending"
     assert Conversation.objects.filter(external_thread="files").count() == 2
+
+
+def test_the_example_page_runs_on_the_signed_in_session_and_approves_from_its_card(e2e, new_page, alice, agent):
+    page = new_page(width=1280, height=900)
+    log_in(page, alice)
+    page.goto("/agui/example/")
+
+    page.get_by_placeholder("Message the agent").fill("write hello to a.txt")
+    page.get_by_role("button", name="Send").click()
+    card = page.locator(".card", has_text="write_file")
+    expect(card).to_contain_text("tool approval")
+    expect(card.locator("pre.preview")).to_contain_text("hello")
+    card.get_by_role("button", name="Approve").click()
+
+    expect(page.locator("#status")).to_have_text("Done.")
+    expect(page.locator("#log")).to_contain_text("I did write a.txt: Wrote 5 bytes to a.txt.")
+    approval = Approval.objects.get(conversation__owner=alice)
+    assert (approval.status, approval.decided_via, approval.decided_by) == ("approved", "agui", alice)
+    assert (e2e.sandbox_root / str(approval.conversation_id) / "a.txt").read_text() == "hello"
