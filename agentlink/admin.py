@@ -3,8 +3,10 @@ their state is the conversation's, and their decisions are in Approvals (decided
 remote A2A agents our agents call as tools (agentlink.remote), managed here only."""
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.widgets import FilteredSelectMultiple
 from django.utils.html import format_html
 
+from chat.models import Agent
 from chat.tools import ToolError
 
 from . import remote
@@ -33,7 +35,8 @@ class TaskAdmin(admin.ModelAdmin):
 
 
 class RemoteAgentForm(forms.ModelForm):
-    """The token is written, never shown back: left blank, the stored one is kept."""
+    """The token is written, never shown back: left blank, the stored one is kept. The agents ticked
+    get `<name>__ask` in their tools (and lose it when unticked, or renamed): each a policy version."""
 
     token = forms.CharField(
         required=False, max_length=500, strip=True, widget=forms.PasswordInput(render_value=False),
@@ -41,10 +44,20 @@ class RemoteAgentForm(forms.ModelForm):
     )
     card_url = forms.URLField(max_length=500, assume_scheme="https", help_text=RemoteAgent._meta.get_field("card_url").help_text)
     clear_token = forms.BooleanField(required=False, help_text="Remove the stored token.")
+    agents = forms.ModelMultipleChoiceField(
+        Agent.objects.order_by("slug"), required=False, widget=FilteredSelectMultiple("agents", is_stacked=False),
+        help_text="The agents that may call it: <name>__ask is added to their tools.",
+    )
 
     class Meta:
         model = RemoteAgent
-        fields = ["name", "card_url", "token", "clear_token", "timeout_seconds", "enabled", "agents"]
+        fields = ["name", "card_url", "token", "clear_token", "timeout_seconds", "enabled"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.old_tool = self.instance.tool_name if self.instance.pk else ""
+        if self.instance.pk:
+            self.fields["agents"].initial = [agent.pk for agent in self.instance.linked_agents()]
 
     def clean_token(self) -> str:
         token = self.cleaned_data.get("token", "")
@@ -57,6 +70,16 @@ class RemoteAgentForm(forms.ModelForm):
             self.instance.token = ""
         return super().save(commit)
 
+    def link_agents(self) -> None:
+        """Give the ticked agents the tool, and take it (by its old name too) from the others."""
+        wanted, tool = {agent.pk for agent in self.cleaned_data.get("agents") or []}, self.instance.tool_name
+        for agent in Agent.objects.order_by("pk"):
+            kept = [name for name in agent.tools or [] if name not in (tool, self.old_tool)]
+            tools = kept + [tool] if agent.pk in wanted else kept
+            if tools != (agent.tools or []):
+                agent.tools = tools
+                agent.save(update_fields=["tools"])
+
 
 @admin.register(RemoteAgent)
 class RemoteAgentAdmin(admin.ModelAdmin):
@@ -66,7 +89,6 @@ class RemoteAgentAdmin(admin.ModelAdmin):
     form = RemoteAgentForm
     list_display = ["name", "card_url", "masked_token", "timeout_seconds", "enabled", "linked", "refreshed_at", "refresh_error"]
     readonly_fields = ["masked_token", "tool", "card_summary", "refreshed_at", "refresh_error"]
-    filter_horizontal = ["agents"]
     actions = ["refresh_cards"]
 
     @admin.display(description="token")
@@ -79,7 +101,7 @@ class RemoteAgentAdmin(admin.ModelAdmin):
 
     @admin.display(description="linked agents")
     def linked(self, remote: RemoteAgent) -> str:
-        return ", ".join(agent.slug for agent in remote.agents.all()) or "-"
+        return ", ".join(agent.slug for agent in remote.linked_agents()) or "-"
 
     @admin.display(description="card as last read")
     def card_summary(self, remote: RemoteAgent) -> str:
@@ -89,11 +111,9 @@ class RemoteAgentAdmin(admin.ModelAdmin):
         skills = ", ".join(str(skill.get("id") or skill.get("name")) for skill in card.get("skills") or [] if isinstance(skill, dict))
         return format_html("{}: {}<br>Its calls: {}", card.get("name", ""), card.get("description", ""), skills or "none listed")
 
-    def get_queryset(self, request):
-        return super().get_queryset(request).prefetch_related("agents")
-
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
+        form.link_agents()
         self._refresh(request, form.instance)
 
     @admin.action(description="Read the cards again")

@@ -5,11 +5,12 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from chat.models import Conversation
+from chat.models import Agent, Conversation
 from toolservers.models import ToolServer
 
 REMOTE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_)){0,29}$")  # no "__": it separates the name and the tool
 REMOTE_SEPARATOR = "__"
+ASK = "ask"
 
 
 def validate_remote_name(name: str) -> None:
@@ -80,7 +81,11 @@ class RemoteAgent(models.Model):
     """Another A2A agent, called as a tool (`<name>__ask`) by the agents linked to it (agentlink.remote):
     its card URL, the bearer token our calls carry, how long one call may take. Its calls that
     wait for a human there are decided here, as cards "via <name>", by our policy and our people.
-    Managed in the admin only: the token is stored (so the worker can send it) and shown masked."""
+    Managed in the admin only: the token is stored (so the worker can send it) and shown masked.
+
+    An agent is linked to it as to any tool, by `<name>__ask` in its `tools` (the admin's form here
+    sets them): a policy change, versioned with the agent, and one the loop reads with the agent's
+    row (an agent with no remote agents costs its steps no query)."""
 
     name = models.CharField(
         max_length=30, unique=True, validators=[validate_remote_name],
@@ -92,9 +97,6 @@ class RemoteAgent(models.Model):
     token = models.CharField(max_length=500, blank=True, help_text="Sent as Authorization: Bearer … to the card and the agent.")
     timeout_seconds = models.PositiveIntegerField(default=60, help_text="How long one call may wait for the remote to answer or pause.")
     enabled = models.BooleanField(default=True)
-    agents = models.ManyToManyField(
-        "chat.Agent", blank=True, related_name="remote_agents", help_text="The agents that may call it (as <name>__ask).",
-    )
     card = models.JSONField(default=dict, blank=True, editable=False, help_text="Its agent card as last read.")
     refreshed_at = models.DateTimeField(null=True, blank=True, editable=False)
     refresh_error = models.TextField(blank=True, editable=False)
@@ -114,4 +116,12 @@ class RemoteAgent(models.Model):
 
     @property
     def tool_name(self) -> str:
-        return f"{self.name}{REMOTE_SEPARATOR}ask"
+        return tool_name(self.name)
+
+    def linked_agents(self) -> list:
+        return [agent for agent in Agent.objects.order_by("slug") if self.tool_name in (agent.tools or [])]
+
+
+def tool_name(remote_name: str) -> str:
+    """The tool an agent calls a remote agent by: `<name>__ask`."""
+    return f"{remote_name}{REMOTE_SEPARATOR}{ASK}"

@@ -32,7 +32,7 @@ from approvals.policy import RISKS
 from chat.asked import question_of
 from chat.tools import InputRequired, ToolArgumentsError, ToolError, ToolSpec
 
-from .models import REMOTE_SEPARATOR, RemoteAgent
+from .models import ASK, REMOTE_SEPARATOR, RemoteAgent
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +43,7 @@ MAX_RESULT = 50_000
 MAX_CARD_BYTES = 1_000_000
 POLL_FIRST, POLL_MOST = 0.1, 1.0
 CANCEL_SECONDS = 10
+ASKS = REMOTE_SEPARATOR + ASK
 # How tests reach an A2A app in process (httpx.ASGITransport): None in production.
 transport_for_tests: httpx.AsyncBaseTransport | None = None
 
@@ -116,9 +117,13 @@ class RemoteCallSpec(ToolSpec):
 
 
 def tools_for_agent(agent) -> list[ToolSpec]:
-    """The agent's remote agents as tools: `<name>__ask` each, and their calls found by name."""
+    """The agent's remote agents as tools (`<name>__ask` among its tools), and their calls found by
+    name. No query for an agent that has none."""
+    names = [name.removesuffix(ASKS) for name in agent.tools or [] if isinstance(name, str) and name.endswith(ASKS)]
+    if not names:
+        return []
     specs = []
-    for remote in RemoteAgent.objects.filter(agents=agent, enabled=True):
+    for remote in RemoteAgent.objects.filter(name__in=names, enabled=True).order_by("name"):
         specs.append(RemoteAskSpec(
             name=remote.tool_name, description=_description(remote), function=_never, arguments_model=None,
             risk="low", remote=remote,
