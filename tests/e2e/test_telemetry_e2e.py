@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import wait_until
 from tests.e2e.conftest import BIN, Api, free_port, port_open, start as start_process
-from tests.e2e.test_api_e2e import start, wait_for_pending, wait_for_status
+from tests.e2e.test_api_e2e import wait_for_pending, wait_for_status
 from tests.otlp_collector import Collector
 
 pytestmark = pytest.mark.e2e
@@ -55,7 +55,11 @@ ASGI_TRACED = importlib.util.find_spec("opentelemetry.instrumentation.asgi") is 
 def test_a_decided_gated_call_is_one_trace_from_the_post_to_its_approval_wait(e2e, traced, alice, agent):
     collector, base_url = traced
     api = Api(base_url, alice)
-    conversation_id = start(api, "write hello to traced.txt")
+    # A client's garbled trace headers are ignored: the trace starts at our server span.
+    garbled = {"traceparent": "00-not-a-trace-id-01", "tracestate": "k=" + "v" * 2000}
+    response = api.http.post("conversations", json={"agent": "demo", "message": "write hello to traced.txt"}, headers=garbled)
+    assert response.status_code == 201, response.text
+    conversation_id = response.json()["id"]
     [approval] = wait_for_pending(api, conversation_id, 1)
     assert api.post(f"approvals/{approval['id']}/decision", {"decision": "approve"}).status_code == 200
     wait_for_status(conversation_id, "idle")
