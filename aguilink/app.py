@@ -54,10 +54,12 @@ async def run(request: Request):
     user, agent = request.scope["hitl_user"], request.scope["hitl_agent"]
     try:
         body = json.loads(await request.body())
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return JSONResponse({"detail": "The body is not JSON: POST a RunAgentInput."}, status_code=400)
     try:
         run_input = RunAgentInput.model_validate(body)
+    except RecursionError:
+        return JSONResponse({"detail": "The body nests too deep to be a RunAgentInput."}, status_code=400)
     except ValidationError as exc:
         errors = [{"loc": list(error["loc"]), "msg": error["msg"]} for error in exc.errors(include_input=False)[:20]]
         return JSONResponse({"detail": "Not a RunAgentInput.", "errors": errors}, status_code=422)

@@ -14,12 +14,14 @@ shown), `via=agui`. Sync: aguilink.runs calls it on AG-UI's own threads.
 - `status: "cancelled"` rejects the call or plan, or declines the question (the `reason` in
   `payload` if any): the run goes on with the agent told no.
 """
+import json
 from dataclasses import dataclass
 
 from ag_ui.core import ResumeEntry
 
 from approvals import calls, plans, questions, services
 from approvals.models import Approval
+from hitl.inputs import has_surrogate
 
 from .interrupts import APPROVE, REJECT
 
@@ -120,6 +122,9 @@ def _read(entry: ResumeEntry, conversation) -> Decision:
     if "editedArgs" in payload:
         if not isinstance(payload["editedArgs"], dict):
             raise Refused(f'Interrupt {approval.pk}: "editedArgs" is a JSON object of the tool\'s arguments.', "invalid_payload")
+        if not _is_storable(payload["editedArgs"]):
+            raise Refused(f'Interrupt {approval.pk}: "editedArgs" hold a NUL character or a lone surrogate, which is not text.',
+                          "invalid_arguments")
         return Decision(approval, "edit", arguments=payload["editedArgs"], confirmation=confirmation, shown_hash=shown_hash)
     return Decision(approval, APPROVE, confirmation=confirmation, shown_hash=shown_hash)
 
@@ -189,6 +194,11 @@ def _decide(decision: Decision, user) -> Approval:
 
 def _so_far(stood: list) -> str:
     return f" The {len(stood)} decision(s) before it in `resume` stand." if stood else " Nothing was decided."
+
+
+def _is_storable(value) -> bool:
+    """Whether a database can store the JSON value (PostgreSQL refuses NUL; no driver encodes a lone surrogate)."""
+    return "\\u0000" not in json.dumps(value).lower() and not has_surrogate(value)
 
 
 def _text(value) -> str:

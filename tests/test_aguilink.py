@@ -52,7 +52,9 @@ def run(token: str, *, thread: str = "thread-1", text: str | None = None, resume
         body["messages"] = [{"id": "m-1", "role": "user", "content": text}]
     if resume is not None:
         body["resume"] = resume
-    return events_of(call("POST", f"/agui/{slug}/", token=token, json=body, headers=headers))
+    # Sent as json.dumps writes it (ASCII, escapes kept): a lone surrogate is valid JSON, if no text.
+    return events_of(call("POST", f"/agui/{slug}/", token=token, content=json.dumps(body),
+                          headers={"Content-Type": "application/json", **(headers or {})}))
 
 
 def last(events: list[dict]) -> dict:
@@ -471,3 +473,23 @@ def test_the_example_page_and_its_vendored_client_are_served(db):
     client = call("GET", "/agui/example/vendor/ag-ui-client.js")
     assert client.status_code == 200 and "javascript" in client.headers["content-type"]
     assert call("POST", "/agui/example/").status_code == 401  # a run needs a token, whatever the slug
+
+
+def test_text_no_database_can_store_is_refused_never_an_internal_error(alice, agent):
+    token = ApiToken.issue(alice)
+    [interrupt] = interrupts(run(token, text="write hello to a.txt"))
+    for bad in ("a\x00b", "a\ud800b"):
+        edited = run(token, resume=approve(interrupt["id"], editedArgs={"path": "a.txt", "content": bad}))
+        assert last(edited)["type"] == "RUN_ERROR" and last(edited)["code"] != "internal_error", last(edited)
+        rejected = run(token, resume=[{"interruptId": interrupt["id"], "status": "resolved",
+                                       "payload": {"decision": "approve", "confirmation": bad, "shownHash": bad}}])
+        assert last(rejected)["code"] != "internal_error", last(rejected)
+        assert Approval.objects.get(pk=interrupt["id"]).status == "pending"
+        message = run(token, thread="other", text=f"what is {bad}")
+        assert last(message)["code"] in ("message_refused", None) or last(message)["type"] == "RUN_FINISHED", last(message)
+    [question] = interrupts(run(token, thread="q", text="ask me what to call the file"))
+    answered = run(token, thread="q", resume=[{"interruptId": question["id"], "status": "resolved", "payload": {"answer": "x\x00"}}])
+    assert last(answered)["code"] == "invalid_answer"
+    body = b'{"threadId": "t", "runId": "r", "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    deep = call("POST", "/agui/demo/", token=token, content=body, headers={"Content-Type": "application/json"})
+    assert deep.status_code == 400
