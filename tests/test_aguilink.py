@@ -493,3 +493,16 @@ def test_text_no_database_can_store_is_refused_never_an_internal_error(alice, ag
     body = b'{"threadId": "t", "runId": "r", "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     deep = call("POST", "/agui/demo/", token=token, content=body, headers={"Content-Type": "application/json"})
     assert deep.status_code == 400
+
+
+def test_a_user_with_too_many_runs_open_is_told_to_retry_and_nothing_runs(alice, agent, monkeypatch):
+    from aguilink import app
+
+    token = ApiToken.issue(alice)
+    monkeypatch.setitem(app.open_runs, alice.pk, app.MAX_OPEN_RUNS)
+
+    response = call("POST", "/agui/demo/", token=token, json={"threadId": "t", "runId": "r", "messages": [
+        {"id": "m", "role": "user", "content": "write hello to a.txt"}]})
+
+    assert (response.status_code, response.headers["retry-after"]) == (429, "1")
+    assert not Conversation.objects.exists()
