@@ -73,11 +73,15 @@ def test_a_decided_gated_call_is_one_trace_from_the_post_to_its_approval_wait(e2
     assert wait.attributes["hitl.risk"] == approval["risk"] and wait.service == "hitl"
     assert "hello" not in str(wait.attributes)  # no content unless HITL_OTEL_CAPTURE_CONTENT=1
 
-    # The run resumed after the decision continues the trace: its tool span is in it.
-    wait_until(lambda: any(s.name == "execute_tool write_file" for s in collector.trace(wait.trace_id)), timeout=10, message="the resumed run's spans")
+    # The run resumed after the decision continues the trace: its task's span and its tool's are in
+    # it (each process exports on its own schedule: wait for both runs).
+    def both_runs():
+        names = [span.name for span in collector.trace(wait.trace_id)]
+        return names.count("run/chat.tasks.advance_conversation") == 2 and "execute_tool write_file" in names
+
+    wait_until(both_runs, timeout=10, message="the resumed run's spans in the trace that asked")
     spans = collector.trace(wait.trace_id)
     names = [span.name for span in spans]
-    assert names.count("run/chat.tasks.advance_conversation") == 2  # the turn that asked, the run that resumed
     assert names.count("apply_async/chat.tasks.advance_conversation") == 2
     invokes = [s for s in spans if s.name.startswith("invoke_agent ")]
     assert len(invokes) == 2 and all(s.attributes["gen_ai.conversation.id"] == conversation_id for s in invokes)
