@@ -9,6 +9,7 @@ rest a form needs (`shownHash`, the version shown, which a decision may send bac
 the approval comes with its tool call and conversation's agent loaded."""
 from ag_ui.core import Interrupt
 
+from approvals import services
 from approvals.models import Approval
 from chat.tools import registry
 
@@ -27,6 +28,10 @@ def interrupt_for(approval: Approval) -> Interrupt:
         "edited": approval.is_edited,
         "conversationId": str(approval.conversation_id),
         "preview": approval.preview,  # again here: a client that keeps only the protocol's fields keeps metadata
+        # Approving needs someone other than the requester (four eyes), or a passkey on the site (step-up):
+        # either way not this run's resume, which may still reject it.
+        "approverRequired": approval.approver_required or approval.route_id is not None,
+        "stepUpRequired": services.needs_step_up(approval),
     }
     if approval.confirmation_required:
         metadata["confirmationHint"] = approval.confirmation_hint

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from aguilink.app import MAX_BODY_BYTES, application
 from approvals.models import Approval
+from chat import services
 from chat.models import ApiToken, Conversation, Message, ToolCall
 from tests.conftest import pending_approvals
 
@@ -240,6 +241,7 @@ def test_the_owner_may_not_approve_a_call_that_needs_four_eyes_but_may_reject_it
     token = ApiToken.issue(alice)
     [interrupt] = interrupts(run(token, text="delete a.txt", slug="ops"))
 
+    assert interrupt["metadata"]["approverRequired"] is True
     refused = run(token, slug="ops", resume=approve(interrupt["id"]))
 
     assert (last(refused)["code"], "four eyes" in last(refused)["message"]) == ("not_allowed", True)
@@ -253,6 +255,7 @@ def test_a_call_that_needs_step_up_is_not_approved_here_but_may_be_rejected(alic
     agent.save()
     token = ApiToken.issue(alice)
     [interrupt] = interrupts(run(token, text="write hello to a.txt"))
+    assert interrupt["metadata"]["stepUpRequired"] is True
 
     refused = run(token, resume=approve(interrupt["id"]))
 
@@ -339,8 +342,6 @@ def test_a_run_with_no_new_message_follows_the_thread_as_it_is(alice, agent):
 
 def test_a_chat_conversation_goes_on_over_ag_ui_by_its_id(alice, agent):
     token = ApiToken.issue(alice)
-    from chat import services
-
     conversation = services.start_conversation(user=alice, agent=agent, content="what is 1 + 1")
 
     events = run(token, thread=str(conversation.pk), text="what is 2 + 2")

@@ -68,6 +68,11 @@ function card(interrupt) {
     element("h2", {}, element("span", { class: "badge" }, interrupt.reason.replace("_", " ")), interrupt.message || ""));
   const preview = interrupt.preview ?? meta.preview;  // @ag-ui/client keeps only the protocol's fields: metadata has it too
   if (preview) body.append(element("pre", { class: "preview" }, preview.text ?? JSON.stringify(preview, null, 2)));
+  if (meta.approverRequired || meta.stepUpRequired) {
+    body.append(element("p", { class: "muted" }, meta.stepUpRequired
+      ? "Approving needs your passkey on the site; you may reject it here."
+      : "Approving needs another approver (four eyes); you may reject it here."));
+  }
   const decide = (payload, resumeStatus = "resolved") => resume(interrupt, payload, resumeStatus);
   const reason = element("input", { type: "text", placeholder: "Reason (optional)", "aria-label": "Reason" });
   if (interrupt.reason === "question") {
