@@ -43,6 +43,8 @@ def setup(*, web: bool = False) -> bool:
     (hitl.celery), since the exporters' threads do not survive one. Returns whether it is on."""
     if _tracer is not None or not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         return is_on()
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":  # the standard off switch wins
+        return False
     from opentelemetry import metrics, trace
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

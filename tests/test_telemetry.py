@@ -229,7 +229,7 @@ def test_off_an_approval_stores_no_trace_context(alice, agent):
 
 
 def test_off_setup_installs_nothing_and_loads_no_sdk():
-    """Without OTEL_EXPORTER_OTLP_ENDPOINT: no provider, no SDK module, the ASGI app unwrapped, and a
+    """Without OTEL_EXPORTER_OTLP_ENDPOINT (or with OTEL_SDK_DISABLED=true): no provider, no SDK module, the ASGI app unwrapped, and a
     turn's helpers are the one shared no-op (in a fresh process: this one has the SDK loaded)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")} | {"DJANGO_SETTINGS_MODULE": "tests.settings"}
     script = (
@@ -237,6 +237,8 @@ def test_off_setup_installs_nothing_and_loads_no_sdk():
         "from hitl import telemetry\n"
         "from opentelemetry import trace\n"
         "app = object()\n"
+        "assert telemetry.setup(web=True) is False and not telemetry.is_on()\n"
+        "import os; os.environ.update(OTEL_EXPORTER_OTLP_ENDPOINT='http://127.0.0.1:9', OTEL_SDK_DISABLED='true')\n"
         "assert telemetry.setup(web=True) is False and not telemetry.is_on()\n"
         "assert telemetry.traced_http(app) is app\n"
         "assert telemetry.agent_invocation('x') is telemetry.OFF and telemetry.tool_execution('t', 'c') is telemetry.OFF\n"
@@ -247,3 +249,38 @@ def test_off_setup_installs_nothing_and_loads_no_sdk():
     )
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "off", done.stderr
+
+
+def test_on_setup_installs_the_sdk_and_the_instrumentations_once():
+    """With OTEL_EXPORTER_OTLP_ENDPOINT (in a fresh process: providers are set once per process)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")} | {
+        "DJANGO_SETTINGS_MODULE": "tests.settings", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_SERVICE_NAME": "hitl-test",
+    }
+    script = (
+        "import django; django.setup()\n"
+        "from django.conf import settings\n"
+        "from hitl import telemetry\n"
+        "from opentelemetry import trace\n"
+        "assert telemetry.setup(web=True) and telemetry.setup(web=True) and telemetry.is_on()\n"
+        "provider = trace.get_tracer_provider()\n"
+        "assert type(provider).__module__.startswith('opentelemetry.sdk')\n"
+        "assert provider.resource.attributes['service.name'] == 'hitl-test'\n"
+        "assert settings.MIDDLEWARE.count('opentelemetry.instrumentation.django.middleware.otel_middleware._DjangoMiddleware') == 1\n"
+        "assert type(telemetry.traced_http(object())).__name__ == 'OpenTelemetryMiddleware'\n"
+        "print('on')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "on", done.stderr
+
+
+def test_the_service_is_named_hitl_unless_the_operator_names_it_and_each_process_is_an_instance(monkeypatch):
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    first, second = telemetry._resource(), telemetry._resource()
+    assert first.attributes["service.name"] == "hitl"
+    assert first.attributes["service.instance.id"] != second.attributes["service.instance.id"]
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "service.name=approvals,deployment.environment.name=prod")
+    assert telemetry._resource().attributes["service.name"] == "approvals"
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "hitl-eu")
+    named = telemetry._resource().attributes
+    assert (named["service.name"], named["deployment.environment.name"]) == ("hitl-eu", "prod")
