@@ -225,7 +225,8 @@ class AgentHandler(RequestHandler):
     async def _events(self, task: runs.Task) -> AsyncGenerator:
         """A stream: the task, then each tool call and result as it appears and the answer as
         artifacts, a status update at each change (a pause's marked with its interrupt_type, as
-        kagent reads it), and the end once the task waits for a human or is over."""
+        kagent reads it; one for the first task too when it waits or is over already), and the end
+        once the task waits for a human or is over."""
         deadline = time.monotonic() + settings.HITL_A2A_STREAM_SECONDS
         sent_artifacts, last_status = None, None
         async for proto in self._follow(task, deadline=deadline):
@@ -233,6 +234,8 @@ class AgentHandler(RequestHandler):
             if sent_artifacts is None:
                 sent_artifacts, last_status = {artifact.artifact_id for artifact in proto.artifacts}, status
                 yield proto
+                if proto.status.state not in MOVING:  # paused or over already: said as a status update too, as kagent reads it
+                    yield _status_update(proto)
                 continue
             for artifact in proto.artifacts:
                 if artifact.artifact_id not in sent_artifacts:
@@ -242,7 +245,15 @@ class AgentHandler(RequestHandler):
                     )
             if status != last_status:
                 last_status = status
-                yield pb.TaskStatusUpdateEvent(task_id=proto.id, context_id=proto.context_id, status=proto.status, metadata=proto.metadata)
+                yield _status_update(proto)
+
+
+def _status_update(proto: pb.Task) -> pb.TaskStatusUpdateEvent:
+    """The task's status as an event, with the task's metadata (a pause's interrupt_type)."""
+    event = pb.TaskStatusUpdateEvent(task_id=proto.id, context_id=proto.context_id, status=proto.status)
+    if proto.HasField("metadata"):
+        event.metadata.CopyFrom(proto.metadata)
+    return event
 
 
 def _with_notice(proto: pb.Task, notice: str) -> pb.Task:

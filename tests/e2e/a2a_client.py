@@ -69,6 +69,18 @@ class A2A:
     def list(self, **fields) -> pb.ListTasksResponse:
         return self._run(lambda client: client.list_tasks(pb.ListTasksRequest(**fields)))
 
+    def set_push(self, task_id: str, url: str, token: str = "", config_id: str = "") -> pb.TaskPushNotificationConfig:
+        config = pb.TaskPushNotificationConfig(task_id=task_id, url=url, token=token, id=config_id)
+        return self._run(lambda client: client.create_task_push_notification_config(config))
+
+    def push_configs(self, task_id: str) -> "list[pb.TaskPushNotificationConfig]":
+        request = pb.ListTaskPushNotificationConfigsRequest(task_id=task_id)
+        return [*self._run(lambda client: client.list_task_push_notification_configs(request)).configs]
+
+    def delete_push(self, task_id: str, config_id: str) -> None:
+        request = pb.DeleteTaskPushNotificationConfigRequest(task_id=task_id, id=config_id)
+        return self._run(lambda client: client.delete_task_push_notification_config(request))
+
     def card(self) -> dict:
         response = httpx.get(f"{self.base_url}/a2a/{self.slug}/.well-known/agent-card.json", headers={"Authorization": f"Bearer {self.key}"})
         return response
@@ -91,4 +103,4 @@ def text_of(task: pb.Task) -> str:
 
 
 def answer_of(task: pb.Task) -> str:
-    return "".join(part.text for artifact in task.artifacts for part in artifact.parts)
+    return "".join(part.text for artifact in task.artifacts if artifact.name == "answer" for part in artifact.parts)

@@ -115,7 +115,7 @@ def test_kagent_tool_approval_response_and_a_stream_of_the_run(e2e, a2a, alice, 
 
     states = [e.status_update.status.state for e in events if e.HasField("status_update")]
     assert states[-1] == State.TASK_STATE_COMPLETED
-    [artifact] = [e.artifact_update.artifact for e in events if e.HasField("artifact_update")]
+    [artifact] = [e.artifact_update.artifact for e in events if e.HasField("artifact_update") and e.artifact_update.artifact.name == "answer"]
     assert artifact.parts[0].text == "I did write a.txt: Wrote 5 bytes to a.txt."
 
 
