@@ -112,6 +112,13 @@ def traced_http(app):
     return OpenTelemetryMiddleware(app, exclude_spans=["receive", "send"])
 
 
+# Bucket boundaries for the histograms: the GenAI conventions' for model calls and tokens; for a
+# human's decision, seconds to a day (the SDK's default buckets are milliseconds' up to 10,000).
+CALL_SECONDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
+TOKENS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304]
+DECISION_SECONDS = [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 28800, 86400]
+
+
 class _Metrics:
     def __init__(self, meter):
         self.requested = meter.create_counter("hitl.approvals.requested", unit="{approval}", description="Approvals requested")
@@ -119,16 +126,23 @@ class _Metrics:
             "hitl.approvals.decided", unit="{approval}", description="Approvals decided, by decision (hitl.decision) and surface (hitl.decided_via)"
         )
         self.time_to_decision = meter.create_histogram(
-            "hitl.approval.time_to_decision", unit="s", description="From an approval's request to its decision"
+            "hitl.approval.time_to_decision", unit="s", description="From an approval's request to its decision",
+            explicit_bucket_boundaries_advisory=DECISION_SECONDS,
         )
         meter.create_observable_gauge(
             "hitl.approvals.pending", callbacks=[_observe_pending], unit="{approval}", description="Approvals waiting for a decision now"
         )
         self.model_duration = meter.create_histogram(
-            "gen_ai.client.operation.duration", unit="s", description="Model calls (GenAI semantic conventions)"
+            "gen_ai.client.operation.duration", unit="s", description="Model calls (GenAI semantic conventions)",
+            explicit_bucket_boundaries_advisory=CALL_SECONDS,
         )
-        self.tokens = meter.create_histogram("gen_ai.client.token.usage", unit="{token}", description="Tokens per model call, where the provider reports them")
-        self.tool_duration = meter.create_histogram("hitl.tool.duration", unit="s", description="Tool runs")
+        self.tokens = meter.create_histogram(
+            "gen_ai.client.token.usage", unit="{token}", description="Tokens per model call, where the provider reports them",
+            explicit_bucket_boundaries_advisory=TOKENS,
+        )
+        self.tool_duration = meter.create_histogram(
+            "hitl.tool.duration", unit="s", description="Tool runs", explicit_bucket_boundaries_advisory=CALL_SECONDS
+        )
 
 
 def _observe_pending(options):

@@ -284,3 +284,16 @@ def test_the_service_is_named_hitl_unless_the_operator_names_it_and_each_process
     monkeypatch.setenv("OTEL_SERVICE_NAME", "hitl-eu")
     named = telemetry._resource().attributes
     assert (named["service.name"], named["deployment.environment.name"]) == ("hitl-eu", "prod")
+
+
+def test_the_time_to_decision_is_bucketed_in_seconds_up_to_a_day(recorded, alice, agent):
+    conversation = start(alice, agent, "write hello to notes.txt")
+    [approval] = pending_approvals(conversation)
+    Approval.objects.filter(pk=approval.pk).update(requested_at=timezone.now() - timedelta(minutes=3))
+    decide(approval.pk, user=alice, approve=True, via="api", shown_hash="")
+
+    [waited] = recorded.points("hitl.approval.time_to_decision")
+    assert list(waited.explicit_bounds) == telemetry.DECISION_SECONDS
+    assert waited.bucket_counts[telemetry.DECISION_SECONDS.index(300)] == 1  # 180 s: in (120, 300]
+    [wait] = recorded.spans("approval.wait")
+    assert (wait.end_time - wait.start_time) / 1e9 >= 180
