@@ -8,9 +8,12 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from django.utils import timezone
 
 from agentlink import push
 from agentlink.models import PushConfig, Task
+from approvals.models import Approval
+from chat.models import Conversation
 from chat.models import ApiToken
 from tests.conftest import pending_approvals, wait_until
 from tests.test_agentlink import MAX_BODY_BYTES, a2a_task, call, rpc
@@ -240,3 +243,36 @@ def test_a_url_made_private_since_it_was_set_gets_nothing(alice, private_ok, rec
     push.deliver.delay(PushConfig.objects.get().pk, '{"id": "%s"}' % task.pk)
 
     assert len(receiver.received) == 1
+
+
+def test_a_cancel_is_posted_as_canceled(alice, private_ok, receiver):
+    token = ApiToken.issue(alice)
+    task = a2a_task(alice, private_ok, "write hello to a.txt")
+    create(token, str(task.pk), url=receiver.url, token="t")
+
+    assert rpc(token, "CancelTask", {"id": str(task.pk)})["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+
+    wait_until(lambda: receiver.states()[-1:] == ["TASK_STATE_CANCELED"], message="canceled, posted")
+
+
+def test_a_working_task_is_looked_at_again_later_so_that_a_failure_without_a_signal_is_posted(alice, private_ok, receiver, monkeypatch):
+    task = a2a_task(alice, private_ok, "write hello to a.txt")
+    create(ApiToken.issue(alice), str(task.pk), url=receiver.url, token="t")
+    wait_until(lambda: receiver.received, message="the pause, posted")
+    Conversation.objects.filter(pk=task.conversation_id).update(status=Conversation.Status.RUNNING)
+    Approval.objects.filter(conversation_id=task.conversation_id).update(status=Approval.Status.APPROVED, decided_at=timezone.now())
+    push.notify(str(task.pk))  # working: posted
+    later = []
+    monkeypatch.setitem(push.notify.app.conf, "task_always_eager", False)  # as in a worker: the look is queued, for later
+    monkeypatch.setattr(push.notify, "apply_async", lambda args, kwargs, countdown: later.append((args, kwargs, countdown)))
+
+    push._follow_later(str(task.pk), 0, moving=True)
+    push._follow_later(str(task.pk), 0, moving=True)  # a second signal meanwhile: the chain already on it
+
+    assert later == [((str(task.pk),), {"follow": 1}, 1)]
+    monkeypatch.setitem(push.notify.app.conf, "task_always_eager", True)
+    Conversation.objects.filter(pk=task.conversation_id).update(status=Conversation.Status.FAILED, error="model down")
+    push.notify(str(task.pk), follow=1)  # the look: failed, posted; the chain ends
+    wait_until(lambda: receiver.states()[-1:] == ["TASK_STATE_FAILED"], message="failed, posted")
+    assert receiver.states() == ["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_WORKING", "TASK_STATE_FAILED"]
+    assert len(later) == 1
