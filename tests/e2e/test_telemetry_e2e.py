@@ -6,6 +6,7 @@ then decided: one trace holds the POST's server span, the Celery tasks that ran 
 after the decision, the turn's GenAI spans and the approval.wait span; the metrics arrive too."""
 import importlib.util
 
+import httpx
 import pytest
 
 from tests.conftest import wait_until
@@ -54,6 +55,9 @@ ASGI_TRACED = importlib.util.find_spec("opentelemetry.instrumentation.asgi") is 
 
 def test_a_decided_gated_call_is_one_trace_from_the_post_to_its_approval_wait(e2e, traced, alice, agent):
     collector, base_url = traced
+    # Tracing changes no answer: no token is still 401, garbage to a mounted app still a 4xx.
+    assert httpx.get(f"{base_url}/api/approvals").status_code == 401
+    assert 400 <= httpx.post(f"{base_url}/a2a/demo/", content=b"\xff not json").status_code < 500
     api = Api(base_url, alice)
     # A client's garbled trace headers are ignored: the trace starts at our server span.
     garbled = {"traceparent": "00-not-a-trace-id-01", "tracestate": "k=" + "v" * 2000}
