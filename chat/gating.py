@@ -9,7 +9,7 @@ from django.conf import settings
 
 from approvals import calls, explain, policy, routing, rules
 from approvals.services import decide_by_rule, reject_as_repeat, request_approval
-from hitl.inputs import has_surrogate
+from hitl.inputs import has_surrogate, is_storable_value
 from hitl.visible import reveal
 
 from .models import Conversation, ToolCall
@@ -143,6 +143,8 @@ class EditChecker:
             raise calls.InvalidArguments("This tool is no longer available to the agent.")
         if spec.pause:
             raise calls.InvalidArguments(f"A {spec.pause} is answered, not edited.")
+        if not is_storable_value(arguments):  # from any surface: PostgreSQL refuses a NUL, no driver encodes a lone surrogate
+            raise calls.InvalidArguments("The arguments contain a NUL character or a lone UTF-16 surrogate, which is not text.")
         try:
             validated = spec.validate(arguments)
         except ToolArgumentsError as exc:

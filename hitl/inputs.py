@@ -59,3 +59,14 @@ def has_surrogate(value) -> bool:
     if isinstance(value, list):
         return any(has_surrogate(item) for item in value)
     return False
+
+
+def is_storable_value(value) -> bool:
+    """Whether every string (keys too) of a JSON value is text a database can store (is_storable)."""
+    if isinstance(value, str):
+        return is_storable(value)
+    if isinstance(value, dict):
+        return all(is_storable_value(k) and is_storable_value(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(is_storable_value(item) for item in value)
+    return True

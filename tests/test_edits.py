@@ -3,6 +3,7 @@ the requested arguments, shown as a diff, and is exactly what runs; the model is
 import pytest
 
 from approvals.models import Approval
+from approvals.calls import InvalidArguments
 from approvals.services import ArgumentsChanged, approve_edited, decide
 from chat.models import Conversation, Message, ToolCall
 from chat.tools import arguments_hash
@@ -47,6 +48,20 @@ def test_an_edit_the_tool_refuses_names_the_field_and_stores_nothing(alice, agen
     )
 
     assert response.status_code == 400 and "path" in response.json()["detail"]
+    approval.refresh_from_db()
+    assert approval.status == "pending" and approval.edited_arguments is None
+
+
+@pytest.mark.parametrize("arguments", [{"path": "notes.txt", "content": "a\x00b"}, {"path": "notes.txt", "content": "x", "\ud800": 1}])
+def test_an_edit_with_text_no_database_stores_is_refused_on_every_surface_and_stores_nothing(alice, agent, arguments):
+    """A NUL (PostgreSQL refuses it) or a lone surrogate (no UTF-8 for it), anywhere in an edit: refused by the
+    service itself, whatever surface passed it on, before anything is written."""
+    conversation = start(alice, agent, "write hello to notes.txt")
+    [approval] = pending_approvals(conversation)
+
+    with pytest.raises(InvalidArguments, match="NUL character or a lone UTF-16 surrogate"):
+        approve_edited(approval.pk, user=alice, arguments=arguments, via="api", shown_hash=approval.shown_hash)
+
     approval.refresh_from_db()
     assert approval.status == "pending" and approval.edited_arguments is None
 
