@@ -4,6 +4,7 @@ remote A2A agents our agents call as tools (agentlink.remote), managed here only
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import FilteredSelectMultiple
+from django.db import transaction
 from django.utils.html import format_html
 
 from chat.models import Agent
@@ -114,7 +115,8 @@ class RemoteAgentAdmin(admin.ModelAdmin):
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
         form.link_agents()
-        self._refresh(request, form.instance)
+        # Read once saved: the admin's transaction must not hold SQLite's write lock while a remote answers.
+        transaction.on_commit(lambda: self._refresh(request, form.instance))
 
     @admin.action(description="Read the cards again")
     def refresh_cards(self, request, queryset):

@@ -25,6 +25,7 @@ from chat.models import Agent, ApiToken, Conversation, ToolCall
 from chat.tools import ToolArgumentsError, registry
 from bench.stack import free_port
 from tests.conftest import client_for, pending_approvals
+from toolservers.models import ToolServer
 
 pytestmark = pytest.mark.django_db(transaction=True)  # real commits: the loop runs on them (eager Celery)
 
@@ -340,3 +341,63 @@ def test_decisions_the_remote_refuses_are_a_clear_error_and_its_task_is_cancelle
     assert "four eyes" in call.error and "was cancelled: nothing more happens there." in call.error
     assert Task.objects.get(conversation=inner).canceled
     assert not ToolCall.objects.filter(message__conversation=inner, status=Status.SUCCEEDED).exists()
+
+
+# --- The admin -------------------------------------------------------------------------------------
+
+
+def test_the_admin_registers_a_remote_reads_its_card_links_agents_and_never_shows_the_token(agent, docs_agent, robot, monkeypatch):
+    monkeypatch.setattr(remote_module, "transport_for_tests", httpx.ASGITransport(app=application))
+    admin = User.objects.create_superuser("root", password="root-password")
+    client = client_for(admin)
+    token = ApiToken.issue(robot)
+    form = {"name": "docs", "card_url": CARD_URL, "token": token, "timeout_seconds": "30", "enabled": "on", "agents": [agent.pk]}
+
+    added = client.post(reverse("admin:agentlink_remoteagent_add"), form, follow=True)
+
+    remote = RemoteAgent.objects.get(name="docs")
+    agent.refresh_from_db()
+    page = client.get(reverse("admin:agentlink_remoteagent_change", args=[remote.pk])).content.decode()
+    listing = client.get(reverse("admin:agentlink_remoteagent_changelist")).content.decode()
+    assert added.status_code == 200 and remote.token == token
+    assert "docs__ask" in agent.tools and remote.card["name"] == "Docs agent" and remote.refresh_error == ""
+    assert "write_file" in [skill["id"] for skill in remote.card["skills"]]
+    assert token not in page and token not in listing and f"••••{token[-4:]}" in page
+
+    client.post(reverse("admin:agentlink_remoteagent_change", args=[remote.pk]), form | {"token": "", "agents": []})
+
+    remote.refresh_from_db()
+    agent.refresh_from_db()
+    assert remote.token == token  # left blank: kept
+    assert "docs__ask" not in agent.tools
+
+
+def test_a_card_that_cannot_be_read_is_said_in_the_admin_and_kept_as_the_error(agent, monkeypatch):
+    monkeypatch.setattr(remote_module, "transport_for_tests", None)
+    admin = User.objects.create_superuser("root", password="root-password")
+    url = f"http://127.0.0.1:{free_port()}/a2a/docs/.well-known/agent-card.json"
+
+    response = client_for(admin).post(reverse("admin:agentlink_remoteagent_add"), {
+        "name": "docs", "card_url": url, "token": "", "timeout_seconds": "5", "enabled": "on",
+    }, follow=True)
+
+    remote = RemoteAgent.objects.get(name="docs")
+    assert "docs could not be reached" in response.content.decode() or "could not be read" in response.content.decode()
+    assert remote.refresh_error and remote.card == {}
+
+
+@pytest.mark.parametrize("name", ["docs__x", "a b", "", "x" * 31, "trailing_", "git"])
+def test_a_remote_name_that_would_clash_or_cannot_be_a_tool_prefix_is_refused(name, db):
+    ToolServer.objects.create(name="git", command="true")
+    admin = User.objects.create_superuser("root", password="root-password")
+
+    response = client_for(admin).post(reverse("admin:agentlink_remoteagent_add"), {
+        "name": name, "card_url": CARD_URL, "timeout_seconds": "5",
+    })
+
+    assert response.status_code == 200 and not RemoteAgent.objects.exists()
+
+
+def test_people_who_are_not_staff_never_reach_remote_agents(alice):
+    response = client_for(alice).get(reverse("admin:agentlink_remoteagent_changelist"))
+    assert response.status_code == 302 and "/login/" in response["Location"]
