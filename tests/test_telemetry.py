@@ -164,6 +164,9 @@ def test_with_content_capture_the_arguments_results_and_preview_are_on_the_spans
     assert "Wrote 12 bytes" in tool.attributes["gen_ai.tool.call.result"]
     [wait] = recorded.spans("approval.wait")
     assert "secret-words" in wait.attributes["hitl.approval.preview"]
+    [asked, *_] = recorded.spans(f"chat {agent.model}")
+    [message] = json.loads(asked.attributes["gen_ai.output.messages"])
+    assert message["parts"][-1]["name"] == "write_file" and "secret-words" in message["parts"][-1]["arguments"]
 
 
 def test_token_counts_come_from_the_provider_when_it_reports_them(recorded, alice, agent, fake_openai):  # noqa: F811
