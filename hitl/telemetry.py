@@ -103,11 +103,7 @@ def traced_http(app):
     mounted beside Django too (A2A, MCP, AG-UI); Django's own span nests inside it. Off: `app`."""
     if _tracer is None:
         return app
-    try:  # the Django instrumentation's `asgi` extra: without it, no request under daphne is traced
-        from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
-    except ImportError:
-        logger.warning("opentelemetry-instrumentation-asgi is not installed: web requests are not traced")
-        return app
+    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware  # under daphne, Django's own instrumentation needs it
     # No span per ASGI message: a stream (SSE, a long poll) would send hundreds.
     return OpenTelemetryMiddleware(app, exclude_spans=["receive", "send"])
 

@@ -4,7 +4,6 @@ stack stays off), with OTEL_EXPORTER_OTLP_ENDPOINT pointing at a local OTLP/HTTP
 so the session's worker never takes their tasks). A message posted through the API to a gated call,
 then decided: one trace holds the POST's server span, the Celery tasks that ran the loop before and
 after the decision, the turn's GenAI spans and the approval.wait span; the metrics arrive too."""
-import importlib.util
 
 import httpx
 import pytest
@@ -50,7 +49,6 @@ def traced(stack):
         collector.stop()
 
 
-ASGI_TRACED = importlib.util.find_spec("opentelemetry.instrumentation.asgi") is not None  # the Django instrumentation's asgi extra
 
 
 def test_a_decided_gated_call_is_one_trace_from_the_post_to_its_approval_wait(e2e, traced, alice, agent):
@@ -93,11 +91,10 @@ def test_a_decided_gated_call_is_one_trace_from_the_post_to_its_approval_wait(e2
     by_id = {span.span_id: span for span in spans}
     assert by_id[wait.parent_span_id].name.startswith("invoke_agent ")  # parented on the step that asked
     [link] = wait.links  # and linked to the decision's own trace
-    if ASGI_TRACED:  # without the asgi extra nothing under daphne is traced (hitl.telemetry logs it)
-        [root] = [span for span in spans if not span.parent_span_id]
-        assert root.kind == SERVER and root.name.startswith("POST") and root.service == "hitl"
-        deciding = _root_of(collector, link)
-        assert deciding.kind == SERVER and deciding.name.startswith("POST") and deciding.trace_id != wait.trace_id
+    [root] = [span for span in spans if not span.parent_span_id]
+    assert root.kind == SERVER and root.name.startswith("POST") and root.service == "hitl"
+    deciding = _root_of(collector, link)
+    assert deciding.kind == SERVER and deciding.name.startswith("POST") and deciding.trace_id != wait.trace_id
 
     for metric in ("hitl.approvals.requested", "hitl.approvals.decided", "hitl.approval.time_to_decision", "hitl.approvals.pending",
                    "gen_ai.client.operation.duration", "hitl.tool.duration"):
