@@ -16,6 +16,8 @@ from approvals.models import Approval
 from approvals.permissions import can_decide
 from chat import services as chat_services
 
+from .runs import HITL_EXTENSION
+
 APPROVE, DENY, EDIT = "approve", "deny", "edit"
 DECISION_TYPES = {"approve": APPROVE, "deny": DENY, "reject": DENY}
 SEED_DECISIONS = {"approved": APPROVE, "denied": DENY, "modified": EDIT}  # seed 004's approval_response
@@ -61,7 +63,7 @@ def apply(*, conversation, user, message: pb.Message, pending: list[Approval], s
     last pause sent for it listed ({approval id: shown_hash}). Raises Refused, having decided
     nothing, when any of it cannot stand."""
     texts = [part.text for part in message.parts if part.WhichOneof("content") == "text"]
-    data = [MessageToDict(part.data) for part in message.parts if part.WhichOneof("content") == "data"]
+    data = data_of(message)
     if not data:
         text = "\n".join(texts).strip()
         if not text:
@@ -119,12 +121,20 @@ def left_alone_notice(left_alone: list[Approval]) -> str:
 
 def refuse_decided(*, conversation, message: pb.Message) -> None:
     """For a task that no longer waits: name who decided first any call the message decides."""
-    data = [MessageToDict(part.data) for part in message.parts if part.WhichOneof("content") == "data"]
     try:
-        _read(data, [], conversation, {})
+        _read(data_of(message), [], conversation, {})
     except Refused as exc:
         if exc.data is not None:
             raise
+
+
+def data_of(message: pb.Message) -> list:
+    """The message's data parts, and kagent's HITL extension payload (its UI sends the decision in
+    the message's metadata, beside a text part for people that is then not read as a decision)."""
+    data = [MessageToDict(part.data) for part in message.parts if part.WhichOneof("content") == "data"]
+    if message.HasField("metadata") and HITL_EXTENSION in message.metadata.fields:
+        data.append(MessageToDict(message.metadata)[HITL_EXTENSION])
+    return data
 
 
 def _read(data: list, pending: list[Approval], conversation, shown: dict[int, str]) -> tuple[list[Decision], list[Approval]]:
@@ -172,6 +182,8 @@ def _read(data: list, pending: list[Approval], conversation, shown: dict[int, st
                     raise Refused('Each of "approvals" needs "approved": true or false.')
                 add(entry.get("id"), APPROVE if entry["approved"] else DENY, reason=_text(entry.get("rejection_reason")),
                     confirmation=_text(entry.get("confirmation")), shown_hash=_hash(entry))
+        elif item.get("type") == "ask_user_response" and isinstance(item.get("id"), str):
+            _read_kagent_answers(item, by_id, add)
         elif "answers" in item:
             for entry in _list(item["answers"], "answers"):
                 if entry.get("decline") is True:
@@ -226,6 +238,29 @@ def _read_seed_response(item: dict, pending: list[Approval], shown: dict[int, st
                 add(approval_id, "answer", decline=True, reason=fields["reason"], shown_hash=shown_hash)
             continue  # a question is answered, not approved
         add(approval_id, verb, value=edited if verb == EDIT else None, shown_hash=shown_hash, **fields)
+
+
+def _read_kagent_answers(item: dict, by_id: dict[int, Approval], add) -> None:
+    """kagent's `{"type": "ask_user_response", "id", "answers": [{"answer": [...]}] | null}`: `id` is
+    the one the request gave (the questions' ids, in order), each answer a list of strings (one for a
+    single answer); no answers declines them all."""
+    ids = [_id(raw) for raw in item["id"].split(",")] if item["id"] else []
+    answers = item.get("answers")
+    if not ids:
+        raise Refused('"id" is the one the ask_user_request gave.')
+    if answers is None:
+        for approval_id in ids:
+            add(approval_id, "answer", decline=True)
+        return
+    if not isinstance(answers, list) or len(answers) != len(ids) or not all(
+        isinstance(entry, dict) and isinstance(entry.get("answer"), list) for entry in answers
+    ):
+        raise Refused(f'"answers" lists one {{"answer": [...]}} per question: {len(ids)} here.')
+    for approval_id, entry in zip(ids, answers):
+        approval = by_id.get(approval_id)
+        multiple = approval is not None and approval.question.get("type") == "multi_choice"
+        value = entry["answer"] if multiple else ", ".join(str(v) for v in entry["answer"])
+        add(approval_id, "answer", value=value)
 
 
 def _check(decision: Decision, user) -> None:

@@ -31,6 +31,9 @@ INTERRUPT_TYPE = "tool_approval"
 # `adk_type`, then `kagent_type`, in the part's metadata.
 FUNCTION_CALL, FUNCTION_RESPONSE = "function_call", "function_response"
 PART_TYPE_KEYS = ("kagent_type", "adk_type")
+# kagent's HITL extension (its UI reads a pause only there): the message lists the URI in
+# `extensions` and carries the payload in its metadata under that URI; a reply comes back the same way.
+HITL_EXTENSION = "https://kagent.dev/extensions/hitl/v1"
 SEED_OPTIONS = ["approve", "deny", "modify"]  # seed 004's approval_request; "modify" only for a tool call's arguments
 
 
@@ -239,8 +242,27 @@ def status_message(task: Task, reading: Reading) -> pb.Message:
     for data in reading.data or []:
         message.parts.append(pb.Part(data=_value(data), media_type="application/json", metadata=_struct({"type": data["type"]})))
     if reading.data:
-        message.metadata.CopyFrom(interrupt_metadata())
+        message.metadata.CopyFrom(_struct({"interrupt_type": INTERRUPT_TYPE, HITL_EXTENSION: kagent_request(reading.pending)}))
+        message.extensions.append(HITL_EXTENSION)
     return message
+
+
+def kagent_request(pending: list[Approval]) -> dict:
+    """The pause as kagent's HITL extension says it: the tool calls (ids as strings, no other
+    fields: kagent's models forbid extra ones), or, when only questions wait, those, under one id
+    naming them all in order (its `ask_user_response` answers them by position)."""
+    actions = [approval for approval in pending if approval.kind != Approval.Kind.QUESTION]
+    if actions:
+        return {"type": "tool_approval_request", "tools": [
+            {"id": str(approval.pk), "call_id": approval.tool_call.call_id, "name": approval.tool_call.name,
+             "args": _action_request(approval)["args"]}
+            for approval in actions
+        ]}
+    return {"type": "ask_user_request", "id": ",".join(str(approval.pk) for approval in pending), "questions": [
+        {"question": approval.question["text"], "choices": approval.question.get("options") or [],
+         "multiple": approval.question["type"] == "multi_choice"}
+        for approval in pending
+    ]}
 
 
 def interrupt_metadata() -> Struct:

@@ -575,7 +575,7 @@ def test_a_paused_task_is_input_required_with_action_requests_and_kagents_tool_a
     assert reading.state == State.TASK_STATE_INPUT_REQUIRED and [a.pk for a in reading.pending] == [approval.pk]
     assert (proto.id, proto.context_id) == (str(task.pk), str(task.conversation_id))
     assert proto.status.state == State.TASK_STATE_INPUT_REQUIRED
-    assert MessageToDict(proto.status.message)["metadata"] == {"interrupt_type": "tool_approval"}
+    assert MessageToDict(proto.status.message)["metadata"]["interrupt_type"] == "tool_approval"
     assert f"#{approval.pk} write_file" in text_of(proto) and text_of(proto).startswith("1 call waits for a human decision")
     parts = data_parts(proto)
     assert parts["tool_approval"]["interrupt_type"] == "tool_approval"

@@ -12,14 +12,15 @@ from django.utils import timezone
 from google.protobuf.json_format import MessageToDict
 
 from a2a.types import a2a_pb2 as pb
-from agentlink import runs
+from agentlink import decisions, runs
+from agentlink.runs import HITL_EXTENSION
 from approvals.models import Approval
 from approvals.services import STEP_UP
 from chat.models import ApiToken
 from tests.conftest import pending_approvals
 from tests.test_agentlink import (
-    a2a_task, answer_of, call, edit_as_if_by_an_approver, held_email_then_approved_on_the_page, refused, send, snapshot,
-    statuses,
+    a2a_task, answer_of, call, edit_as_if_by_an_approver, held_email_then_approved_on_the_page, message, refused, send,
+    snapshot, statuses,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,7 +56,7 @@ def test_a_pause_carries_seed_004s_approval_request_and_its_task_says_interrupt_
         "options": ["approve", "deny", "modify"],
     }
     assert MessageToDict(proto.metadata) == {"interrupt_type": "tool_approval"}
-    assert MessageToDict(proto.status.message.metadata) == {"interrupt_type": "tool_approval"}
+    assert MessageToDict(proto.status.message.metadata)["interrupt_type"] == "tool_approval"
     assert {part["data"]["type"] for part in MessageToDict(proto.status.message)["parts"] if "data" in part} == {
         "tool_approval", "tool_approval_request", "approval_request"}  # besides what was sent before
 
@@ -65,6 +66,62 @@ def test_a_task_that_does_not_wait_has_no_interrupt_type(alice, agent):
     proto = snapshot(task)
     assert proto.status.state == State.TASK_STATE_COMPLETED
     assert not proto.HasField("metadata") and not seed_requests(proto)
+
+
+def test_a_pause_carries_kagents_hitl_extension_as_its_ui_reads_it(alice, agent):
+    task = a2a_task(alice, agent, "delete a.txt and b.txt")
+    first, second = pending_approvals(task.conversation)
+
+    message = snapshot(task).status.message
+
+    assert list(message.extensions) == [HITL_EXTENSION]
+    assert MessageToDict(message.metadata)[HITL_EXTENSION] == {"type": "tool_approval_request", "tools": [
+        {"id": str(approval.pk), "call_id": approval.tool_call.call_id, "name": "delete_file", "args": {"path": path}}
+        for approval, path in ((first, "a.txt"), (second, "b.txt"))
+    ]}
+
+
+def test_kagents_ui_reply_decides_by_its_extension_not_by_its_text(alice, agent):
+    """kagent's UI sends a text part for people and the decision in the extension's metadata."""
+    task = a2a_task(alice, agent, "delete a.txt and b.txt")
+    first, second = pending_approvals(task.conversation)
+    reply = message("No")
+    reply.extensions.append(HITL_EXTENSION)
+    reply.metadata.update({HITL_EXTENSION: {"type": "tool_approval_response", "approvals": [
+        {"id": str(first.pk), "approved": True}, {"id": str(second.pk), "approved": False, "rejection_reason": "keep b"}]}})
+
+    assert apply_message(task, alice, reply) == 2
+
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.status, first.decided_via) == ("approved", "a2a")
+    assert (second.status, second.decided_via, second.rejection_reason) == ("rejected", "a2a", "keep b")
+
+
+def test_kagents_ask_user_request_and_its_positional_answers(alice, agent):
+    task = a2a_task(alice, agent, "ask me to choose between tea, coffee and water")
+    [question] = pending_approvals(task.conversation)
+    request = MessageToDict(snapshot(task).status.message.metadata)[HITL_EXTENSION]
+    assert request == {"type": "ask_user_request", "id": str(question.pk),
+                       "questions": [{"question": question.question["text"], "choices": ["tea", "coffee", "water"], "multiple": False}]}
+
+    for wrong in ({"answers": []}, {"answers": [{"answer": "tea"}]}, {"id": ""}):
+        reply = message()
+        reply.metadata.update({HITL_EXTENSION: {"type": "ask_user_response", "id": request["id"]} | wrong})
+        with pytest.raises(decisions.Refused):
+            apply_message(task, alice, reply)
+    reply = message()
+    reply.metadata.update({HITL_EXTENSION: {"type": "ask_user_response", "id": request["id"], "answers": [{"answer": ["coffee"]}]}})
+
+    assert apply_message(task, alice, reply) == 1
+
+    assert answer_of(snapshot(task)) == "You answered: coffee."
+
+
+def apply_message(task, user, built) -> int:
+    reading = runs.read(task)
+    return decisions.apply(conversation=task.conversation, user=user, message=built, pending=reading.pending or [],
+                           shown=runs.shown_to_client(task)).decided
 
 
 # --- approval_response ------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ def test_a_gated_write_is_input_required_then_approved_with_a_data_part_then_com
     [request] = parts["tool_approval"]["action_requests"]
     approval = Approval.objects.get(pk=int(request["id"]))
     assert (request["name"], request["args"]) == ("write_file", {"path": "a.txt", "content": "hello"})
-    assert MessageToDict(task.status.message)["metadata"] == {"interrupt_type": "tool_approval"}
+    assert MessageToDict(task.status.message)["metadata"]["interrupt_type"] == "tool_approval"
     [tool] = parts["tool_approval_request"]["tools"]
     assert (tool["id"], tool["call_id"], tool["name"]) == (approval.pk, approval.tool_call.call_id, "write_file")
     assert "write_file" in text_of(task)

@@ -6,6 +6,7 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 
 from a2a.utils.errors import A2AError
+from agentlink.runs import HITL_EXTENSION
 from approvals.models import Approval
 from tests.conftest import wait_until
 from tests.e2e.a2a_client import A2A, State, answer_of
@@ -32,7 +33,10 @@ def test_the_pauses_status_update_says_interrupt_type_and_approved_streams_the_c
     [pause] = [e.status_update for e in events if e.HasField("status_update")][-1:]
     assert pause.status.state == State.TASK_STATE_INPUT_REQUIRED
     assert MessageToDict(pause.metadata) == {"interrupt_type": "tool_approval"}
+    assert list(pause.status.message.extensions) == [HITL_EXTENSION]  # kagent's UI reads the pause there
+    [tool] = MessageToDict(pause.status.message.metadata)[HITL_EXTENSION]["tools"]
     request = seed_request(pause.status.message)
+    assert tool["id"] == str(int(request["id"]))
     assert (request["action"], request["options"]) == ("write_file", ["approve", "deny", "modify"])
 
     events = client.send({"type": "approval_response", "decision": "approved"}, task_id=pause.task_id)
