@@ -21,6 +21,7 @@ from collections import Counter
 
 from ag_ui.core import RunAgentInput, RunErrorEvent, RunStartedEvent
 from ag_ui.encoder import EventEncoder
+from csp.utils import build_policy
 from django.conf import settings
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -30,6 +31,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from hitl.inputs import has_surrogate
 from hitl.live import Listening, conversation_group
 from hitl.mounted import Secure, allowed_hosts
 
@@ -42,6 +44,7 @@ logger = logging.getLogger(__name__)
 PATH = re.compile(r"/agui/(?P<slug>[-a-zA-Z0-9_]{1,50})/")
 EXAMPLE_DIR = settings.BASE_DIR / "clients" / "agui-example"
 MAX_BODY_BYTES = 1_000_000
+MAX_DEPTH = 64  # JSON nesting: far more than a run needs, far less than what recursion in a check can take
 RECHECK_SECONDS = 1.0
 RUN_SECONDS = 3600  # a run still going after this ends with RUN_ERROR "still_running": run again to follow it
 MAX_OPEN_RUNS = 4  # per user and daphne process, so one user cannot hold every database thread
@@ -52,35 +55,64 @@ open_runs: Counter = Counter()
 
 async def run(request: Request):
     user, agent = request.scope["hitl_user"], request.scope["hitl_agent"]
+    content_type = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        return JSONResponse({"detail": "POST the RunAgentInput as application/json."}, status_code=415)
     try:
-        body = json.loads(await request.body())
+        body = json.loads(await request.body(), parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return JSONResponse({"detail": "The body is not JSON: POST a RunAgentInput."}, status_code=400)
+    if refusal := _unreadable(body):
+        return JSONResponse({"detail": refusal}, status_code=400)
     try:
         run_input = RunAgentInput.model_validate(body)
-    except RecursionError:
-        return JSONResponse({"detail": "The body nests too deep to be a RunAgentInput."}, status_code=400)
     except ValidationError as exc:
         errors = [{"loc": list(error["loc"]), "msg": error["msg"]} for error in exc.errors(include_input=False)[:20]]
         return JSONResponse({"detail": "Not a RunAgentInput.", "errors": errors}, status_code=422)
     if open_runs[user.pk] >= MAX_OPEN_RUNS:
         return JSONResponse({"detail": f"You have {MAX_OPEN_RUNS} runs open already: close one, or retry in a second."},
                             status_code=429, headers={"retry-after": "1"})
-    return StreamingResponse(
-        _counted(user.pk, stream(run_input, user, agent)), media_type=EventEncoder().get_content_type(),
-        headers={"cache-control": "no-store", "x-accel-buffering": "no"},
-    )
+    open_runs[user.pk] += 1  # now, before any await: runs started together are counted one by one
+    return RunResponse(user.pk, stream(run_input, user, agent), media_type=EventEncoder().get_content_type(),
+                       headers={"x-accel-buffering": "no"})
 
 
-async def _counted(user_id: int, events):
-    open_runs[user_id] += 1
-    try:
-        async for event in events:
-            yield event
-    finally:
-        open_runs[user_id] -= 1
-        if open_runs[user_id] <= 0:
-            del open_runs[user_id]
+class RunResponse(StreamingResponse):
+    """The run's stream, which gives its user's place back however it ends: done, failed, or its client gone."""
+
+    def __init__(self, user_id: int, events, **kwargs):
+        super().__init__(events, **kwargs)
+        self.user_id = user_id
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            open_runs[self.user_id] -= 1
+            if open_runs[self.user_id] <= 0:
+                del open_runs[self.user_id]
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unreadable(body) -> str:
+    """Why a parsed body cannot be read as a run, before anything reads it: nesting deeper than
+    MAX_DEPTH, or a lone UTF-16 surrogate ("\\ud800" is valid JSON, but no text: it can be neither
+    stored nor sent back). Iterative, so that no depth is too deep to check."""
+    pending = [(body, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            return f"The body nests deeper than {MAX_DEPTH} levels."
+        if isinstance(value, str) and has_surrogate(value):
+            return "The body holds a lone UTF-16 surrogate (an escape such as \\ud800 alone), which is not text."
+        if isinstance(value, dict):
+            pending += [(key, depth) for key in value] + [(item, depth + 1) for item in value.values()]
+        elif isinstance(value, list):
+            pending += [(item, depth + 1) for item in value]
+    return ""
 
 
 async def stream(run_input: RunAgentInput, user, agent):
@@ -127,12 +159,24 @@ def _internal_error(run_input: RunAgentInput, where: str) -> RunErrorEvent:
 runs_app = Authenticate(Starlette(routes=[Route("/agui/{slug}/", run, methods=["POST"])]), path=PATH, database=database,
                         max_body=MAX_BODY_BYTES)
 example_app = Starlette(routes=[Mount("/agui/example", StaticFiles(directory=EXAMPLE_DIR, html=True, check_dir=False))])
+# The site's own policy, as django-csp gives the pages: the example's scripts are its own files only,
+# so text from the agent that reached the DOM as HTML still could not run; and no other site frames it.
+EXAMPLE_HEADERS = [(b"content-security-policy", build_policy().encode()), (b"x-frame-options", b"DENY")]
+
+
+async def example(scope, receive, send):
+    async def send_with_policy(message):
+        if message["type"] == "http.response.start":
+            message = message | {"headers": list(message.get("headers", [])) + EXAMPLE_HEADERS}
+        await send(message)
+
+    await example_app(scope, receive, send_with_policy)
 
 
 async def dispatch(scope, receive, send):
     is_example = scope["path"] == "/agui/example" or scope["path"].startswith("/agui/example/")
     if is_example and scope["method"] in ("GET", "HEAD"):
-        return await example_app(scope, receive, send)
+        return await example(scope, receive, send)
     await runs_app(scope, receive, send)
 
 

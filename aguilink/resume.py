@@ -14,14 +14,13 @@ shown), `via=agui`. Sync: aguilink.runs calls it on AG-UI's own threads.
 - `status: "cancelled"` rejects the call or plan, or declines the question (the `reason` in
   `payload` if any): the run goes on with the agent told no.
 """
-import json
 from dataclasses import dataclass
 
 from ag_ui.core import ResumeEntry
 
 from approvals import calls, plans, questions, services
 from approvals.models import Approval
-from hitl.inputs import has_surrogate
+from hitl.inputs import is_storable_value, storable
 
 from .interrupts import APPROVE, REJECT
 
@@ -98,7 +97,7 @@ def _read(entry: ResumeEntry, conversation) -> Decision:
     shown_hash = payload.get("shownHash", "")
     if not isinstance(shown_hash, str) or len(shown_hash) > 128:
         raise Refused(f'Interrupt {approval.pk}: "shownHash" is the string the interrupt\'s metadata lists.', "invalid_payload")
-    reason = _text(payload.get("reason"))
+    reason = storable(_text(payload.get("reason")))  # kept as the column can hold it (a NUL dropped)
     is_question = approval.kind == Approval.Kind.QUESTION
     if entry.status == "cancelled":
         return Decision(approval, "decline" if is_question else REJECT, reason=reason or CANCELLED_REASON, shown_hash=shown_hash)
@@ -122,7 +121,7 @@ def _read(entry: ResumeEntry, conversation) -> Decision:
     if "editedArgs" in payload:
         if not isinstance(payload["editedArgs"], dict):
             raise Refused(f'Interrupt {approval.pk}: "editedArgs" is a JSON object of the tool\'s arguments.', "invalid_payload")
-        if not _is_storable(payload["editedArgs"]):
+        if not is_storable_value(payload["editedArgs"]):
             raise Refused(f'Interrupt {approval.pk}: "editedArgs" hold a NUL character or a lone surrogate, which is not text.',
                           "invalid_arguments")
         return Decision(approval, "edit", arguments=payload["editedArgs"], confirmation=confirmation, shown_hash=shown_hash)
@@ -194,11 +193,6 @@ def _decide(decision: Decision, user) -> Approval:
 
 def _so_far(stood: list) -> str:
     return f" The {len(stood)} decision(s) before it in `resume` stand." if stood else " Nothing was decided."
-
-
-def _is_storable(value) -> bool:
-    """Whether a database can store the JSON value (PostgreSQL refuses NUL; no driver encodes a lone surrogate)."""
-    return "\\u0000" not in json.dumps(value).lower() and not has_surrogate(value)
 
 
 def _text(value) -> str:
