@@ -5,6 +5,8 @@ from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
 from chat.models import Agent
 from chat.tools import registry
 
+from .runs import HITL_EXTENSION
+
 SCHEME = "bearer"
 
 
@@ -17,7 +19,10 @@ def agent_card(agent: Agent, url: str) -> pb.AgentCard:
         supported_interfaces=[
             pb.AgentInterface(url=url, protocol_binding=TransportProtocol.JSONRPC.value, protocol_version=PROTOCOL_VERSION_1_0)
         ],
-        capabilities=pb.AgentCapabilities(streaming=True, push_notifications=True),
+        capabilities=pb.AgentCapabilities(streaming=True, push_notifications=True, extensions=[
+            pb.AgentExtension(uri=HITL_EXTENSION, required=False, description="kagent's human in the loop: a pause's tool calls "
+                              "and questions in the status message's metadata, and the reply the same way (agentlink.runs).")
+        ]),
         default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain", "application/json"],
         skills=[_skill(agent, spec) for spec in registry.for_agent(agent)],

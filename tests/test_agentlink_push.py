@@ -99,9 +99,11 @@ def test_a_config_is_set_read_listed_replaced_and_deleted_by_its_owner(alice, pr
     assert "not found" in error_of(missing)
 
 
-def test_the_card_says_push_notifications(alice, agent):
+def test_the_card_says_push_notifications_and_kagents_hitl_extension(alice, agent):
     card = call("GET", "/a2a/demo/.well-known/agent-card.json", token=ApiToken.issue(alice)).json()
     assert card["capabilities"]["pushNotifications"] is True
+    [extension] = card["capabilities"]["extensions"]
+    assert (extension["uri"], extension.get("required", False)) == ("https://kagent.dev/extensions/hitl/v1", False)
 
 
 def test_another_users_token_can_neither_set_nor_read_nor_delete_configs_on_a_task_not_theirs(alice, mallory, private_ok, receiver):
