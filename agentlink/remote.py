@@ -233,13 +233,12 @@ async def _start(client, remote: RemoteAgent, text: str, opened: dict) -> str:
 
 
 async def _reply(client, remote: RemoteAgent, state: dict, answer: dict, opened: dict) -> str:
-    decisions, answers, notes = _decisions(state, answer)
+    decisions, answers, edits = _decisions(state, answer)
     message = pb.Message(role=pb.Role.ROLE_USER, message_id=uuid.uuid4().hex, task_id=state["task_id"], context_id=state["context_id"])
-    for data in ({"decisions": decisions} if decisions else None, {"answers": answers} if answers else None):
-        if data is not None:
-            part = pb.Part(media_type="application/json")
-            part.data.struct_value.update(data)
-            message.parts.append(part)
+    for data in [{"decisions": decisions}] * bool(decisions) + [{"answers": answers}] * bool(answers) + edits:
+        part = pb.Part(media_type="application/json")
+        part.data.struct_value.update(data)
+        message.parts.append(part)
     opened["task_id"] = state["task_id"]
     try:
         task = await _sent(client, message)
@@ -249,8 +248,7 @@ async def _reply(client, remote: RemoteAgent, state: dict, answer: dict, opened:
         said = getattr(exc, "message", "") or str(exc)
         raise Unusable(f"{remote.name} refused the decisions: {_shown(said)}", state["task_id"]) from None
     decided = set(state.get("decided", [])) | {entry["id"] for entry in state["pending"]}
-    result = await _follow(client, remote, task, opened, decided=decided)
-    return "\n".join(notes + [result])
+    return await _follow(client, remote, task, opened, decided=decided)
 
 
 async def _sent(client, message: pb.Message):
@@ -284,7 +282,7 @@ async def _follow(client, remote: RemoteAgent, task, opened: dict, *, decided: s
 def _outcome(remote: RemoteAgent, task: pb.Task, decided: set) -> str:
     state, said = task.status.state, _text(task.status.message.parts)
     if state == State.TASK_STATE_COMPLETED:
-        answer = "\n".join(_text(artifact.parts) for artifact in task.artifacts).strip() or said
+        answer = "\n".join(filter(None, (_text(artifact.parts) for artifact in task.artifacts))) or said
         return _limited(answer) or f"{remote.name} finished without an answer."
     if state == State.TASK_STATE_INPUT_REQUIRED:
         pending = _pending(remote, task)
@@ -368,7 +366,8 @@ def _action(remote: RemoteAgent, request: dict) -> dict:
         "confirmation": str(request.get("confirmation_hint") or "")[:200] if request.get("confirmation_required") else "",
         "asked": {
             "name": call_name(remote, tool), "arguments": arguments, "risk": risk, "preview": preview,
-            "reason": f"{remote.name}, a remote agent, asks a human before it runs {tool or 'a call'}" + (f": {description}" if description else "."),
+            "reason": f"{remote.name}, a remote agent, asks a human before it runs {tool or 'a call'}"
+            + (f" (its reason: “{description}”)." if description else "."),
         },
     }
 
@@ -382,9 +381,10 @@ def _question(remote: RemoteAgent, asked: dict) -> dict:
 
 
 def _decisions(state: dict, answer: dict) -> tuple[list, list, list]:
-    """Our decisions as the remote takes them (agentlink.decisions' shapes), and notes for the model.
-    An edit is not sent as approved: the remote takes none, so the call is denied, saying why."""
-    decisions, answers, notes = [], [], []
+    """Our decisions as the remote takes them (agentlink.decisions' shapes): approvals and denials by
+    id, answers, and each edit as seed 004's `approval_response` "modified" (the remote checks it
+    as its every edit), each bound to the version the remote showed."""
+    decisions, answers, edits = [], [], []
     given = answer.get("decisions") if answer.get("action") == "decide" else None
     if not isinstance(given, list) or len(given) != len(state.get("pending", [])):
         raise ToolError("The decisions do not match the calls the remote asked about: nothing was sent.")
@@ -401,14 +401,12 @@ def _decisions(state: dict, answer: dict) -> tuple[list, list, list]:
         if verb == "approve" and decision.get("arguments") is None:
             decisions.append(sent | {"decision_type": "approve"} | ({"confirmation": entry["confirmation"]} if entry["confirmation"] else {}))
         elif verb == "approve":
-            edited = json.dumps(decision["arguments"], ensure_ascii=False)
-            decisions.append(sent | {"decision_type": "deny", "reason": f"{by} would approve it with other arguments: {edited}"[:2000]})
-            notes.append(f"Note: {by} edited call #{entry['id']} before approving, and the remote takes no edits, so it was "
-                         f"denied there with the edited arguments as the reason: {edited}")
+            edits.append(sent | {"type": "approval_response", "decision": "modified", "modified_input": decision["arguments"]}
+                         | ({"confirmation": entry["confirmation"]} if entry["confirmation"] else {}))
         else:
             reason = f"{'Rejected' if verb == 'reject' else verb.capitalize()} by {by}" + (f": {decision['reason']}" if decision.get("reason") else "")
             decisions.append(sent | {"decision_type": "deny", "reason": reason[:2000]})
-    return decisions, answers, notes
+    return decisions, answers, edits
 
 
 def cancel_task(remote: RemoteAgent, task_id: str) -> bool:

@@ -93,7 +93,7 @@ def _gate(child: ToolCall, action: dict, conversation: Conversation) -> GatedCal
     spec = replace(spec, needs_approval=True)
     gate = check(spec, child.arguments, conversation.agent, tool_context(conversation))
     reason = str(action.get("reason") or "").strip()[:2000]
-    gate = replace(gate, reason=f"{reason} ({gate.reason})" if reason else gate.reason)
+    gate = replace(gate, reason=f"{gate.reason} {reason}" if reason else gate.reason)  # ours first: the card folds a routine one
     hint = confirmation_hint(spec, child.arguments, child.arguments_hash) if gate.risk == "critical" else ""
     steps = explain.gate(spec, conversation.agent, gate, child.arguments)
     return GatedCall(child.arguments, child.arguments_hash, gate, _preview(action.get("preview")), hint, steps=tuple(steps), spec=spec)

@@ -200,20 +200,20 @@ def test_a_deny_rule_here_rejects_the_remote_call_without_asking_and_the_remote_
     assert outer_call(conversation).status == Status.SUCCEEDED
 
 
-def test_an_edit_here_is_never_run_there_it_is_denied_with_the_edit_and_the_model_told(alice, agent, docs, docs_agent, settings):
+def test_an_edit_here_is_the_edit_there_and_only_the_edited_call_runs(alice, agent, docs, docs_agent, settings):
     remote_module.refresh(docs)  # its card's skills: its calls found by name, so an edit is checked
     conversation = ask(alice, agent, "write hello to notes.txt")
     [child] = outer_call(conversation).input_requests.select_related("approval")
 
-    approve_edited(child.approval.pk, user=alice, arguments={"path": "other.txt", "content": "hello"}, via=Approval.Via.CHAT,
+    approve_edited(child.approval.pk, user=alice, arguments={"path": "other.txt", "content": "edited"}, via=Approval.Via.CHAT,
                    shown_hash=child.approval.shown_hash)
 
     inner = inner_conversation(docs_agent)
     [inner_approval] = Approval.objects.filter(conversation=inner)
-    call = outer_call(conversation)
-    assert inner_approval.status == "rejected" and '"path": "other.txt"' in inner_approval.rejection_reason
-    assert not sandbox_file(settings, inner, "notes.txt").exists() and not sandbox_file(settings, inner, "other.txt").exists()
-    assert "edited call" in call.result and "takes no edits" in call.result
+    assert inner_approval.status == "approved" and inner_approval.edited_arguments == {"path": "other.txt", "content": "edited"}
+    assert not sandbox_file(settings, inner, "notes.txt").exists()
+    assert sandbox_file(settings, inner, "other.txt").read_text() == "edited"
+    assert outer_call(conversation).status == Status.SUCCEEDED
 
 
 def test_only_linked_agents_have_the_remote_tool_and_its_arguments_are_checked(alice, agent, ops_agent, docs):
