@@ -146,20 +146,29 @@ def test_no_token_is_401_and_another_users_thread_and_interrupt_are_refused(e2e,
     assert Conversation.objects.filter(external_thread="files").count() == 2
 
 
+HTML = '<img src=x onerror="window.pwned=1"><b>bold</b>'
+
+
 def test_the_example_page_runs_on_the_signed_in_session_and_approves_from_its_card(e2e, new_page, alice, agent):
+    """...and shows what the agent sends (the message, the arguments, the preview) as text, never as HTML."""
     page = new_page(width=1280, height=900)
     log_in(page, alice)
-    page.goto("/agui/example/")
+    response = page.goto("/agui/example/")
+    assert "script-src 'self'" in response.headers["content-security-policy"]
 
-    page.get_by_placeholder("Message the agent").fill("write hello to a.txt")
+    page.get_by_placeholder("Message the agent").fill(f"write {HTML} to a.txt")
     page.get_by_role("button", name="Send").click()
     card = page.locator(".card", has_text="write_file")
     expect(card).to_contain_text("tool approval")
-    expect(card.locator("pre.preview")).to_contain_text("hello")
+    expect(card.locator("pre.preview")).to_contain_text(HTML)
+    assert json.loads(card.locator("textarea").input_value())["content"] == HTML
+    expect(page.locator("#log")).to_contain_text(HTML)
     card.get_by_role("button", name="Approve").click()
 
     expect(page.locator("#status")).to_have_text("Done.")
-    expect(page.locator("#log")).to_contain_text("I did write a.txt: Wrote 5 bytes to a.txt.")
+    expect(page.locator("#log")).to_contain_text(f"I did write a.txt: Wrote {len(HTML)} bytes to a.txt.")
+    assert page.evaluate("window.pwned") is None
+    assert page.locator("main img, main b").count() == 0
     approval = Approval.objects.get(conversation__owner=alice)
     assert (approval.status, approval.decided_via, approval.decided_by) == ("approved", "agui", alice)
-    assert (e2e.sandbox_root / str(approval.conversation_id) / "a.txt").read_text() == "hello"
+    assert (e2e.sandbox_root / str(approval.conversation_id) / "a.txt").read_text() == HTML
