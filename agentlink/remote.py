@@ -29,7 +29,7 @@ from a2a.types import a2a_pb2 as pb
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
 from approvals.policy import RISKS
-from chat.asked import question_of
+from chat.asked import MAX_ACTIONS, question_of
 from chat.tools import InputRequired, ToolArgumentsError, ToolError, ToolSpec
 
 from .models import ASK, REMOTE_SEPARATOR, RemoteAgent
@@ -322,6 +322,8 @@ def _pending(remote: RemoteAgent, task: pb.Task) -> list[dict]:
                 pending += [_question(remote, asked) for asked in _listed(item.get("questions"))]
     except _Unreadable as exc:
         raise Unusable(f"{remote.name}'s pause {exc}.", task.id) from None
+    if len(pending) > MAX_ACTIONS:
+        raise Unusable(f"{remote.name} asks for {len(pending)} decisions at once; at most {MAX_ACTIONS} are relayed.", task.id)
     if not pending:
         raise Unusable(
             f"{remote.name} waits for input this app cannot relay (no tool_approval or ask_user_request part): "

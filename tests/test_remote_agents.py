@@ -19,7 +19,7 @@ from agentlink.cards import agent_card
 from agentlink.models import RemoteAgent, Task
 from approvals import rulemaking
 from approvals.models import Approval
-from approvals.services import DecisionError, approve_edited, decide
+from approvals.services import DecisionError, answer, approve_edited, decide
 from chat import services
 from chat.models import Agent, ApiToken, Conversation, ToolCall
 from chat.tools import ToolArgumentsError, registry
@@ -67,7 +67,7 @@ def ask(user, agent, message: str) -> Conversation:
 
 
 def outer_call(conversation) -> ToolCall:
-    return ToolCall.objects.get(message__conversation=conversation, name="docs__ask")
+    return ToolCall.objects.get(message__conversation=conversation, name="docs__ask", asked_by=None)
 
 
 def inner_conversation(docs_agent) -> Conversation:
@@ -401,3 +401,62 @@ def test_a_remote_name_that_would_clash_or_cannot_be_a_tool_prefix_is_refused(na
 def test_people_who_are_not_staff_never_reach_remote_agents(alice):
     response = client_for(alice).get(reverse("admin:agentlink_remoteagent_changelist"))
     assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_several_remote_calls_of_one_round_are_decided_one_by_one_and_sent_together(alice, agent, docs, docs_agent, settings):
+    conversation = ask(alice, agent, "delete a.txt and b.txt")
+    call = outer_call(conversation)
+    first, second = call.input_requests.select_related("approval").order_by("position")
+    assert [first.arguments, second.arguments] == [{"path": "a.txt"}, {"path": "b.txt"}]
+
+    approve(first.approval, alice)
+    call.refresh_from_db()
+    assert call.status == Status.WAITING_FOR_INPUT  # the round is not settled yet: nothing sent
+    assert len(pending_approvals(inner_conversation(docs_agent))) == 2
+
+    decide(second.approval.pk, user=alice, approve=False, via=Approval.Via.CHAT, shown_hash=second.approval.shown_hash, reason="keep b")
+
+    inner = Approval.objects.filter(conversation=inner_conversation(docs_agent)).order_by("pk")
+    assert [(a.status, a.decided_via) for a in inner] == [("approved", "a2a"), ("rejected", "a2a")]
+    assert inner[1].rejection_reason == "Rejected by alice: keep b"
+    call.refresh_from_db()
+    assert call.status == Status.SUCCEEDED and "keep b" in call.result
+
+
+def test_a_remote_question_is_answered_here_and_the_answer_goes_there(alice, agent, docs, docs_agent):
+    conversation = ask(alice, agent, "ask me to choose between tea, coffee and water")
+    [child] = outer_call(conversation).input_requests.select_related("approval")
+    assert child.approval.kind == Approval.Kind.QUESTION
+    assert child.approval.question["text"] == "docs (a remote A2A agent) asks: Which one?"
+    assert child.approval.question["options"] == ["tea", "coffee", "water"]
+
+    answer(child.approval.pk, user=alice, via=Approval.Via.CHAT, shown_hash=child.approval.shown_hash, value="coffee")
+
+    [inner_question] = Approval.objects.filter(conversation=inner_conversation(docs_agent))
+    assert (inner_question.status, inner_question.answer, inner_question.decided_via) == ("answered", "coffee", "a2a")
+    assert "You answered: coffee." in outer_call(conversation).result
+
+
+def test_a_remote_asking_too_many_decisions_at_once_is_refused_and_its_task_cancelled(alice, agent, docs, docs_agent, monkeypatch):
+    requests = [{"name": "delete_file", "args": {"path": f"{i}.txt"}, "id": i + 1, "shown_hash": "h"} for i in range(21)]
+    pause = {"task": {"id": "t-1", "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": {"messageId": "m", "role": "ROLE_AGENT",
+             "parts": [{"data": {"type": "tool_approval", "action_requests": requests}}]}}}}
+    fake = FakeRemote(docs_agent, lambda method, params: pause if method == "SendMessage" else working(method, params))
+
+    conversation, call = failed_call(monkeypatch, fake, alice, agent)
+
+    assert call.status == Status.FAILED and "asks for 21 decisions at once; at most 20" in call.error
+    assert fake.methods()[-1] == "CancelTask" and not call.input_requests.exists()
+
+
+def test_a_remote_preview_with_invisible_characters_is_shown_spelled_out(alice, agent, docs, docs_agent, monkeypatch):
+    requests = [{"name": "write_file", "args": {"path": "a.txt"}, "id": 1, "shown_hash": "h", "risk": "medium",
+                 "preview": {"kind": "file", "text": "pay\u202eevil"}}]
+    pause = {"task": {"id": "t-1", "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": {"messageId": "m", "role": "ROLE_AGENT",
+             "parts": [{"data": {"type": "tool_approval", "action_requests": requests}}]}}}}
+    monkeypatch.setattr(remote_module, "transport_for_tests", httpx.MockTransport(FakeRemote(docs_agent, lambda m, p: pause if m == "SendMessage" else working(m, p))))
+
+    conversation = ask(alice, agent, "write hello to a.txt")
+
+    [child] = outer_call(conversation).input_requests.select_related("approval")
+    assert "\u202e" not in child.approval.preview["text"] and "⟨U+202E⟩" in child.approval.preview["text"]
