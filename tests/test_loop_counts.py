@@ -16,9 +16,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # The most each step may run, BEGIN and COMMIT left out (PostgreSQL's BEGIN is implicit). A start:
 # the lease, the conversation, its messages, the agent's tool servers, then the turn's transaction
 # (lock, next position, the message, the status). A resume adds the turn's calls, the claim, the
-# re-read of the approved arguments, the result and the messages written meanwhile.
-START_STATEMENTS = 8
-RESUME_STATEMENTS = 13
+# re-read of the approved arguments, the result and the messages written meanwhile. Each adds, once
+# the answer is committed, one indexed look for A2A clients that asked to be told of the task's state
+# (agentlink.receivers: push notification configs; issue 29).
+START_STATEMENTS = 9
+RESUME_STATEMENTS = 14
 
 
 @pytest.fixture
