@@ -29,8 +29,8 @@ CANCELLED_REASON = "Cancelled in the AG-UI client."
 
 
 class Refused(Exception):
-    """Nothing (or, for a race lost midway, only what the message says) was decided, and why; `code`
-    is the RUN_ERROR's."""
+    """The run cannot do what it asks, and why: nothing (or, for a race lost midway, only what the
+    message says) was decided. `code` is the RUN_ERROR's."""
 
     def __init__(self, message: str, code: str):
         super().__init__(message)

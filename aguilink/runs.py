@@ -23,6 +23,7 @@ from hitl.inputs import is_storable
 
 from . import resume
 from .interrupts import interrupt_for
+from .resume import Refused  # one refusal for the whole run, its decisions' included
 
 MAX_THREAD = 200  # Conversation.external_thread
 Status = ToolCall.Status
@@ -30,14 +31,6 @@ FINISHED_CALLS = {
     Status.SUCCEEDED, Status.FAILED, Status.REJECTED, Status.EXPIRED, Status.INTERRUPTED, Status.CANCELLED, Status.LAPSED,
 }
 MOVING = (Conversation.Status.RUNNING, Conversation.Status.WAITING_FOR_APPROVAL)
-
-
-class Refused(Exception):
-    """The run cannot start as asked; `code` is the RUN_ERROR's."""
-
-    def __init__(self, message: str, code: str):
-        super().__init__(message)
-        self.message, self.code = message, code
 
 
 @dataclass
@@ -85,10 +78,7 @@ def begin(user, agent: Agent, run: RunAgentInput) -> Cursor:
         if conversation is None:
             raise Refused("No such thread: its interrupts cannot be resumed.", "unknown_thread")
         cursor = _cursor(conversation, run)
-        try:
-            resume.apply(run.resume, conversation=conversation, user=user)
-        except resume.Refused as exc:
-            raise Refused(exc.message, exc.code) from None
+        resume.apply(run.resume, conversation=conversation, user=user)
         return cursor
     text = new_user_text(run)
     if text is None:

@@ -118,6 +118,16 @@ def test_an_interrupt_of_my_other_thread_is_not_decided_from_this_one(alice, age
     assert Approval.objects.get(pk=interrupt["id"]).status == "pending"
 
 
+def test_an_interrupt_is_not_reached_through_another_agents_endpoint(alice, agent, ops_agent):
+    token = ApiToken.issue(alice)
+    [interrupt] = interrupts(run(token, text="write hello to a.txt"))
+
+    assert last(run(token, slug="ops", resume=approve(interrupt["id"])))["code"] == "unknown_thread"
+    run(token, slug="ops", text="what is 2 + 2")  # the same thread name under the other agent: its own conversation
+    assert last(run(token, slug="ops", resume=approve(interrupt["id"])))["code"] == "unknown_interrupt"
+    assert Approval.objects.get(pk=interrupt["id"]).status == "pending"
+
+
 # --- What: decisions -------------------------------------------------------------------------------------------
 
 
@@ -389,6 +399,27 @@ def test_deeply_nested_edited_arguments_are_refused_never_an_internal_error(alic
         if response.status_code == 200:
             assert last(events_of(response))["code"] not in (None, "internal_error"), depth
     assert Approval.objects.get(pk=interrupt["id"]).status == "pending"
+
+
+def test_oversized_fields_are_refused_or_cut_never_an_internal_error(alice, agent):
+    token = ApiToken.issue(alice)
+    [interrupt] = interrupts(run(token, text="write hello to a.txt"))
+    base = {"threadId": "thread-1", "runId": "r", "messages": []}
+    cases = [
+        (base | {"threadId": "big", "messages": [{"id": "m", "role": "user", "content": "x" * 900_000}]}, ("message_refused", None)),
+        (base | {"runId": "r" * 400_000}, ("interrupt",)),
+        (base | {"resume": approve(interrupt["id"]) * 51}, ("invalid_resume",)),
+        (base | {"resume": approve(interrupt["id"], reason="r" * 500_000, shownHash="h" * 500)}, ("invalid_payload",)),
+        (base | {"resume": resolved(interrupt["id"], {"decision": "approve", "editedArgs": {"path": "a.txt", "content": "c" * 900_000}})},
+         ("invalid_arguments", "edit_refused", None)),
+    ]
+    for body, expected in cases:
+        response = post(body, token=token)
+        assert response.status_code in (200, 413), response.status_code
+        if response.status_code == 200:
+            end = last(events_of(response))
+            assert end.get("code") in expected or end.get("outcome", {}).get("type") in expected, (end.get("code"), expected)
+    assert Approval.objects.get(pk=interrupt["id"]).status in ("pending", "approved")
 
 
 # --- How many, and how long ---------------------------------------------------------------------------------------
