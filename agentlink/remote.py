@@ -8,8 +8,8 @@ shapes, each bound to the version the remote showed) and the reading goes on. It
 call's result. A Stop cancels the remote task; a remote that is down, slow or answers garbage is a
 clear error for the model, and a task it leaves open is cancelled.
 
-The calls of a remote are also found by name (`<name>__<tool>`, from its card's skills) but never
-offered to the model: an edit of one is checked as any object, and rules and routes name them so."""
+A remote's calls are named `<name>__<tool>` here (rules and routes name them so); they are never
+tools of ours: the model cannot call one, and an edit of one is checked by the remote."""
 import asyncio
 import json
 import logging
@@ -98,38 +98,15 @@ class RemoteAskSpec(ToolSpec):
             cancel_remote_task.delay(state["remote"], state["task_id"])
 
 
-@dataclass(frozen=True)
-class RemoteCallSpec(ToolSpec):
-    """A call of the remote (`<name>__<tool>`), found by name but never offered: the remote runs it.
-    Any arguments are taken (the remote checks them), and every call asks a human."""
-
-    @property
-    def parameters(self) -> dict:
-        return {"type": "object"}
-
-    def validate(self, arguments: Any) -> dict:
-        if not isinstance(arguments, dict):
-            raise ToolArgumentsError(f"Arguments for {self.name} must be a JSON object.")
-        return arguments
-
-    def run(self, arguments: dict, context):
-        raise ToolError(f"{self.name} runs at the remote agent that asked for it, never here.")
-
-
 def tools_for_agent(agent) -> list[ToolSpec]:
-    """The agent's remote agents as tools (`<name>__ask` among its tools), and their calls found by
-    name. No query for an agent that has none."""
+    """The agent's remote agents as tools (`<name>__ask` among its tools). No query for an agent that has none."""
     names = [name.removesuffix(ASKS) for name in agent.tools or [] if isinstance(name, str) and name.endswith(ASKS)]
     if not names:
         return []
-    specs = []
-    for remote in RemoteAgent.objects.filter(name__in=names, enabled=True).order_by("name"):
-        specs.append(RemoteAskSpec(
-            name=remote.tool_name, description=_description(remote), function=_never, arguments_model=None,
-            risk="low", remote=remote,
-        ))
-        specs += [_call_spec(remote, skill) for skill in (remote.card or {}).get("skills") or [] if isinstance(skill, dict)]
-    return specs
+    return [
+        RemoteAskSpec(name=remote.tool_name, description=_description(remote), function=_never, arguments_model=None, risk="low", remote=remote)
+        for remote in RemoteAgent.objects.filter(name__in=names, enabled=True).order_by("name")
+    ]
 
 
 def _description(remote: RemoteAgent) -> str:
@@ -137,14 +114,6 @@ def _description(remote: RemoteAgent) -> str:
     said = str(card.get("description") or "")[:500]
     return (f"Ask {card.get('name') or remote.name}, a remote agent (A2A), to do something; returns its answer. "
             f"Its risky calls are decided by a human here first. {said}").strip()
-
-
-def _call_spec(remote: RemoteAgent, skill: dict) -> RemoteCallSpec:
-    risk = next((tag.removeprefix("risk:") for tag in skill.get("tags") or [] if str(tag).removeprefix("risk:") in RISKS), "medium")
-    return RemoteCallSpec(
-        name=call_name(remote, str(skill.get("id") or skill.get("name") or "")), description=str(skill.get("description") or "")[:1000],
-        function=_never, arguments_model=None, needs_approval=True, risk=risk, offered=False,
-    )
 
 
 def call_name(remote: RemoteAgent, tool: str) -> str:
@@ -432,7 +401,7 @@ def _quick(remote: RemoteAgent) -> RemoteAgent:
 
 
 def refresh(remote: RemoteAgent) -> dict:
-    """Read the remote's card now and keep it (its name, description and skills name its calls here)."""
+    """Read the remote's card now and keep it (its name and description describe its tool here)."""
     try:
         card = asyncio.run(_card_only(remote))
     except Exception as exc:  # noqa: BLE001

@@ -173,6 +173,8 @@ class EditChecker:
         spec = registry.find(conversation.agent, approval.tool_call.name)
         if spec is None and conversation.source == Conversation.Source.API:
             return OutsideTool.named(approval.tool_call.name)  # a tool the agent does not have: the caller's
+        if spec is None and approval.tool_call.asked_by_id is not None:
+            return OutsideTool.named(approval.tool_call.name)  # a call a tool asked for (chat.asked): checked where it runs
         return spec
 
 

@@ -201,7 +201,6 @@ def test_a_deny_rule_here_rejects_the_remote_call_without_asking_and_the_remote_
 
 
 def test_an_edit_here_is_the_edit_there_and_only_the_edited_call_runs(alice, agent, docs, docs_agent, settings):
-    remote_module.refresh(docs)  # its card's skills: its calls found by name, so an edit is checked
     conversation = ask(alice, agent, "write hello to notes.txt")
     [child] = outer_call(conversation).input_requests.select_related("approval")
 
@@ -226,6 +225,16 @@ def test_only_linked_agents_have_the_remote_tool_and_its_arguments_are_checked(a
     docs.enabled = False
     docs.save()
     assert registry.find(agent, "docs__ask") is None
+
+
+def test_the_model_cannot_call_a_remote_agents_call_itself(alice, agent, docs, docs_agent):
+    conversation = services.start_conversation(
+        user=alice, agent=agent, content='call docs__write_file with {"path": "notes.txt", "content": "hello"}',
+    )
+
+    call = ToolCall.objects.get(message__conversation=conversation, name="docs__write_file")
+    assert call.status == Status.FAILED and call.error.startswith("Unknown tool 'docs__write_file'")
+    assert not Approval.objects.exists() and not Conversation.objects.filter(agent=docs_agent).exists()
 
 
 # --- A remote that is down, slow, refuses or answers garbage: a clear error, nothing lost ------------
