@@ -74,6 +74,10 @@ def response_schema(approval: Approval) -> dict:
         "properties": {"decision": {"enum": [APPROVE, REJECT]}, **common},
         "required": ["decision"],
     }
+    if approval.confirmation_required:
+        schema["properties"]["confirmation"] = {"const": approval.confirmation_hint}
+        schema["if"] = {"properties": {"decision": {"const": APPROVE}}}
+        schema["then"] = {"required": ["confirmation"]}
     if approval.kind == Approval.Kind.PLAN:
         steps = [step["index"] for step in approval.plan.get("steps", [])]
         schema["properties"]["steps"] = {
@@ -84,10 +88,6 @@ def response_schema(approval: Approval) -> dict:
     spec = registry.find(approval.conversation.agent, approval.tool_call.name)
     edited = dict(spec.parameters) if spec is not None else {"type": "object"}
     schema["properties"]["editedArgs"] = edited | {"description": "Approve with these arguments instead (an edit)."}
-    if approval.confirmation_required:
-        schema["properties"]["confirmation"] = {"const": approval.confirmation_hint}
-        schema["if"] = {"properties": {"decision": {"const": APPROVE}}}
-        schema["then"] = {"required": ["confirmation"]}
     return schema
 
 

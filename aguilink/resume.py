@@ -117,7 +117,7 @@ def _read(entry: ResumeEntry, conversation) -> Decision:
         steps = payload.get("steps")
         if steps is not None and not isinstance(steps, list):
             raise Refused(f'Interrupt {approval.pk}: "steps" is a list of step numbers.', "invalid_payload")
-        return Decision(approval, APPROVE, steps=steps, shown_hash=shown_hash)
+        return Decision(approval, APPROVE, steps=steps, confirmation=confirmation, shown_hash=shown_hash)
     if "editedArgs" in payload:
         if not isinstance(payload["editedArgs"], dict):
             raise Refused(f'Interrupt {approval.pk}: "editedArgs" is a JSON object of the tool\'s arguments.', "invalid_payload")

@@ -75,6 +75,9 @@ function card(interrupt) {
   }
   const decide = (payload, resumeStatus = "resolved") => resume(interrupt, payload, resumeStatus);
   const reason = element("input", { type: "text", placeholder: "Reason (optional)", "aria-label": "Reason" });
+  const confirmation = meta.confirmationHint  // a critical call or plan: approved only with its hint typed
+    ? element("input", { type: "text", placeholder: `Type ${meta.confirmationHint} to approve`, "aria-label": "Confirmation" }) : null;
+  const confirmed = (payload) => (confirmation ? { ...payload, confirmation: confirmation.value } : payload);
   if (interrupt.reason === "question") {
     body.append(questionControls(interrupt, decide));
   } else if (interrupt.reason === "plan") {
@@ -84,21 +87,18 @@ function card(interrupt) {
       box.disabled = !step.optional;
       return element("label", { class: "step" }, box, ` ${step.index}. ${step.action}${step.optional ? " (optional)" : ""}`);
     });
-    body.append(...steps, element("div", { class: "row" },
-      element("button", { onclick: () => decide({ decision: "approve", shownHash: meta.shownHash,
-        steps: steps.map((label) => label.firstChild).filter((box) => box.checked).map((box) => Number(box.value)) }) }, "Approve plan"),
+    body.append(...steps, element("div", { class: "row" }, confirmation,
+      element("button", { onclick: () => decide(confirmed({ decision: "approve", shownHash: meta.shownHash,
+        steps: steps.map((label) => label.firstChild).filter((box) => box.checked).map((box) => Number(box.value)) })) }, "Approve plan"),
       reason, element("button", { class: "reject", onclick: () => decide({ decision: "reject", reason: reason.value }) }, "Reject")));
   } else {
     const args = element("textarea", { rows: 3, "aria-label": "Arguments" });
     args.value = JSON.stringify(meta.arguments ?? {}, null, 2);
-    const confirmation = meta.confirmationHint
-      ? element("input", { type: "text", placeholder: `Type ${meta.confirmationHint} to approve`, "aria-label": "Confirmation" }) : null;
     const approve = () => {
       let edited;
       try { edited = JSON.parse(args.value); } catch { return setStatus("The arguments are not JSON.", "error"); }
-      const payload = { decision: "approve", shownHash: meta.shownHash };
+      const payload = confirmed({ decision: "approve", shownHash: meta.shownHash });
       if (JSON.stringify(edited) !== JSON.stringify(meta.arguments)) payload.editedArgs = edited;
-      if (confirmation) payload.confirmation = confirmation.value;
       decide(payload);
     };
     body.append(element("p", { class: "muted" }, `${meta.tool} · risk ${meta.risk}`), args, element("div", { class: "row" },

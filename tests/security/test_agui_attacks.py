@@ -237,6 +237,21 @@ def test_a_critical_call_is_not_approved_without_its_exact_confirmation(alice, a
     assert Approval.objects.get(pk=interrupt["id"]).status == "pending"
 
 
+def test_a_critical_plan_is_approved_with_its_confirmation_and_not_without(alice, agent):
+    token = ApiToken.issue(alice)
+    [plan] = interrupts(run(token, text="plan a tidy-up"))
+    Approval.objects.filter(pk=plan["id"]).update(risk="critical", confirmation_hint="TIDY")
+    [plan] = interrupts(run(token))
+    assert plan["responseSchema"]["properties"]["confirmation"] == {"const": "TIDY"} and plan["metadata"]["confirmationHint"] == "TIDY"
+
+    refused = run(token, resume=approve(plan["id"], steps=[1, 2, 3]))
+    assert last(refused)["code"] == "confirmation_required"
+    assert Approval.objects.get(pk=plan["id"]).status == "pending"
+
+    run(token, resume=approve(plan["id"], steps=[1, 2, 3], confirmation="TIDY"))
+    assert Approval.objects.get(pk=plan["id"]).status == "approved"
+
+
 def test_a_call_that_needs_step_up_is_not_approved_by_resume_in_any_shape(alice, agent):
     agent.step_up_from_risk = "medium"
     agent.save()
