@@ -19,6 +19,7 @@ from chat.models import ApiToken
 from chat.selectors import agent_for
 from hitl.mounted import error_response, is_https
 
+CROSS_SITE = object()  # a signed-in session, on a request from another site's page
 UNAUTHENTICATED = ("A run needs an API token (Authorization: Bearer <token>), or, from a page of this site, "
                    "a signed-in session.")
 
@@ -77,7 +78,7 @@ class Authenticate:
         user = await self._user(scope, headers)
         if user is None:
             return await error_response(send, 401, UNAUTHENTICATED, bearer=True)
-        if user == "cross-site":
+        if user is CROSS_SITE:
             return await error_response(send, 403, "A run on a session cookie must come from this site's pages (Origin).")
         agent = await self.agent_for(user, match["slug"])
         if agent is None:
@@ -95,5 +96,5 @@ class Authenticate:
             return None
         user = await self.user_for_session(session_key)
         if user is not None and not is_same_origin(scope):
-            return "cross-site"
+            return CROSS_SITE
         return user
