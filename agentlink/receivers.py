@@ -41,15 +41,14 @@ def push_on_approval(sender, approval, **kwargs) -> None:
 
 @receiver(approvals_decided, dispatch_uid="agentlink.push_on_decided")
 def push_on_decided(sender, approvals, **kwargs) -> None:
-    for conversation_id in {approval.conversation_id for approval in approvals}:
-        _notify(conversation_id)
+    _notify(*{approval.conversation_id for approval in approvals})  # one look for a bulk decision's conversations
 
 
-def _notify(conversation_id, *, closed_at: int | None = None) -> None:
-    """Queue a look at the conversation's tasks that have push configs: the open one, and the one
+def _notify(*conversation_ids, closed_at: int | None = None) -> None:
+    """Queue a look at the conversations' tasks that have push configs: the open one, and the one
     the message at `closed_at` just ended."""
     which = Q(task__final_state="") | (Q(task__end_position=closed_at) if closed_at is not None else Q(pk__in=[]))
-    task_ids = set(PushConfig.objects.filter(which, task__conversation_id=conversation_id).values_list("task_id", flat=True))
+    task_ids = set(PushConfig.objects.filter(which, task__conversation_id__in=conversation_ids).values_list("task_id", flat=True))
     for task_id in task_ids:
         try:
             push.notify.delay(str(task_id))
