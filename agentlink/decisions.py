@@ -86,7 +86,7 @@ def apply(*, conversation, user, message: pb.Message, pending: list[Approval], s
         except services.ArgumentsChanged:
             raise Refused(_changed(decision) + _so_far(decided)) from None
         except (services.DecisionError, calls.InvalidArguments, Approval.DoesNotExist) as exc:
-            raise Refused(f"Approval #{decision.approval.pk}: {exc or 'not found.'}" + _so_far(decided)) from None
+            raise Refused(f"Approval #{decision.approval.pk}: {_sentence(exc or 'not found')}" + _so_far(decided)) from None
         decided += 1
         if approval.status == Approval.Status.PENDING and decision.verb == APPROVE:
             voted.append(approval)
@@ -281,7 +281,7 @@ def _check(decision: Decision, user) -> None:
         raise Refused(f"{label} needs an approver other than the requester (four eyes).")
     if decision.verb in (APPROVE, EDIT) and services.needs_step_up(approval):
         raise Refused(f"{label}: {services.STEP_UP} Nothing was decided; you may still deny it.")
-    if decision.verb == APPROVE and approval.confirmation_required and decision.confirmation.strip() != approval.confirmation_hint:
+    if decision.verb in (APPROVE, EDIT) and approval.confirmation_required and decision.confirmation.strip() != approval.confirmation_hint:
         raise Refused(f'{label} is critical: approve it with "confirmation": "{approval.confirmation_hint}".')
     try:
         services.check_decidable(approval.pk, user, approve=approving, shown_hash=decision.shown_hash)
@@ -290,7 +290,7 @@ def _check(decision: Decision, user) -> None:
     except services.AlreadyDecided as exc:
         raise Refused(_already(exc.approval) + " Nothing was decided.", _data(exc.approval)) from None
     except (services.DecisionError, Approval.DoesNotExist) as exc:
-        raise Refused(f"{label}: {exc or 'not found.'} Nothing was decided.") from None
+        raise Refused(f"{label}: {_sentence(exc or 'not found')} Nothing was decided.") from None
 
 
 def _decide(decision: Decision, user) -> Approval:
@@ -345,6 +345,11 @@ def _data(approval: Approval) -> dict:
         "decided_by": approval.decided_by.get_username() if approval.decided_by else None,
         "decided_via": approval.decided_via,
     }
+
+
+def _sentence(error) -> str:
+    text = str(error).strip()
+    return text if text.endswith((".", "?", "!")) else f"{text}."
 
 
 def _so_far(decided: int) -> str:

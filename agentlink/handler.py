@@ -188,8 +188,8 @@ class AgentHandler(RequestHandler):
         user, agent = context.state["hitl_user"], context.state["hitl_agent"]
         message = params.message
         config = params.configuration.task_push_notification_config if params.configuration.HasField("task_push_notification_config") else None
-        if config is not None:  # refused before anything is started or decided
-            await database(push.checked_config)(agent, message.task_id or "new", config)
+        if config is not None:  # refused before anything is started or decided (off the database threads: it resolves a name)
+            await asyncio.to_thread(push.check_config, agent, config)
         if message.task_id:
             task = await self._task(message.task_id, context)
             if message.context_id and message.context_id != str(task.conversation_id):
@@ -201,8 +201,8 @@ class AgentHandler(RequestHandler):
             except runs.Busy as exc:
                 raise InvalidRequestError(message=str(exc)) from None
             task.client, notice = context.state.get("hitl_client", ""), ""
-        if config is not None:
-            await self.configs.set_info(str(task.pk), config, context)
+        if config is not None:  # checked above already
+            await database(push.set_config)(user, agent, str(task.pk), config)
         return task, notice
 
     async def _snapshot(self, task: runs.Task, *, history_length: int | None = None) -> pb.Task:

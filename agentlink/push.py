@@ -9,9 +9,14 @@ asked, decided or edited), queues `notify`, which reads the task as a client wou
 turn that fails says so in no row with a signal, so `notify` looks again a little later while the
 task is still working (a few backing-off looks, one chain at a time).
 
-A URL is http(s), and on a public address unless the agent's operator lets it reach private ones
-(the agent's `allow_private_fetch`, web_fetch's switch): checked when it is set and again before
-each delivery, which connects to the very addresses it checked (no second lookup to rebind)."""
+A URL is http(s), on a port browsers may POST to (the Fetch standard's list of bad ports: no mail,
+SSH or IRC server gets a POST), and on a public address unless the agent's operator lets it reach
+private ones (the agent's `allow_private_fetch`, web_fetch's switch): checked when it is set (off
+A2A's database threads: a name may take seconds to resolve) and again before each delivery, which
+connects to the very addresses it checked (no second lookup to rebind), follows no redirect, and
+ends within POST_SECONDS reading at most MAX_ANSWER_BYTES of the answer. A delivery is sent only to
+an owner who still may use the agent, and only while it is the latest state for its config: a
+receiver that keeps failing is retried a few times for the newest state, never for every change."""
 import asyncio
 import hashlib
 import logging
@@ -29,6 +34,7 @@ from a2a.server.tasks.push_notification_config_store import PushNotificationConf
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from chat import fetching
+from chat.selectors import may_use
 from chat.tools import ToolError
 
 from . import runs
@@ -40,10 +46,18 @@ logger = logging.getLogger(__name__)
 MAX_CONFIGS_PER_TASK = 10
 MAX_URL, MAX_TOKEN, MAX_ID, MAX_AUTH = 2000, 500, 200, 2000
 RESOLVE_SECONDS = 5.0
-POST_SECONDS = 10.0
+POST_SECONDS = 10.0  # the whole POST: connecting, TLS, sending, the answer
+MAX_ANSWER_BYTES = 64 * 1024  # of the receiver's answer, headers included: only its status is read
 RETRIES = 3  # after the first try, backing off 1, 2, 4 s
 MAX_FOLLOWS = 120  # looks at a working task, backing off to every 30 s: about an hour
 SENT_FOR_SECONDS = 24 * 3600
+# The Fetch standard's bad ports (https://fetch.spec.whatwg.org/#bad-port): services that are not HTTP.
+BAD_PORTS = frozenset({
+    0, 1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104, 109, 110,
+    111, 113, 115, 117, 119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515, 526, 530, 531, 532,
+    540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993, 995, 1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061,
+    6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080,
+})
 
 
 class Refused(Exception):
@@ -51,8 +65,8 @@ class Refused(Exception):
 
 
 def check_url(url: str, *, allow_private: bool) -> list[str]:
-    """The addresses to POST `url` to, or Refused: not http(s) with a host, unresolvable, or (unless
-    `allow_private`) any address of it not public, as web_fetch refuses one."""
+    """The addresses to POST `url` to, or Refused: not http(s) with a host, unresolvable, (unless
+    `allow_private`) any address of it not public, as web_fetch refuses one, or a bad port."""
     try:
         parts = httpx.URL(url)
         host = parts.raw_host.decode("ascii")
@@ -60,12 +74,15 @@ def check_url(url: str, *, allow_private: bool) -> list[str]:
         raise Refused(f"{url[:200]!r} is not a web address.") from None
     if parts.scheme not in ("http", "https") or not host:
         raise Refused("A push notification URL is http(s) with a host.")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
-        addresses = fetching.resolve(host, parts.port or (443 if parts.scheme == "https" else 80), fetching.Deadline(RESOLVE_SECONDS))
+        addresses = fetching.resolve(host, port, fetching.Deadline(RESOLVE_SECONDS))
         if not allow_private:
             fetching.refuse_private(host, addresses)
     except ToolError as exc:
         raise Refused(f"{exc} Push notifications go to public addresses unless the agent's operator allows private ones.") from None
+    if port in BAD_PORTS:
+        raise Refused(f"Port {port} is not for HTTP (the Fetch standard's bad ports): push notifications are not sent there.")
     return addresses
 
 
@@ -84,7 +101,10 @@ class ConfigStore(PushNotificationConfigStore):
     reads and deletes only its own, on its own tasks; a task it cannot see is not found."""
 
     async def set_info(self, task_id: str, notification_config: pb.TaskPushNotificationConfig, context: ServerCallContext):
-        return await database(set_config)(context.state["hitl_user"], context.state["hitl_agent"], task_id, notification_config)
+        user, agent = context.state["hitl_user"], context.state["hitl_agent"]
+        await database(_own_task)(user, agent, task_id)
+        await asyncio.to_thread(check_config, agent, notification_config)  # resolves a name: not on A2A's database threads
+        return await database(set_config)(user, agent, task_id, notification_config)
 
     async def get_info(self, task_id: str, context: ServerCallContext) -> list[pb.TaskPushNotificationConfig]:
         return await database(configs_of)(context.state["hitl_user"], context.state["hitl_agent"], task_id)
@@ -103,34 +123,32 @@ def _own_task(user, agent, task_id: str) -> Task:
     return task
 
 
-def checked_config(agent, task_id: str, config: pb.TaskPushNotificationConfig) -> pb.TaskPushNotificationConfig:
-    """The config as it will be stored (its id defaulted to the task's), or InvalidParamsError."""
-    normalized = pb.TaskPushNotificationConfig()
-    normalized.CopyFrom(config)
-    normalized.task_id, normalized.id = task_id, config.id or task_id
-    auth = MessageToDict(normalized.authentication) if normalized.HasField("authentication") else {}
-    for name, value, limit in (("url", normalized.url, MAX_URL), ("token", normalized.token, MAX_TOKEN),
-                               ("id", normalized.id, MAX_ID), ("authentication", str(auth), MAX_AUTH)):
+def check_config(agent, config: pb.TaskPushNotificationConfig) -> None:
+    """InvalidParamsError for a config that is not stored: a field too long, no url, a URL refused
+    (`check_url`: it resolves the name, so call it off A2A's database threads)."""
+    auth = MessageToDict(config.authentication) if config.HasField("authentication") else {}
+    for name, value, limit in (("url", config.url, MAX_URL), ("token", config.token, MAX_TOKEN),
+                               ("id", config.id, MAX_ID), ("authentication", str(auth), MAX_AUTH)):
         if len(value) > limit:
             raise InvalidParamsError(message=f"A push notification config's {name} is at most {limit} characters.")
-    if not normalized.url:
+    if not config.url:
         raise InvalidParamsError(message="A push notification config needs a url.")
     try:
-        check_url(normalized.url, allow_private=agent.allow_private_fetch)
+        check_url(config.url, allow_private=agent.allow_private_fetch)
     except Refused as exc:
         raise InvalidParamsError(message=f"Push notification URL refused: {exc}") from None
-    return normalized
 
 
 def set_config(user, agent, task_id: str, config: pb.TaskPushNotificationConfig) -> pb.TaskPushNotificationConfig:
-    """Store (or replace, by id) a config on the caller's own task."""
+    """Store (or replace, by id: the task's own id when it names none) a config, checked already
+    (`check_config`), on the caller's own task."""
     task = _own_task(user, agent, task_id)
-    config = checked_config(agent, str(task.pk), config)
+    config_id = config.id or str(task.pk)
     fields = {"owner": user, "url": config.url, "token": config.token,
               "authentication": MessageToDict(config.authentication) if config.HasField("authentication") else {}}
     try:
         with transaction.atomic():
-            row, created = PushConfig.objects.update_or_create(task=task, config_id=config.id, defaults=fields)
+            row, created = PushConfig.objects.update_or_create(task=task, config_id=config_id, defaults=fields)
             if created and PushConfig.objects.filter(task=task).count() > MAX_CONFIGS_PER_TASK:
                 raise InvalidParamsError(message=f"A task has at most {MAX_CONFIGS_PER_TASK} push notification configs: delete one first.")
     except IntegrityError:  # two clients setting one id at once: the first stands
@@ -167,6 +185,7 @@ def notify(task_id: str, *, follow: int = 0, force: bool = False) -> None:
         cache.set(sent_key, digest, SENT_FOR_SECONDS)
         payload = MessageToJson(proto)
         for config_pk in task.push_configs.values_list("pk", flat=True):
+            cache.set(_latest_key(config_pk), _digest(payload), SENT_FOR_SECONDS)
             deliver.delay(config_pk, payload)
     _follow_later(task_id, follow, moving=reading.state in (runs.State.TASK_STATE_SUBMITTED, runs.State.TASK_STATE_WORKING))
 
@@ -189,13 +208,19 @@ def _follow_later(task_id: str, follow: int, *, moving: bool) -> None:
 @shared_task(bind=True, ignore_result=True, acks_late=True)
 def deliver(self, config_pk: int, payload: str) -> None:
     """POST the task to one config's URL, with its token, through the SDK's sender; retried a few
-    times, backing off, while the client's server fails. A config deleted meanwhile, or a URL now
-    refused, gets nothing."""
-    row = PushConfig.objects.select_related("task__conversation__agent").filter(pk=config_pk).first()
-    if row is None:
+    times, backing off, while the client's server fails and this is still the latest state for it
+    (a newer one is on its way: the older is dropped, retries and all). A config deleted meanwhile,
+    a URL now refused, or an owner who no longer has the conversation or may no longer use the
+    agent (deactivated, access taken back) gets nothing."""
+    row = PushConfig.objects.select_related("owner", "task__conversation__agent").filter(pk=config_pk).first()
+    if row is None or cache.get(_latest_key(config_pk), _digest(payload)) != _digest(payload):
+        return
+    conversation = row.task.conversation
+    if conversation.owner_id != row.owner_id or not may_use(row.owner, conversation.agent):  # may_use: active too
+        logger.warning("a2a push to config %s not sent: its owner may no longer see task %s", config_pk, row.task_id)
         return
     try:
-        addresses = check_url(row.url, allow_private=row.task.conversation.agent.allow_private_fetch)
+        addresses = check_url(row.url, allow_private=conversation.agent.allow_private_fetch)
     except Refused as exc:
         logger.warning("a2a push to config %s not sent: %s", config_pk, exc)
         return
@@ -206,6 +231,14 @@ def deliver(self, config_pk: int, payload: str) -> None:
         logger.warning("a2a push to config %s (task %s) failed %s times: given up", config_pk, row.task_id, RETRIES + 1)
         return
     raise self.retry(countdown=2 ** self.request.retries, max_retries=RETRIES)
+
+
+def _latest_key(config_pk: int) -> str:
+    return f"agentlink.push.latest:{config_pk}"
+
+
+def _digest(payload: str) -> str:
+    return hashlib.sha256(payload.encode()).hexdigest()
 
 
 class _OneConfig(PushNotificationConfigStore):
@@ -228,8 +261,8 @@ class _OneConfig(PushNotificationConfigStore):
 
 
 async def _post(config: pb.TaskPushNotificationConfig, proto: pb.Task, addresses: list[str]) -> bool:
-    """Whether the client's server took it (a 2xx). The SDK's sender logs and swallows failures, so
-    the answer is read from the response itself."""
+    """Whether the client's server took it (a 2xx) within POST_SECONDS. The SDK's sender logs and
+    swallows failures, so the answer is read from the response itself."""
     answers: list[bool] = []
 
     async def record(response: httpx.Response) -> None:
@@ -238,9 +271,14 @@ async def _post(config: pb.TaskPushNotificationConfig, proto: pb.Task, addresses
     transport = httpx.AsyncHTTPTransport()
     # As chat.fetching does for web_fetch: the pool connects to the checked addresses only.
     transport._pool = httpcore.AsyncConnectionPool(ssl_context=httpx.create_ssl_context(), network_backend=_PinnedBackend(addresses))
-    async with httpx.AsyncClient(transport=transport, timeout=POST_SECONDS, follow_redirects=False, trust_env=False,
-                                 event_hooks={"response": [record]}) as client:
-        await BasePushNotificationSender(client, _OneConfig(config)).send_notification(proto.id, proto)
+    try:
+        async with asyncio.timeout(POST_SECONDS):  # one deadline: a receiver answering a byte at a time holds no worker
+            async with httpx.AsyncClient(transport=transport, timeout=POST_SECONDS, follow_redirects=False, trust_env=False,
+                                         event_hooks={"response": [record]}) as client:
+                await BasePushNotificationSender(client, _OneConfig(config)).send_notification(proto.id, proto)
+    except TimeoutError:
+        logger.warning("a2a push to %s: no answer within %g s", config.url[:200], POST_SECONDS)
+        return False
     return answers == [True]
 
 
@@ -256,9 +294,11 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
         failure: Exception = httpcore.ConnectError(f"no address for {host}")
         for address in self._addresses:
             try:
-                return await self._backend.connect_tcp(address, port, timeout, local_address, socket_options)
+                stream = await self._backend.connect_tcp(address, port, timeout, local_address, socket_options)
             except httpcore.ConnectError as exc:
                 failure = exc
+                continue
+            return _CappedStream(stream)
         raise failure
 
     async def connect_unix_socket(self, path, timeout=None, socket_options=None):
@@ -266,3 +306,31 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
 
     async def sleep(self, seconds: float) -> None:
         await self._backend.sleep(seconds)
+
+
+class _CappedStream(httpcore.AsyncNetworkStream):
+    """A connection that reads at most MAX_ANSWER_BYTES: a receiver answering without end fills no
+    worker's memory (httpx reads a whole answer before the sender looks at its status)."""
+
+    def __init__(self, stream: httpcore.AsyncNetworkStream):
+        self._stream = stream
+        self._read = 0
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self._read >= MAX_ANSWER_BYTES:
+            raise httpcore.ReadError(f"the answer is over {MAX_ANSWER_BYTES} bytes")
+        data = await self._stream.read(min(max_bytes, MAX_ANSWER_BYTES - self._read), timeout)
+        self._read += len(data)
+        return data
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._stream.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def start_tls(self, ssl_context, server_hostname: str | None = None, timeout: float | None = None):
+        return _CappedStream(await self._stream.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str):
+        return self._stream.get_extra_info(info)
