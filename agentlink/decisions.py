@@ -163,15 +163,8 @@ def _read(data: list, pending: list[Approval], conversation, shown: dict[int, st
         if item.get("type") == "approval_response" or isinstance(item.get("decision"), str):
             _read_seed_response(item, pending, shown, add, left_alone)
         elif "decision_type" in item:
-            verb = _verb(item["decision_type"])
-            for approval in pending:
-                if approval.pk not in shown:  # pending since the pause this answers: left alone
-                    left_alone.append(approval)
-                elif approval.kind != Approval.Kind.QUESTION:
-                    add(approval.pk, verb, reason=_text(item.get("reason")), confirmation=_text(item.get("confirmation")),
-                        shown_hash=shown[approval.pk])
-                elif verb == DENY:
-                    add(approval.pk, "answer", decline=True, reason=_text(item.get("reason")), shown_hash=shown[approval.pk])
+            _blanket(_listed(pending, shown, left_alone), _verb(item["decision_type"]), shown, add,
+                     reason=_text(item.get("reason")), confirmation=_text(item.get("confirmation")))
         elif "decisions" in item:
             for entry in _list(item["decisions"], "decisions"):
                 add(entry.get("id"), _verb(entry.get("decision_type")), reason=_text(entry.get("reason")),
@@ -204,10 +197,10 @@ def _read(data: list, pending: list[Approval], conversation, shown: dict[int, st
 
 
 def _read_seed_response(item: dict, pending: list[Approval], shown: dict[int, str], add, left_alone: list) -> None:
-    """Seed 004's `{"type": "approval_response", "decision", "modified_input"?}`: like a blanket
-    decision_type, it decides the calls the pause the client was sent listed (a question is declined
-    by "denied", left alone by "approved"); with "id", the one call it names. "modified" approves
-    `modified_input` in place of one tool call's arguments (an edit, checked as every edit is)."""
+    """Seed 004's `{"type": "approval_response", "decision", "modified_input"?}`: with "id", the one
+    call it names; without, like a blanket decision_type, the calls the pause the client was sent
+    listed. "modified" approves `modified_input` in place of one tool call's arguments (an edit,
+    checked as every edit is)."""
     verb = SEED_DECISIONS.get(item.get("decision")) if isinstance(item.get("decision"), str) else None
     if verb is None:
         raise Refused('"decision" is "approved", "denied" or "modified".')
@@ -219,25 +212,33 @@ def _read_seed_response(item: dict, pending: list[Approval], shown: dict[int, st
     fields = {"reason": _text(item.get("reason")), "confirmation": _text(item.get("confirmation"))}
     if "id" in item:
         approval_id = _id(item["id"])
-        shown_hash = _hash(item) or shown.get(approval_id, "")
-        targets = [(approval_id, shown_hash)]
-    else:
-        for approval in pending:
-            if approval.pk not in shown:
-                left_alone.append(approval)
-        targets = [(approval.pk, shown[approval.pk]) for approval in pending if approval.pk in shown]
-    kinds = {approval.pk: approval.kind for approval in pending}
-    if verb == EDIT:
-        actions = [target for target in targets if kinds.get(target[0]) != Approval.Kind.QUESTION]
-        if len(actions) != 1:
-            raise Refused('"modified" changes one tool call: name it with "id" (the pause lists several, or none).')
-        targets = actions
-    for approval_id, shown_hash in targets:
-        if kinds.get(approval_id) == Approval.Kind.QUESTION and "id" not in item:
-            if verb == DENY:
-                add(approval_id, "answer", decline=True, reason=fields["reason"], shown_hash=shown_hash)
-            continue  # a question is answered, not approved
-        add(approval_id, verb, value=edited if verb == EDIT else None, shown_hash=shown_hash, **fields)
+        add(approval_id, verb, value=edited, shown_hash=_hash(item) or shown.get(approval_id, ""), **fields)
+        return
+    listed = _listed(pending, shown, left_alone)
+    if verb != EDIT:
+        _blanket(listed, verb, shown, add, **fields)
+        return
+    actions = [approval for approval in listed if approval.kind != Approval.Kind.QUESTION]
+    if len(actions) != 1:
+        raise Refused('"modified" changes one tool call: name it with "id" (the pause lists several, or none).')
+    add(actions[0].pk, EDIT, value=edited, shown_hash=shown[actions[0].pk], **fields)
+
+
+def _listed(pending: list[Approval], shown: dict[int, str], left_alone: list) -> list[Approval]:
+    """The pending calls the pause the client was sent listed; those pending since go to `left_alone`."""
+    listed = [approval for approval in pending if approval.pk in shown]
+    left_alone.extend(approval for approval in pending if approval.pk not in shown)
+    return listed
+
+
+def _blanket(listed: list[Approval], verb: str, shown: dict[int, str], add, *, reason: str, confirmation: str) -> None:
+    """A blanket approve or deny of what the pause listed: a question is declined by a deny, left
+    alone by an approve (it is answered, not approved)."""
+    for approval in listed:
+        if approval.kind != Approval.Kind.QUESTION:
+            add(approval.pk, verb, reason=reason, confirmation=confirmation, shown_hash=shown[approval.pk])
+        elif verb == DENY:
+            add(approval.pk, "answer", decline=True, reason=reason, shown_hash=shown[approval.pk])
 
 
 def _read_kagent_answers(item: dict, by_id: dict[int, Approval], add) -> None:

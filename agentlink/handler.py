@@ -194,6 +194,8 @@ class AgentHandler(RequestHandler):
             task = await self._task(message.task_id, context)
             if message.context_id and message.context_id != str(task.conversation_id):
                 raise InvalidParamsError(message="That task belongs to another contextId.")
+            if config is not None:  # one too many is refused before anything is decided
+                await database(push.check_room)(task, config)
             notice = await database(_continue)(task, user, message)
         else:
             try:

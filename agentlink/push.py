@@ -20,6 +20,7 @@ receiver that keeps failing is retried a few times for the newest state, never f
 import asyncio
 import hashlib
 import logging
+import re
 
 import httpcore
 import httpx
@@ -36,6 +37,7 @@ from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from chat import fetching
 from chat.selectors import may_use
 from chat.tools import ToolError
+from hitl.inputs import is_storable
 
 from . import runs
 from .models import PushConfig, Task
@@ -51,6 +53,7 @@ MAX_ANSWER_BYTES = 64 * 1024  # of the receiver's answer, headers included: only
 RETRIES = 3  # after the first try, backing off 1, 2, 4 s
 MAX_FOLLOWS = 120  # looks at a working task, backing off to every 30 s: about an hour
 SENT_FOR_SECONDS = 24 * 3600
+HEADER_VALUE = re.compile(r"[\x20-\x7e]*")
 # The Fetch standard's bad ports (https://fetch.spec.whatwg.org/#bad-port): services that are not HTTP.
 BAD_PORTS = frozenset({
     0, 1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104, 109, 110,
@@ -74,6 +77,8 @@ def check_url(url: str, *, allow_private: bool) -> list[str]:
         raise Refused(f"{url[:200]!r} is not a web address.") from None
     if parts.scheme not in ("http", "https") or not host:
         raise Refused("A push notification URL is http(s) with a host.")
+    if parts.userinfo:  # user:password@ would be logged with the URL, and is the old trick of hiding the host
+        raise Refused("A push notification URL carries no user:password@: send credentials as the config's token or authentication.")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
         addresses = fetching.resolve(host, port, fetching.Deadline(RESOLVE_SECONDS))
@@ -131,6 +136,13 @@ def check_config(agent, config: pb.TaskPushNotificationConfig) -> None:
                                ("id", config.id, MAX_ID), ("authentication", str(auth), MAX_AUTH)):
         if len(value) > limit:
             raise InvalidParamsError(message=f"A push notification config's {name} is at most {limit} characters.")
+    if not (is_storable(config.id) and is_storable(config.url)):
+        raise InvalidParamsError(message="A push notification config's id and url hold no NUL or lone surrogate.")
+    # Each is sent in a header: visible ASCII only (a CR, LF or NUL would be refused by every send, for ever).
+    for name, value in (("token", config.token), ("authentication scheme", config.authentication.scheme),
+                        ("authentication credentials", config.authentication.credentials)):
+        if not HEADER_VALUE.fullmatch(value):
+            raise InvalidParamsError(message=f"A push notification config's {name} is visible ASCII: it is sent in a header.")
     if not config.url:
         raise InvalidParamsError(message="A push notification config needs a url.")
     try:
@@ -143,7 +155,7 @@ def set_config(user, agent, task_id: str, config: pb.TaskPushNotificationConfig)
     """Store (or replace, by id: the task's own id when it names none) a config, checked already
     (`check_config`), on the caller's own task."""
     task = _own_task(user, agent, task_id)
-    config_id = config.id or str(task.pk)
+    config_id = check_room(task, config)
     fields = {"owner": user, "url": config.url, "token": config.token,
               "authentication": MessageToDict(config.authentication) if config.HasField("authentication") else {}}
     try:
@@ -155,6 +167,16 @@ def set_config(user, agent, task_id: str, config: pb.TaskPushNotificationConfig)
         raise InvalidParamsError(message="That push notification config was set meanwhile: read it again.") from None
     transaction.on_commit(lambda: notify.delay(str(task.pk), force=True), robust=True)
     return as_proto(row)
+
+
+def check_room(task: Task, config: pb.TaskPushNotificationConfig) -> str:
+    """The config's id (the task's own when it names none), or InvalidParamsError when it would be
+    one too many for the task: checked before a message that carries it decides or starts anything."""
+    config_id = config.id or str(task.pk)
+    configs = PushConfig.objects.filter(task=task)
+    if configs.count() >= MAX_CONFIGS_PER_TASK and not configs.filter(config_id=config_id).exists():
+        raise InvalidParamsError(message=f"A task has at most {MAX_CONFIGS_PER_TASK} push notification configs: delete one first.")
+    return config_id
 
 
 def configs_of(user, agent, task_id: str) -> list[pb.TaskPushNotificationConfig]:
@@ -277,7 +299,7 @@ async def _post(config: pb.TaskPushNotificationConfig, proto: pb.Task, addresses
                                          event_hooks={"response": [record]}) as client:
                 await BasePushNotificationSender(client, _OneConfig(config)).send_notification(proto.id, proto)
     except TimeoutError:
-        logger.warning("a2a push to %s: no answer within %g s", config.url[:200], POST_SECONDS)
+        logger.warning("a2a push to config %s of task %s: no answer within %g s", config.id, config.task_id, POST_SECONDS)
         return False
     return answers == [True]
 

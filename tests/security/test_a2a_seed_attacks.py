@@ -447,3 +447,40 @@ def test_a_refused_reply_on_a_stream_is_an_error_event_that_ends_the_stream(alic
     [event] = events or [response.json()]  # the SDK answers an error before the first event as plain JSON: nothing left open
     assert event["error"]["code"] == INVALID_PARAMS and '"decision" is "approved"' in event["error"]["message"]
     assert statuses(task) == ["pending"]
+
+
+@pytest.mark.parametrize("field, says", [
+    ({"token": "se\r\ncret"}, "token is visible ASCII"),
+    ({"token": "s\u00e9cret"}, "token is visible ASCII"),
+    ({"token": "a\u0000b"}, "token is visible ASCII"),
+    ({"authentication": {"scheme": "Bearer\r\nX-Evil: 1", "credentials": "c"}}, "authentication scheme is visible ASCII"),
+    ({"authentication": {"scheme": "Bearer", "credentials": "c\nX-Evil: 1"}}, "authentication credentials is visible ASCII"),
+    ({"id": "a\u0000b"}, "hold no NUL"),
+    ({"url": "http://push.example/a\u0000b"}, "hold no NUL"),
+    ({"url": "http://user:pw@push.example/hook"}, "carries no user:password@"),
+])
+def test_a_config_whose_fields_would_break_every_send_or_hide_credentials_is_refused(alice, agent, monkeypatch, field, says):
+    resolving(monkeypatch, {"push.example": ["93.184.216.34"]})
+    task = a2a_task(alice, agent, "write hello to a.txt")
+
+    answer = create(ApiToken.issue(alice), str(task.pk), **({"url": "http://push.example/hook", "token": "t"} | field))
+
+    assert answer["error"]["code"] == INVALID_PARAMS and says in error_of(answer), answer
+    assert not PushConfig.objects.exists()
+
+
+def test_a_reply_carrying_one_config_too_many_is_refused_before_it_decides_anything(alice, agent, monkeypatch):
+    resolving(monkeypatch, {"push.example": ["93.184.216.34"]})
+    monkeypatch.setattr(push.deliver, "delay", lambda *args: None)
+    token = ApiToken.issue(alice)
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    rpc(token, "GetTask", {"id": str(task.pk)})
+    for number in range(push.MAX_CONFIGS_PER_TASK):
+        create(token, str(task.pk), id=f"c{number}", url="http://push.example/hook")
+    reply = {"role": "ROLE_USER", "messageId": "m2", "taskId": str(task.pk), "parts": [{"data": RESPONSE | {"decision": "approved"}}]}
+    configuration = {"taskPushNotificationConfig": {"id": "one-more", "url": "http://push.example/hook"}}
+
+    answer = rpc(token, "SendMessage", {"message": reply, "configuration": configuration})
+
+    assert "at most 10 push notification configs" in error_of(answer)
+    assert statuses(task) == ["pending"] and PushConfig.objects.count() == push.MAX_CONFIGS_PER_TASK
