@@ -15,11 +15,13 @@ import json
 import logging
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from django.db import connection
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict
 
@@ -31,6 +33,7 @@ from a2a.utils.errors import A2AError
 from approvals.policy import RISKS
 from chat.asked import MAX_ACTIONS, question_of
 from chat.tools import InputRequired, ToolArgumentsError, ToolError, ToolSpec
+from hitl.inputs import is_storable_value
 
 from .models import ASK, REMOTE_SEPARATOR, RemoteAgent
 
@@ -41,6 +44,8 @@ MOVING = {State.TASK_STATE_SUBMITTED, State.TASK_STATE_WORKING, State.TASK_STATE
 MAX_MESSAGE = 20_000
 MAX_RESULT = 50_000
 MAX_CARD_BYTES = 1_000_000
+MAX_ARGUMENTS = 100_000  # characters of one call's arguments, as JSON (the model's own calls' cap)
+MAX_ROUNDS = 10  # pauses relayed for one call: a remote pausing again and again (rules deciding at once) ends
 POLL_FIRST, POLL_MOST = 0.1, 1.0
 CANCEL_SECONDS = 10
 ASKS = REMOTE_SEPARATOR + ASK
@@ -65,6 +70,7 @@ class RemoteAskSpec(ToolSpec):
     """`<name>__ask`: send a message to the remote agent, get its answer."""
 
     remote: RemoteAgent | None = None
+    stoppable: bool = True  # a Stop while it reads the remote's task cancels that task
 
     @property
     def parameters(self) -> dict:
@@ -84,12 +90,14 @@ class RemoteAskSpec(ToolSpec):
         return {"message": message}
 
     def run(self, arguments: dict, context) -> str:
-        return _talk(self.remote, lambda client, opened: _start(client, self.remote, arguments["message"], opened))
+        opened = Opened(self.remote, context.started)
+        return _talk(self.remote, lambda client: _start(client, self.remote, arguments["message"], opened), opened)
 
     def resume(self, arguments: dict, context, state: dict, answer: dict) -> str:
         """Our people decided the remote's calls: send the decisions to its task, read on."""
         remote = _current(state)
-        return _talk(remote, lambda client, opened: _reply(client, remote, state, answer, opened))
+        opened = Opened(remote, context.started)
+        return _talk(remote, lambda client: _reply(client, remote, state, answer, opened), opened)
 
     def cancel(self, arguments: dict, context, state: dict) -> None:
         from .tasks import cancel_remote_task  # the task module imports this one
@@ -117,8 +125,11 @@ def _description(remote: RemoteAgent) -> str:
 
 
 def call_name(remote: RemoteAgent, tool: str) -> str:
-    """How a remote's call is named here: `<name>__<tool>`, in the characters every provider accepts."""
-    return f"{remote.name}{REMOTE_SEPARATOR}{re.sub(r'[^A-Za-z0-9_-]', '_', tool) or 'call'}"[:64]
+    """How a remote's call is named here: `<name>__<tool>`, in the characters every provider accepts
+    (a look-alike or invisible character is a `_`, so never the name a rule of ours names), and
+    never `<name>__ask`, our tool that asks it (whose rules would then decide the remote's call)."""
+    tool = re.sub(r"[^A-Za-z0-9_-]", "_", tool) or "call"
+    return f"{remote.name}{REMOTE_SEPARATOR}{tool}{'_there' if tool == ASK else ''}"[:64]
 
 
 def _current(state: dict) -> RemoteAgent:
@@ -131,12 +142,33 @@ def _current(state: dict) -> RemoteAgent:
 # --- Talking to the remote -------------------------------------------------------------------------
 
 
-def _talk(remote: RemoteAgent, work) -> str:
-    """Run one exchange with the remote (`work(client, opened)`), within its timeout; what goes wrong
-    is a ToolError the model can read, and a task it leaves open is cancelled."""
-    opened: dict = {}  # the task the exchange is reading, once it has one
+class Opened:
+    """The remote task an exchange reads, once it has one, recorded on our call as soon as it is
+    known (ToolContext.started): a Stop cancels it from there. A call stopped before that finds
+    out here, and the task is cancelled at once."""
+
+    def __init__(self, remote: RemoteAgent, started: Callable[[dict], bool] | None = None):
+        self.remote, self.started, self.task_id = remote, started, ""
+
+    async def record(self, task: pb.Task) -> None:
+        self.task_id = task.id
+        state = {"remote": self.remote.pk, "task_id": task.id, "context_id": task.context_id}
+        if self.started is not None and not await asyncio.to_thread(_closing, self.started, state):
+            raise Unusable(f"Stopped here while {self.remote.name} worked on it.", task.id)
+
+
+def _closing(started: Callable[[dict], bool], state: dict) -> bool:
     try:
-        return asyncio.run(_session(remote, work, opened))
+        return started(state)
+    finally:
+        connection.close()  # this thread's own, which ends with the exchange
+
+
+def _talk(remote: RemoteAgent, work, opened: Opened) -> str:
+    """Run one exchange with the remote (`work(client)`), within its timeout; what goes wrong is a
+    ToolError the model can read, and a task it leaves open (`opened`) is cancelled."""
+    try:
+        return asyncio.run(_session(remote, work))
     except Unusable as exc:
         raise ToolError(f"{exc} {_cancelled(remote, exc.task_id) if exc.task_id else 'Nothing was done here.'}") from None
     except (InputRequired, ToolError):
@@ -152,7 +184,7 @@ def _talk(remote: RemoteAgent, work) -> str:
         else:
             logger.warning("remote agent %s: %r", remote.name, exc)
             said = f"{remote.name} answered something that is not A2A ({exc.__class__.__name__})."
-        task_id = opened.get("task_id")
+        task_id = opened.task_id
         raise ToolError(f"{said} {_cancelled(remote, task_id) if task_id else 'Nothing was done here.'}") from None
 
 
@@ -162,25 +194,38 @@ def _cancelled(remote: RemoteAgent, task_id: str) -> str:
     return f"Its task {task_id} could not be cancelled: it may still go on there."
 
 
-async def _session(remote: RemoteAgent, work, opened: dict | None = None):
-    headers = {"Authorization": f"Bearer {remote.token}"} if remote.token else {}
-    timeout = httpx.Timeout(remote.timeout_seconds, connect=min(remote.timeout_seconds, 10))
-    async with httpx.AsyncClient(headers=headers, timeout=timeout, transport=transport_for_tests, follow_redirects=False) as http:
+async def _session(remote: RemoteAgent, work):
+    """`work(client)` after reading the card, all within the remote's timeout (a remote dribbling
+    its answers a byte at a time included)."""
+
+    async def exchange():
         card = await _card(http, remote)
-        client = ClientFactory(ClientConfig(httpx_client=http, streaming=False, polling=True)).create(card)
-        return await asyncio.wait_for(work(client, opened if opened is not None else {}), remote.timeout_seconds)
+        return await work(ClientFactory(ClientConfig(httpx_client=http, streaming=False, polling=True)).create(card))
+
+    async with _http(remote, remote.timeout_seconds) as http:
+        return await asyncio.wait_for(exchange(), remote.timeout_seconds)
+
+
+def _http(remote: RemoteAgent, seconds: float) -> httpx.AsyncClient:
+    """Our token to the remote's origin only: redirects are not followed."""
+    headers = {"Authorization": f"Bearer {remote.token}"} if remote.token else {}
+    timeout = httpx.Timeout(seconds, connect=min(seconds, 10))
+    return httpx.AsyncClient(headers=headers, timeout=timeout, transport=transport_for_tests, follow_redirects=False)
 
 
 async def _card(http: httpx.AsyncClient, remote: RemoteAgent) -> pb.AgentCard:
     """The remote's card, whose JSON-RPC interface must be where the card is (same scheme, host and
     port): the token goes nowhere else."""
-    response = await http.get(remote.card_url)
-    if response.status_code != 200:
-        raise Unusable(f"{remote.name}'s card could not be read (HTTP {response.status_code} at {remote.card_url}).")
-    if len(response.content) > MAX_CARD_BYTES:
-        raise Unusable(f"{remote.name}'s card is too large.")
+    async with http.stream("GET", remote.card_url) as response:
+        if response.status_code != 200:
+            raise Unusable(f"{remote.name}'s card could not be read (HTTP {response.status_code} at {remote.card_url}).")
+        body = b""
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > MAX_CARD_BYTES:
+                raise Unusable(f"{remote.name}'s card is too large.")
     try:
-        card = parse_agent_card(response.json())
+        card = parse_agent_card(json.loads(body))
     except Exception:  # noqa: BLE001  (not JSON, not a card)
         raise Unusable(f"{remote.name}'s card URL answered something that is not an A2A agent card.") from None
     interfaces = [i for i in card.supported_interfaces if i.protocol_binding == TransportProtocol.JSONRPC.value]
@@ -196,19 +241,19 @@ def _origin(url: str) -> tuple:
     return parts.scheme, parts.hostname, parts.port or {"http": 80, "https": 443}.get(parts.scheme)
 
 
-async def _start(client, remote: RemoteAgent, text: str, opened: dict) -> str:
+async def _start(client, remote: RemoteAgent, text: str, opened: Opened) -> str:
     message = pb.Message(role=pb.Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[pb.Part(text=text)])
     return await _follow(client, remote, await _sent(client, message), opened)
 
 
-async def _reply(client, remote: RemoteAgent, state: dict, answer: dict, opened: dict) -> str:
+async def _reply(client, remote: RemoteAgent, state: dict, answer: dict, opened: Opened) -> str:
     decisions, answers, edits = _decisions(state, answer)
     message = pb.Message(role=pb.Role.ROLE_USER, message_id=uuid.uuid4().hex, task_id=state["task_id"], context_id=state["context_id"])
     for data in [{"decisions": decisions}] * bool(decisions) + [{"answers": answers}] * bool(answers) + edits:
         part = pb.Part(media_type="application/json")
         part.data.struct_value.update(data)
         message.parts.append(part)
-    opened["task_id"] = state["task_id"]
+    opened.task_id = state["task_id"]
     try:
         task = await _sent(client, message)
     except A2AError as exc:
@@ -217,7 +262,7 @@ async def _reply(client, remote: RemoteAgent, state: dict, answer: dict, opened:
         said = getattr(exc, "message", "") or str(exc)
         raise Unusable(f"{remote.name} refused the decisions: {_shown(said)}", state["task_id"]) from None
     decided = set(state.get("decided", [])) | {entry["id"] for entry in state["pending"]}
-    return await _follow(client, remote, task, opened, decided=decided)
+    return await _follow(client, remote, task, opened, decided=decided, rounds=state.get("rounds", 1))
 
 
 async def _sent(client, message: pb.Message):
@@ -233,34 +278,36 @@ async def _sent(client, message: pb.Message):
     raise Unusable("The remote answered the message with neither a task nor a message.")
 
 
-async def _follow(client, remote: RemoteAgent, task, opened: dict, *, decided: set = frozenset()) -> str:
+async def _follow(client, remote: RemoteAgent, task, opened: Opened, *, decided: set = frozenset(), rounds: int = 0) -> str:
     """Read the task until it stops moving: its answer, or InputRequired with its pending calls."""
     if isinstance(task, pb.Message):
         return _limited(_text(task.parts)) or f"{remote.name} answered with no text."
     if not task.id:
         raise Unusable(f"{remote.name} answered with a task without an id.")
-    opened["task_id"] = task.id
+    await opened.record(task)
     delay = POLL_FIRST
     while task.status.state in MOVING:
         await asyncio.sleep(delay)
         delay = min(delay * 1.5, POLL_MOST)
         task = await client.get_task(pb.GetTaskRequest(id=task.id, history_length=0))
-    return _outcome(remote, task, decided)
+    return _outcome(remote, task, decided, rounds)
 
 
-def _outcome(remote: RemoteAgent, task: pb.Task, decided: set) -> str:
+def _outcome(remote: RemoteAgent, task: pb.Task, decided: set, rounds: int) -> str:
     state, said = task.status.state, _text(task.status.message.parts)
     if state == State.TASK_STATE_COMPLETED:
         answer = "\n".join(filter(None, (_text(artifact.parts) for artifact in task.artifacts))) or said
         return _limited(answer) or f"{remote.name} finished without an answer."
     if state == State.TASK_STATE_INPUT_REQUIRED:
+        if rounds >= MAX_ROUNDS:
+            raise Unusable(f"{remote.name} paused {rounds + 1} times in one call; at most {MAX_ROUNDS} pauses are relayed.", task.id)
         pending = _pending(remote, task)
         if again := [entry["id"] for entry in pending if entry["id"] in decided]:
             raise ToolError(
                 f"{remote.name} still waits for its own approvers of #{', #'.join(str(i) for i in again)} (task {task.id}): "
                 "our decision is counted there, and the call runs once they approve it."
             )
-        raise InputRequired(None, _state(remote, task, pending, decided), [entry["asked"] for entry in pending])
+        raise InputRequired(None, _state(remote, task, pending, decided, rounds + 1), [entry["asked"] for entry in pending])
     if state == State.TASK_STATE_FAILED:
         raise ToolError(f"{remote.name} failed: {_shown(said) or 'it gave no reason.'}")
     if state == State.TASK_STATE_CANCELED:
@@ -269,9 +316,9 @@ def _outcome(remote: RemoteAgent, task: pb.Task, decided: set) -> str:
     raise Unusable(f"{remote.name} stopped in a state this app does not take ({name}): {_shown(said)}", task.id)
 
 
-def _state(remote: RemoteAgent, task: pb.Task, pending: list[dict], decided: set) -> dict:
+def _state(remote: RemoteAgent, task: pb.Task, pending: list[dict], decided: set, rounds: int) -> dict:
     return {
-        "remote": remote.pk, "task_id": task.id, "context_id": task.context_id, "decided": sorted(decided),
+        "remote": remote.pk, "task_id": task.id, "context_id": task.context_id, "decided": sorted(decided), "rounds": rounds,
         "pending": [{key: value for key, value in entry.items() if key != "asked"} for entry in pending],
     }
 
@@ -280,6 +327,8 @@ def _pending(remote: RemoteAgent, task: pb.Task) -> list[dict]:
     """The calls and questions a remote's pause lists (agentlink.runs.pause_parts' shapes), each as
     what we keep to answer it and what we ask here (`asked`, chat.asked's shape)."""
     data = [part.get("data") for part in MessageToDict(task.status.message).get("parts", []) if "data" in part]
+    if not is_storable_value(data):  # a NUL (JSON lets it through; PostgreSQL refuses it)
+        raise Unusable(f"{remote.name}'s pause holds a NUL character, which is not text.", task.id)
     pending = []
     try:
         for item in data:
@@ -322,6 +371,8 @@ def _id(value) -> int:
 def _action(remote: RemoteAgent, request: dict) -> dict:
     tool = request.get("name") if isinstance(request.get("name"), str) else ""
     arguments = request.get("args") if isinstance(request.get("args"), dict) else {}
+    if len(json.dumps(arguments, ensure_ascii=False)) > MAX_ARGUMENTS:
+        raise _Unreadable(f"asks about a call whose arguments are larger than {MAX_ARGUMENTS} characters")
     risk = request.get("risk") if request.get("risk") in RISKS else "medium"
     preview = request.get("preview") if isinstance(request.get("preview"), dict) else None
     if request.get("kind") == "plan" and isinstance(request.get("plan"), dict):
@@ -383,7 +434,7 @@ def _decisions(state: dict, answer: dict) -> tuple[list, list, list]:
 def cancel_task(remote: RemoteAgent, task_id: str) -> bool:
     """Cancel the remote's task (A2A tasks/cancel), best effort: False if that failed (logged)."""
 
-    async def cancel(client, _opened):
+    async def cancel(client):
         await client.cancel_task(pb.CancelTaskRequest(id=task_id))
 
     try:
@@ -414,9 +465,9 @@ def refresh(remote: RemoteAgent) -> dict:
 
 
 async def _card_only(remote: RemoteAgent) -> dict:
-    headers = {"Authorization": f"Bearer {remote.token}"} if remote.token else {}
-    async with httpx.AsyncClient(headers=headers, timeout=min(remote.timeout_seconds, 10), transport=transport_for_tests) as http:
-        return MessageToDict(await _card(http, remote))
+    seconds = min(remote.timeout_seconds, 10)
+    async with _http(remote, seconds) as http:
+        return MessageToDict(await asyncio.wait_for(_card(http, remote), seconds))
 
 
 def _text(parts) -> str:

@@ -15,7 +15,7 @@ from hitl.visible import reveal
 
 from .gating import GatedCall, automatic_decision, confirmation_hint, explained, request, screen, tool_context
 from .models import Conversation, ToolCall
-from .tools import OutsideTool, Preview, arguments_hash, registry
+from .tools import OutsideTool, Preview, arguments_hash
 
 Status = ToolCall.Status
 ROUND = "~input-"  # a child's call_id: <the call's id>~input-<round>[/<index>]
@@ -84,12 +84,13 @@ def store_round(call: ToolCall, conversation: Conversation, checked: list[Checke
 
 
 def _gate(child: ToolCall, action: dict, conversation: Conversation) -> GatedCall:
-    """Always asked (the tool's side asked a human), at the risk it says or the one this agent
-    gives the call, whichever is higher; by whom, this agent's policy says (four eyes, timeout)."""
-    risk = action.get("risk") if action.get("risk") in RISKS else "medium"
-    spec = registry.find(conversation.agent, child.name) or OutsideTool.named(child.name, risk=risk)
-    if RISKS.index(risk) > RISKS.index(spec.risk):
-        spec = replace(spec, risk=risk)
+    """Always asked (the tool's side asked a human), at the risk of a call from outside (medium) or
+    the one the tool's side says if higher: it may raise ours, never lower it (a claimed "low"
+    would slip past our routes, four eyes and auto-approve limit). Never one of our tools, whatever
+    its name; by whom, this agent's policy says (four eyes, timeout)."""
+    spec = OutsideTool.named(child.name)
+    if action.get("risk") in RISKS and RISKS.index(action["risk"]) > RISKS.index(spec.risk):
+        spec = replace(spec, risk=action["risk"])
     spec = replace(spec, needs_approval=True)
     gate = check(spec, child.arguments, conversation.agent, tool_context(conversation))
     reason = str(action.get("reason") or "").strip()[:2000]

@@ -39,13 +39,20 @@ class GatedCall:
         return {"kind": self.preview.kind, "text": self.preview.text} if self.preview else None
 
 
-def tool_context(conversation: Conversation, idempotency_key: str = "") -> ToolContext:
+def tool_context(conversation: Conversation, idempotency_key: str = "", call: ToolCall | None = None) -> ToolContext:
+    """`call`: the running call, whose tool may record what it starts elsewhere (ToolContext.started)."""
     return ToolContext(
         conversation_id=str(conversation.pk),
         agent=conversation.agent,
         sandbox=settings.HITL_SANDBOX_ROOT / str(conversation.pk),
         idempotency_key=idempotency_key,
+        started=partial(_record_started, call.pk) if call is not None else None,
     )
+
+
+def _record_started(call_id: int, state: dict) -> bool:
+    """Keep what a running call started elsewhere on it (input_state), unless a Stop ended it meanwhile."""
+    return bool(ToolCall.objects.filter(pk=call_id, status=ToolCall.Status.RUNNING).update(input_state=state))
 
 
 def parse_arguments(spec: ToolSpec, raw: str) -> dict:
@@ -170,11 +177,11 @@ class EditChecker:
 
     @staticmethod
     def _spec(approval, conversation: Conversation) -> ToolSpec | None:
+        if approval.tool_call.asked_by_id is not None:
+            return OutsideTool.named(approval.tool_call.name)  # a call a tool asked for (chat.asked): never ours, checked where it runs
         spec = registry.find(conversation.agent, approval.tool_call.name)
         if spec is None and conversation.source == Conversation.Source.API:
             return OutsideTool.named(approval.tool_call.name)  # a tool the agent does not have: the caller's
-        if spec is None and approval.tool_call.asked_by_id is not None:
-            return OutsideTool.named(approval.tool_call.name)  # a call a tool asked for (chat.asked): checked where it runs
         return spec
 
 

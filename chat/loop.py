@@ -262,11 +262,11 @@ def _run(call: ToolCall, conversation: Conversation, *, claim_from: str = Status
     if call.is_gated and not _matches_approval(call, approval, arguments):
         _transition(call, Status.RUNNING, Status.FAILED, error="Refused: the arguments differ from the ones that were approved.")
         return
-    spec = registry.get(call.name) or registry.find(conversation.agent, call.name)
+    spec = _spec(call, conversation)
     if spec is None:  # a tool server's tool that is no longer offered to the agent
         _transition(call, Status.RUNNING, Status.FAILED, error=f"Not run: {call.name} is no longer available to this agent.")
         return
-    context = tool_context(conversation, idempotency_key=str(approval.pk) if approval else f"call-{call.pk}")
+    context = tool_context(conversation, idempotency_key=str(approval.pk) if approval else f"call-{call.pk}", call=call)
     if approval is not None and (changed := _world_changed(spec, arguments, context, approval)):
         _transition(call, Status.RUNNING, Status.FAILED, error=changed)
         return
@@ -352,13 +352,13 @@ def _resume(call: ToolCall, conversation: Conversation) -> None:
         if child.status == Status.APPROVED:
             _transition(child, Status.APPROVED, Status.SUCCEEDED, result=passed_on(call))
     live.flush()
-    spec = registry.get(call.name) or registry.find(conversation.agent, call.name)
+    spec = _spec(call, conversation)
     if spec is None:
         _transition(call, Status.RUNNING, Status.FAILED, error=f"Not run: {call.name} is no longer available to this agent.")
         return
     approval = getattr(call, "approval", None) if call.is_gated else None
     arguments = approval.edited_arguments if approval is not None and approval.is_edited else call.arguments
-    context = tool_context(conversation, idempotency_key=str(approval.pk) if approval else f"call-{call.pk}")
+    context = tool_context(conversation, idempotency_key=str(approval.pk) if approval else f"call-{call.pk}", call=call)
     _invoke(call, conversation, lambda: spec.resume(arguments, context, call.input_state, answer))
 
 
@@ -454,7 +454,9 @@ STOPPED_BY = "Stopped by "  # how the Stop's notice begins (agentlink reads a st
 def stop(conversation: Conversation, *, user) -> list[ToolCall]:
     """Cancel the calls of the open turn that have not started, and leave the conversation idle, in
     the caller's transaction (whose approvals were cancelled first). A call already running
-    finishes; a model answer in flight is discarded when it lands (the lease is gone)."""
+    finishes, unless its tool is `stoppable` (a remote agent's: what it started there is ended once
+    the Stop is committed, and what it returns after is not its result); a model answer in flight
+    is discarded when it lands (the lease is gone)."""
     lock_conversation(conversation)
     turn = _last_assistant_message(conversation)
     cancelled = []
@@ -466,13 +468,13 @@ def stop(conversation: Conversation, *, user) -> list[ToolCall]:
     for call in turn.tool_calls.all() if turn is not None else []:
         # Conditional, like every transition: a worker claiming the call (approved → running) or a
         # decision landing on it wins or loses as a whole.
-        waiting = call.status == Status.WAITING_FOR_INPUT
-        if call.status in stoppable and _transition(
-            call, call.status, Status.CANCELLED, push=False, result=_cancelled_result(who)
+        started = call.status == Status.WAITING_FOR_INPUT or (call.status == Status.RUNNING and _is_stoppable(call, conversation))
+        if (call.status in stoppable or started) and _transition(
+            call, call.status, Status.CANCELLED, push=False, result=_cancelled_result(who, running=call.status == Status.RUNNING)
         ):
             cancelled.append(call)
-            if waiting:  # what its tool started elsewhere (a remote task) is ended once the Stop is committed
-                transaction.on_commit(lambda call=call: _cancel_waiting(call, conversation))
+            if started:  # what its tool started elsewhere (a remote task) is ended once the Stop is committed
+                transaction.on_commit(lambda call=call: _cancel_started(call, conversation))
     if cancelled:
         load_calls(turn)  # with the approvals as the Stop left them
         live.push(live.conversation_group(conversation.pk), lambda: _cards_html(turn))
@@ -493,17 +495,31 @@ def stop(conversation: Conversation, *, user) -> list[ToolCall]:
     return cancelled
 
 
-def _cancel_waiting(call: ToolCall, conversation: Conversation) -> None:
-    spec = registry.get(call.name) or registry.find(conversation.agent, call.name)
+def _spec(call: ToolCall, conversation: Conversation):
+    return registry.get(call.name) or registry.find(conversation.agent, call.name)
+
+
+def _is_stoppable(call: ToolCall, conversation: Conversation) -> bool:
+    spec = _spec(call, conversation)
+    return spec is not None and spec.stoppable
+
+
+def _cancel_started(call: ToolCall, conversation: Conversation) -> None:
+    """End what the stopped call's tool started elsewhere, as recorded now that the Stop is committed:
+    a running tool that records it later finds the call stopped and ends it itself (ToolContext.started)."""
+    state = ToolCall.objects.filter(pk=call.pk).values_list("input_state", flat=True).first()
+    spec = _spec(call, conversation)
     try:
-        if spec is not None:
-            spec.cancel(call.arguments, tool_context(conversation), call.input_state or {})
+        if spec is not None and state:
+            spec.cancel(call.arguments, tool_context(conversation), state)
     except Exception:  # the Stop stands whatever the tool does
         logger.exception("cancelling what %s started failed", call.name)
 
 
-def _cancelled_result(who: str) -> str:
+def _cancelled_result(who: str, *, running: bool = False) -> str:
     """A cancelled call's one result for the model (the scripted model reads "Cancelled by")."""
+    if running:
+        return f"Cancelled by {who} (Stop) while it ran: what it had started was cancelled, and what it does after is not its result."
     return f"Cancelled by {who} (Stop) before it ran."
 
 

@@ -61,12 +61,15 @@ class ToolArgumentsError(ValueError):
 
 @dataclass(frozen=True)
 class ToolContext:
-    """What a tool may know besides its arguments. `idempotency_key` is the approval id when gated."""
+    """What a tool may know besides its arguments. `idempotency_key` is the approval id when gated.
+    `started(state)`: a running tool records what it started elsewhere (a remote task), for a Stop
+    to end (ToolSpec.cancel); False means the call was stopped meanwhile, and the tool ends it itself."""
 
     conversation_id: str
     agent: Any
     sandbox: Path
     idempotency_key: str = ""
+    started: Callable[[dict], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,7 @@ class ToolSpec:
     pause: str = ""  # "question" or "plan": the call is the agent asking a human, never run (approvals.pauses)
     annotations: dict | None = None  # what the tool's source says of it (an MCP server's hints), shown as hints
     offered: bool = True  # False: found by name (so a call is refused in the tool's own words) but never offered
+    stoppable: bool = False  # a Stop cancels it while it runs too (its cancel ends what it started elsewhere)
 
     def openai_schema(self) -> dict:
         return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
@@ -140,8 +144,9 @@ class ToolSpec:
         raise ToolError(f"{self.name} cannot take input.")
 
     def cancel(self, arguments: dict, context: ToolContext, state: dict) -> None:
-        """The call was stopped while it waited for input: end what it started elsewhere (a remote
-        task). Called once the Stop is committed; must not wait long (hand slow work to a task)."""
+        """The call was stopped while it waited for input (or ran, if `stoppable`): end what it started
+        elsewhere (a remote task), as `state` records it. Called once the Stop is committed; must not
+        wait long (hand slow work to a task)."""
 
     def run(self, arguments: dict, context: ToolContext) -> Any:
         if self.takes_context:
