@@ -79,7 +79,9 @@ def check_url(url: str, *, allow_private: bool) -> list[str]:
         raise Refused("A push notification URL is http(s) with a host.")
     if parts.userinfo:  # user:password@ would be logged with the URL, and is the old trick of hiding the host
         raise Refused("A push notification URL carries no user:password@: send credentials as the config's token or authentication.")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    port = (443 if parts.scheme == "https" else 80) if parts.port is None else parts.port
+    if not 0 < port < 65536:
+        raise Refused(f"Port {port} is no TCP port.")
     try:
         addresses = fetching.resolve(host, port, fetching.Deadline(RESOLVE_SECONDS))
         if not allow_private:

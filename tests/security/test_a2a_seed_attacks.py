@@ -104,11 +104,15 @@ def test_a_name_resolving_to_a_private_address_is_refused_even_beside_a_public_o
     assert not PushConfig.objects.exists()
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:25/hook", "http://127.0.0.1:22/", "http://[::1]:6667/", "https://localhost:993/"])
-def test_a_port_that_is_not_for_http_is_refused_even_where_private_addresses_are_allowed(alice, private_ok, url):
+@pytest.mark.parametrize("url, says", [
+    ("http://127.0.0.1:25/hook", "is not for HTTP"), ("http://127.0.0.1:22/", "is not for HTTP"), ("http://[::1]:6667/", "is not for HTTP"),
+    ("https://localhost:993/", "is not for HTTP"), ("http://[::1]:0/", "Port 0 is no TCP port"),
+    ("http://127.0.0.1:99999/", "Port 99999 is no TCP port"), ("http://127.0.0.1:-1/", "no TCP port"),
+])
+def test_a_port_that_is_not_for_http_is_refused_even_where_private_addresses_are_allowed(alice, private_ok, url, says):
     task = a2a_task(alice, private_ok, "write hello to a.txt")
 
-    assert "is not for HTTP" in error_of(create(ApiToken.issue(alice), str(task.pk), url=url))
+    assert says in error_of(create(ApiToken.issue(alice), str(task.pk), url=url))
     assert not PushConfig.objects.exists()
 
 
