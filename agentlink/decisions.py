@@ -271,8 +271,9 @@ def _check(decision: Decision, user) -> None:
     is_question = approval.kind == Approval.Kind.QUESTION
     if decision.verb == "answer" and not is_question:
         raise Refused(f"{label} is a tool call, not a question: approve or deny it.")
-    if decision.verb in (APPROVE, EDIT) and is_question:
-        raise Refused(f'{label} is a question: answer it with {{"answers": [{{"id": {approval.pk}, "answer": …}}]}}.')
+    if decision.verb != "answer" and is_question:  # a question is answered or declined, never approved or denied
+        raise Refused(f'{label} is a question: answer it with {{"answers": [{{"id": {approval.pk}, "answer": …}}]}}, '
+                      f'or decline it with {{"answers": [{{"id": {approval.pk}, "decline": true}}]}}.')
     if decision.verb == EDIT and approval.kind != Approval.Kind.ACTION:
         raise Refused(f"{label} is a plan: approve or deny it; only a tool call's arguments are modified.")
     approving = decision.verb in (APPROVE, EDIT) or (decision.verb == "answer" and not decision.decline)

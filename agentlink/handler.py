@@ -281,7 +281,7 @@ def _start(user, agent, message: pb.Message) -> runs.Task:
         conversation = runs.conversation_for(user, agent, message.context_id)
         if conversation is None:
             raise TaskNotFoundError(message="Context not found (contextId).")
-    if any(part.WhichOneof("content") != "text" for part in message.parts):
+    if any(part.WhichOneof("content") != "text" for part in message.parts) or decisions.data_of(message):
         raise InvalidParamsError(message="A new task starts with text parts only: decisions go to the task that asked for them (taskId).")
     try:
         return runs.start(user=user, agent=agent, text=_text(message), conversation=conversation)

@@ -16,7 +16,7 @@ from google.protobuf.json_format import ParseDict
 
 from a2a.types import a2a_pb2 as pb
 from agentlink import decisions, push, runs
-from agentlink.models import PushConfig
+from agentlink.models import PushConfig, Task
 from agentlink.runs import HITL_EXTENSION
 from approvals.models import Approval
 from chat.models import ApiToken
@@ -488,3 +488,30 @@ def test_a_reply_carrying_one_config_too_many_is_refused_before_it_decides_anyth
 
     assert "at most 10 push notification configs" in error_of(answer)
     assert statuses(task) == ["pending"] and PushConfig.objects.count() == push.MAX_CONFIGS_PER_TASK
+
+
+@pytest.mark.parametrize("reply", [
+    RESPONSE | {"decision": "denied", "id": "{id}"},
+    {"decisions": [{"id": "{id}", "decision_type": "deny"}]},
+    {"type": "tool_approval_response", "approvals": [{"id": "{id}", "approved": False}]},
+])
+def test_denying_a_question_by_id_is_refused_before_anything_is_decided(alice, agent, reply):
+    task = a2a_task(alice, agent, "ask me to choose between tea, coffee and water")
+    [question] = pending_approvals(task.conversation)
+
+    refusal = refused(task, alice, json.loads(json.dumps(reply).replace('"{id}"', str(question.pk))))
+
+    assert refusal.message == (f'Approval #{question.pk} is a question: answer it with {{"answers": [{{"id": {question.pk}, "answer": …}}]}}, '
+                               f'or decline it with {{"answers": [{{"id": {question.pk}, "decline": true}}]}}.')
+    assert statuses(task) == ["pending"]
+
+
+def test_kagents_reply_without_a_task_starts_nothing(alice, agent):
+    token = ApiToken.issue(alice)
+    reply = {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "Approve"}], "extensions": [HITL_EXTENSION],
+             "metadata": {HITL_EXTENSION: {"type": "tool_approval_response", "approvals": [{"id": "1", "approved": True}]}}}
+
+    answer = rpc(token, "SendMessage", {"message": reply})
+
+    assert answer["error"]["code"] == INVALID_PARAMS and "decisions go to the task that asked for them" in error_of(answer)
+    assert not Approval.objects.exists() and not Task.objects.exists()
