@@ -204,7 +204,7 @@ class AgentHandler(RequestHandler):
                 raise InvalidRequestError(message=str(exc)) from None
             task.client, notice = context.state.get("hitl_client", ""), ""
         if config is not None:  # checked above already
-            await database(push.set_config)(user, agent, str(task.pk), config)
+            await database(push.set_config)(user, task, config)
         return task, notice
 
     async def _snapshot(self, task: runs.Task, *, history_length: int | None = None) -> pb.Task:

@@ -109,9 +109,9 @@ class ConfigStore(PushNotificationConfigStore):
 
     async def set_info(self, task_id: str, notification_config: pb.TaskPushNotificationConfig, context: ServerCallContext):
         user, agent = context.state["hitl_user"], context.state["hitl_agent"]
-        await database(_own_task)(user, agent, task_id)
+        task = await database(_own_task)(user, agent, task_id)
         await asyncio.to_thread(check_config, agent, notification_config)  # resolves a name: not on A2A's database threads
-        return await database(set_config)(user, agent, task_id, notification_config)
+        return await database(set_config)(user, task, notification_config)
 
     async def get_info(self, task_id: str, context: ServerCallContext) -> list[pb.TaskPushNotificationConfig]:
         return await database(configs_of)(context.state["hitl_user"], context.state["hitl_agent"], task_id)
@@ -153,10 +153,9 @@ def check_config(agent, config: pb.TaskPushNotificationConfig) -> None:
         raise InvalidParamsError(message=f"Push notification URL refused: {exc}") from None
 
 
-def set_config(user, agent, task_id: str, config: pb.TaskPushNotificationConfig) -> pb.TaskPushNotificationConfig:
+def set_config(user, task: Task, config: pb.TaskPushNotificationConfig) -> pb.TaskPushNotificationConfig:
     """Store (or replace, by id: the task's own id when it names none) a config, checked already
     (`check_config`), on the caller's own task."""
-    task = _own_task(user, agent, task_id)
     config_id = check_room(task, config)
     fields = {"owner": user, "url": config.url, "token": config.token,
               "authentication": MessageToDict(config.authentication) if config.HasField("authentication") else {}}
