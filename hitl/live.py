@@ -170,8 +170,26 @@ class Listening:
             await asyncio.sleep(seconds)
 
     async def __aexit__(self, *exc_info) -> None:
-        if self.channel is not None:
-            try:
-                await self.layer.group_discard(self.group, self.channel)
-            except Exception:  # noqa: BLE001  (the group's entry expires on its own)
-                pass
+        if self.channel is None:
+            return
+        # A client that leaves cancels the waiting task (and, under anyio, every await it makes
+        # after): the discard runs as a task of its own, so Redis's group entry goes now rather
+        # than when it expires a day later.
+        discard = asyncio.ensure_future(asyncio.wait_for(self.layer.group_discard(self.group, self.channel), timeout=5))
+        _discarding.add(discard)
+        discard.add_done_callback(_discarded)
+        try:
+            await asyncio.shield(discard)
+        except asyncio.CancelledError:
+            raise  # the discard goes on by itself
+        except Exception:  # noqa: BLE001  (the group's entry expires on its own)
+            pass
+
+
+_discarding: set = set()  # the running discards, held so that none is collected before it is done
+
+
+def _discarded(task: "asyncio.Future") -> None:
+    _discarding.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: a failed discard is no error to log (the entry expires on its own)
