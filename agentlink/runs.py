@@ -253,11 +253,7 @@ def kagent_request(pending: list[Approval]) -> dict:
     naming them all in order (its `ask_user_response` answers them by position)."""
     actions = [approval for approval in pending if approval.kind != Approval.Kind.QUESTION]
     if actions:
-        return {"type": "tool_approval_request", "tools": [
-            {"id": str(approval.pk), "call_id": approval.tool_call.call_id, "name": approval.tool_call.name,
-             "args": _action_request(approval)["args"]}
-            for approval in actions
-        ]}
+        return {"type": "tool_approval_request", "tools": [_kagent_tool(approval) for approval in actions]}
     return {"type": "ask_user_request", "id": ",".join(str(approval.pk) for approval in pending), "questions": [
         {"question": approval.question["text"], "choices": approval.question.get("options") or [],
          "multiple": approval.question["type"] == "multi_choice"}
@@ -333,14 +329,9 @@ def pause_parts(pending: list[Approval]) -> list[dict]:
     if actions:
         requests = [_action_request(approval) for approval in actions]
         parts.append({"type": "tool_approval", "interrupt_type": INTERRUPT_TYPE, "action_requests": requests})
-        parts.append({
-            "type": "tool_approval_request",
-            "tools": [
-                {"id": approval.pk, "call_id": approval.tool_call.call_id, "name": approval.tool_call.name, "args": request["args"],
-                 "shown_hash": approval.shown_hash}
-                for approval, request in zip(actions, requests)
-            ],
-        })
+        parts.append({"type": "tool_approval_request", "tools": [
+            _kagent_tool(approval) | {"id": approval.pk, "shown_hash": approval.shown_hash} for approval in actions
+        ]})
         parts.extend(_seed_request(approval, request) for approval, request in zip(actions, requests))
     if questions:
         parts.append({"type": "ask_user_request", "questions": [
@@ -349,11 +340,22 @@ def pause_parts(pending: list[Approval]) -> list[dict]:
     return parts
 
 
+def _kagent_tool(approval: Approval) -> dict:
+    """A tool call as kagent's tool_approval_request lists it (the extension's shape: nothing more)."""
+    call = approval.tool_call
+    return {"id": str(approval.pk), "call_id": call.call_id, "name": call.name, "args": _args(approval)}
+
+
+def _args(approval: Approval) -> dict:
+    """The arguments a decision is about: a human's edit, if any, else the model's."""
+    return approval.edited_arguments if approval.is_edited else approval.tool_call.arguments
+
+
 def _action_request(approval: Approval) -> dict:
     call = approval.tool_call
     request = {
         "name": call.name,
-        "args": approval.edited_arguments if approval.is_edited else call.arguments,
+        "args": _args(approval),
         "id": approval.pk,
         "shown_hash": approval.shown_hash,
         "kind": approval.kind,
