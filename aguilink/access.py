@@ -15,11 +15,9 @@ from types import SimpleNamespace
 from django.conf import settings
 from django.contrib import auth
 
-from chat.models import ApiToken
-from chat.selectors import agent_for
-from hitl.mounted import error_response, is_https
+from hitl import mounted
+from hitl.mounted import is_https
 
-CROSS_SITE = object()  # a signed-in session, on a request from another site's page
 UNAUTHENTICATED = ("A run needs an API token (Authorization: Bearer <token>), or, from a page of this site, "
                    "a signed-in session.")
 
@@ -54,47 +52,28 @@ def session_key_of(scope) -> str:
     return ""
 
 
-class Authenticate:
-    """`scope["hitl_user"]`, `scope["hitl_agent"]` set, or the request answered here (see the module)."""
+class Authenticate(mounted.Authenticate):
+    """hitl.mounted.Authenticate, with POST only and the session's way in (see the module)."""
+
+    unauthenticated = UNAUTHENTICATED
 
     def __init__(self, app, *, path: re.Pattern, database: Callable, max_body: int):
-        self.app, self.path, self.max_body = app, path, max_body
-        self.user_for_token = database(ApiToken.user_for)
+        super().__init__(app, path=path, database=database, max_body=max_body,
+                         not_found="Not found: AG-UI agents live at /agui/<agent slug>/.")
         self.user_for_session = database(user_for_session)
-        self.agent_for = database(agent_for)
 
     async def __call__(self, scope, receive, send):
-        match = self.path.fullmatch(scope["path"])
-        if match is None:
-            return await error_response(send, 404, "Not found: AG-UI agents live at /agui/<agent slug>/.")
-        if scope["method"] != "POST":
-            return await error_response(send, 405, "POST a RunAgentInput to run the agent.", headers=[(b"allow", b"POST")])
-        headers = dict(scope.get("headers") or [])
-        length = headers.get(b"content-length")
-        if length is None:
-            return await error_response(send, 411, "Send the request with a Content-Length.")
-        if not length.isdigit() or int(length) > self.max_body:
-            return await error_response(send, 413, f"The request body is over {self.max_body} bytes.")
-        user = await self._user(scope, headers)
-        if user is None:
-            return await error_response(send, 401, UNAUTHENTICATED, bearer=True)
-        if user is CROSS_SITE:
-            return await error_response(send, 403, "A run on a session cookie must come from this site's pages (Origin).")
-        agent = await self.agent_for(user, match["slug"])
-        if agent is None:
-            return await error_response(send, 404, "No such agent.")
-        scope["hitl_user"], scope["hitl_agent"] = user, agent
-        await self.app(scope, receive, send)
+        if self.path.fullmatch(scope["path"]) and scope["method"] != "POST":
+            return await mounted.error_response(send, 405, "POST a RunAgentInput to run the agent.", headers=[(b"allow", b"POST")])
+        await super().__call__(scope, receive, send)
 
-    async def _user(self, scope, headers):
-        authorization = headers.get(b"authorization", b"").decode("latin-1")
-        if authorization:  # a token given is the only way in: a bad one is not rescued by a cookie
-            scheme, _, key = authorization.partition(" ")
-            return await self.user_for_token(key.strip()) if scheme.lower() == "bearer" and key.strip() else None
+    async def user(self, scope, headers: dict):
+        if headers.get(b"authorization"):  # a token given is the only way in: a bad one is not rescued by a cookie
+            return await super().user(scope, headers)
         session_key = session_key_of(scope)
         if not session_key:
             return None
         user = await self.user_for_session(session_key)
         if user is not None and not is_same_origin(scope):
-            return CROSS_SITE
+            raise mounted.Refused(403, "A run on a session cookie must come from this site's pages (Origin).")
         return user

@@ -12,13 +12,23 @@ from chat.models import ApiToken
 from chat.selectors import agent_for
 
 
+class Refused(Exception):
+    """A request answered with `status` and this message by Authenticate (raised by its `user`)."""
+
+    def __init__(self, status: int, detail: str):
+        self.status = status
+        super().__init__(detail)
+
+
 class Authenticate:
     """The token's user and the agent of the path's `slug` go in `scope["hitl_user"]`,
     `scope["hitl_agent"]` (and the token's hash in `scope["hitl_token"]`), or the request is
     answered here: 404 for a path that is no agent's, 411/413 for a body without a length or over
     `max_body`, 401 with `WWW-Authenticate: Bearer` without a valid token, 404 for an agent the user
     may not use (the same answer as for one that does not exist). `database` runs the lookups on
-    the app's own threads."""
+    the app's own threads. An app that lets its users in another way too overrides `user`."""
+
+    unauthenticated = "An API token is required: Authorization: Bearer <token>."
 
     def __init__(self, app, *, path: re.Pattern, database: Callable, max_body: int, not_found: str):
         self.app, self.path, self.max_body, self.not_found = app, path, max_body, not_found
@@ -35,17 +45,31 @@ class Authenticate:
             return await error_response(send, 411, "Send the request with a Content-Length.")
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
             return await error_response(send, 413, f"The request body is over {self.max_body} bytes.")
-        authorization = headers.get(b"authorization", b"").decode("latin-1")
-        scheme, _, key = authorization.partition(" ")
-        user = await self.user_for(key.strip()) if scheme.lower() == "bearer" and key.strip() else None
+        try:
+            user = await self.user(scope, headers)
+        except Refused as refused:
+            return await error_response(send, refused.status, str(refused))
         if user is None:
-            return await error_response(send, 401, "An API token is required: Authorization: Bearer <token>.", bearer=True)
+            return await error_response(send, 401, self.unauthenticated, bearer=True)
         agent = await self.agent_for(user, match["slug"])
         if agent is None:
             return await error_response(send, 404, "No such agent.")
         scope["hitl_user"], scope["hitl_agent"] = user, agent
-        scope["hitl_token"] = ApiToken.hash_key(key.strip())
         await self.app(scope, receive, send)  # daphne reads no more than the Content-Length
+
+    async def user(self, scope, headers: dict):
+        """The bearer token's user (its hash in `scope["hitl_token"]`), or None."""
+        key = bearer_key(headers)
+        if not key:
+            return None
+        scope["hitl_token"] = ApiToken.hash_key(key)
+        return await self.user_for(key)
+
+
+def bearer_key(headers: dict) -> str:
+    """The token of an `Authorization: Bearer <token>` header; empty without one."""
+    scheme, _, key = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+    return key.strip() if scheme.lower() == "bearer" else ""
 
 
 async def error_response(send, status: int, detail: str, *, bearer: bool = False, headers: list | None = None) -> None:
