@@ -21,6 +21,7 @@ from .runs import HITL_EXTENSION
 APPROVE, DENY, EDIT = "approve", "deny", "edit"
 DECISION_TYPES = {"approve": APPROVE, "deny": DENY, "reject": DENY}
 SEED_DECISIONS = {"approved": APPROVE, "denied": DENY, "modified": EDIT}  # seed 004's approval_response
+SHAPE_KEYS = ("decision", "decision_type", "decisions", "approvals", "answers")  # one per shape below
 SHAPES = (
     'A data part holds {"decision_type": "approve"|"deny", "reason"?} (the calls the pause you were sent listed), '
     '{"decisions": [{"id", "decision_type", "shown_hash"?, "reason"?, "confirmation"?}]}, {"approvals": [{"id", '
@@ -160,6 +161,8 @@ def _read(data: list, pending: list[Approval], conversation, shown: dict[int, st
         item = _unwrap(item)
         if not isinstance(item, dict):
             raise Refused("A data part must be a JSON object. " + SHAPES)
+        if len(keys := [key for key in SHAPE_KEYS if key in item]) > 1:  # which one it meant is anyone's guess
+            raise Refused(f"A data part has one shape: this one has {', '.join(map(repr, keys))}. " + SHAPES)
         if item.get("type") == "approval_response" or isinstance(item.get("decision"), str):
             _read_seed_response(item, pending, shown, add, left_alone)
         elif "decision_type" in item:

@@ -515,3 +515,18 @@ def test_kagents_reply_without_a_task_starts_nothing(alice, agent):
 
     assert answer["error"]["code"] == INVALID_PARAMS and "decisions go to the task that asked for them" in error_of(answer)
     assert not Approval.objects.exists() and not Task.objects.exists()
+
+
+@pytest.mark.parametrize("mixed", [
+    {"decision_type": "deny", "decision": "approved"},
+    {"decisions": [{"id": "{id}", "decision_type": "deny"}], "decision": "approved"},
+    RESPONSE | {"decision": "approved", "approvals": [{"id": "{id}", "approved": False}]},
+])
+def test_a_data_part_mixing_two_shapes_is_refused_rather_than_read_one_way(alice, agent, mixed):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    [approval] = pending_approvals(task.conversation)
+
+    refusal = refused(task, alice, json.loads(json.dumps(mixed).replace('"{id}"', str(approval.pk))))
+
+    assert refusal.message.startswith("A data part has one shape: this one has")
+    assert statuses(task) == ["pending"]
