@@ -155,8 +155,11 @@ def page_state(page) -> str:
         return f"page: {exc!r}"
 
 
+HTML = "<img/src=x/onerror=window.pwned=1>hello"  # the remote's preview and arguments carry it: shown as text here
+
+
 def test_the_remote_call_is_decided_in_our_chat_and_its_file_written_once_there(new_page, alice, api_for, docs, remote_stack, tmp_path):
-    conversation_id = ask_docs(api_for(alice), "write hello to notes.txt")
+    conversation_id = ask_docs(api_for(alice), f"write {HTML} to notes.txt")
     pages = []
     with told_on_failure(conversation_id, pages):
         [child] = relayed(conversation_id)
@@ -172,6 +175,8 @@ def test_the_remote_call_is_decided_in_our_chat_and_its_file_written_once_there(
             expect(via.locator(".via-remote")).to_have_text("Via docs, a remote agent: it runs write_file there once decided here.")
             expect(via).to_contain_text("Via docs (a remote A2A agent): write_file")  # the remote's preview
             expect(via.locator(".gate-note")).to_contain_text("docs, a remote agent, asks a human before it runs write_file")
+            expect(via).to_contain_text(HTML)
+            assert via.locator("img").count() == 0 and page.evaluate("window.pwned === undefined")
             page.evaluate("document.activeElement.blur()")
             via.scroll_into_view_if_needed()
             via.screenshot(path=shots / f"via-remote-{width}.png")
@@ -185,7 +190,7 @@ def test_the_remote_call_is_decided_in_our_chat_and_its_file_written_once_there(
         inner_approval.refresh_from_db()
         remote_conversation = inner()
         assert (inner_approval.status, inner_approval.decided_via, inner_approval.decided_by.username) == ("approved", "a2a", "outer-robot")
-        assert (remote_stack.sandbox_root / str(remote_conversation.pk) / "notes.txt").read_text() == "hello"
+        assert (remote_stack.sandbox_root / str(remote_conversation.pk) / "notes.txt").read_text() == HTML
         assert ToolCall.objects.filter(message__conversation=remote_conversation, name="write_file", status=Status.SUCCEEDED).count() == 1
         child.refresh_from_db()
         assert (child.status, child.decided_by.username, child.decided_via) == ("approved", "alice", "chat")
