@@ -47,7 +47,7 @@ MAX_BODY_BYTES = 1_000_000
 MAX_DEPTH = 64  # JSON nesting: far more than a run needs, far less than what recursion in a check can take
 RECHECK_SECONDS = 1.0
 RUN_SECONDS = 3600  # a run still going after this ends with RUN_ERROR "still_running": run again to follow it
-MAX_OPEN_RUNS = 4  # per user and daphne process, so one user cannot hold every database thread
+MAX_OPEN_RUNS = settings.HITL_AGUI_RUNS_PER_USER  # per user and daphne process, so one user cannot hold every database thread
 PROTOCOL_VERSION = "1.0"
 
 open_runs: Counter = Counter()

@@ -387,6 +387,11 @@ HITL_MCP_DB_THREADS = int(os.environ.get("HITL_MCP_DB_THREADS", "8"))
 HITL_MCP_CALLS_PER_TOKEN = int(os.environ.get("HITL_MCP_CALLS_PER_TOKEN", "16"))
 LOGGING["loggers"]["mcpgateway"] = {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}
 
+# AG-UI (aguilink): every agent at /agui/<slug>/. Its database work runs on threads of its own in each
+# daphne; each user may have this many runs open at once (per daphne process).
+HITL_AGUI_DB_THREADS = int(os.environ.get("HITL_AGUI_DB_THREADS", "8"))
+HITL_AGUI_RUNS_PER_USER = int(os.environ.get("HITL_AGUI_RUNS_PER_USER", "4"))
+
 # Step-up with passkeys (stepup): approving a call at or above its agent's step_up_from_risk takes the
 # approver's passkey. The WebAuthn relying party: empty means the request's own host (already checked
 # against ALLOWED_HOSTS) and origin, right for one site and for tests on localhost; behind a proxy or
