@@ -43,7 +43,7 @@ State = pb.TaskState
 MOVING = {State.TASK_STATE_SUBMITTED, State.TASK_STATE_WORKING, State.TASK_STATE_UNSPECIFIED}
 MAX_MESSAGE = 20_000
 MAX_RESULT = 50_000
-MAX_CARD_BYTES = 1_000_000
+MAX_ANSWER_BYTES = 5_000_000  # of any one answer (the card, a task): a flood is read no further
 MAX_ARGUMENTS = 100_000  # characters of one call's arguments, as JSON (the model's own calls' cap)
 MAX_ROUNDS = 10  # pauses relayed for one call: a remote pausing again and again (rules deciding at once) ends
 POLL_FIRST, POLL_MOST = 0.1, 1.0
@@ -177,6 +177,8 @@ def _talk(remote: RemoteAgent, work, opened: Opened) -> str:
         cause = exc.__cause__ if isinstance(exc, A2AError) and isinstance(exc.__cause__, httpx.HTTPError) else exc
         if isinstance(cause, (httpx.TimeoutException, TimeoutError)):
             said = f"{remote.name} did not answer within {remote.timeout_seconds} s."
+        elif isinstance(cause, TooLarge):
+            said = f"{remote.name} answered {cause}: not read further."
         elif isinstance(cause, httpx.HTTPError):
             said = f"{remote.name} could not be reached ({cause.__class__.__name__})."
         elif isinstance(exc, A2AError):
@@ -207,25 +209,46 @@ async def _session(remote: RemoteAgent, work):
 
 
 def _http(remote: RemoteAgent, seconds: float) -> httpx.AsyncClient:
-    """Our token to the remote's origin only: redirects are not followed."""
+    """Our token to the remote's origin only (redirects are not followed); its answers capped."""
     headers = {"Authorization": f"Bearer {remote.token}"} if remote.token else {}
     timeout = httpx.Timeout(seconds, connect=min(seconds, 10))
-    return httpx.AsyncClient(headers=headers, timeout=timeout, transport=transport_for_tests, follow_redirects=False)
+    return httpx.AsyncClient(headers=headers, timeout=timeout, transport=transport_for_tests, follow_redirects=False,
+                             event_hooks={"response": [_capped]})
+
+
+class TooLarge(httpx.DecodingError):
+    """An answer longer than MAX_ANSWER_BYTES."""
+
+
+class _Capped(httpx.AsyncByteStream):
+    def __init__(self, stream: httpx.AsyncByteStream):
+        self.stream = stream
+
+    async def __aiter__(self):
+        seen = 0
+        async for chunk in self.stream:
+            seen += len(chunk)
+            if seen > MAX_ANSWER_BYTES:
+                raise TooLarge(f"more than {MAX_ANSWER_BYTES} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+async def _capped(response: httpx.Response) -> None:
+    """Called before the body is read: it is read through the cap."""
+    response.stream = _Capped(response.stream)
 
 
 async def _card(http: httpx.AsyncClient, remote: RemoteAgent) -> pb.AgentCard:
     """The remote's card, whose JSON-RPC interface must be where the card is (same scheme, host and
     port): the token goes nowhere else."""
-    async with http.stream("GET", remote.card_url) as response:
-        if response.status_code != 200:
-            raise Unusable(f"{remote.name}'s card could not be read (HTTP {response.status_code} at {remote.card_url}).")
-        body = b""
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > MAX_CARD_BYTES:
-                raise Unusable(f"{remote.name}'s card is too large.")
+    response = await http.get(remote.card_url)
+    if response.status_code != 200:
+        raise Unusable(f"{remote.name}'s card could not be read (HTTP {response.status_code} at {remote.card_url}).")
     try:
-        card = parse_agent_card(json.loads(body))
+        card = parse_agent_card(response.json())
     except Exception:  # noqa: BLE001  (not JSON, not a card)
         raise Unusable(f"{remote.name}'s card URL answered something that is not an A2A agent card.") from None
     interfaces = [i for i in card.supported_interfaces if i.protocol_binding == TransportProtocol.JSONRPC.value]

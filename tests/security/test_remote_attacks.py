@@ -202,7 +202,7 @@ async def flood():
 
 @pytest.mark.parametrize("body, error", [
     (dribble, "docs did not answer within 1 s. Nothing was done here."),
-    (flood, "docs's card is too large. Nothing was done here."),
+    (flood, "docs answered more than 5000000 bytes: not read further. Nothing was done here."),
 ])
 def test_a_card_dribbled_forever_or_huge_is_given_up(alice, agent, docs, monkeypatch, body, error):
     docs.timeout_seconds = 1
@@ -213,6 +213,17 @@ def test_a_card_dribbled_forever_or_huge_is_given_up(alice, agent, docs, monkeyp
 
     assert (outer_call(conversation).status, outer_call(conversation).error) == (Status.FAILED, error)
     assert conversation.status == Conversation.Status.IDLE
+
+
+def test_a_flooded_answer_is_read_no_further(alice, agent, docs, docs_agent, monkeypatch):
+    card = FakeRemote(docs_agent, working)
+    monkeypatch.setattr(remote_module, "transport_for_tests", httpx.MockTransport(
+        lambda request: card(request) if request.method == "GET" else httpx.Response(200, content=flood())))
+
+    conversation = ask(alice, agent, "write hello to a.txt")
+
+    call = outer_call(conversation)
+    assert (call.status, call.error) == (Status.FAILED, "docs answered more than 5000000 bytes: not read further. Nothing was done here.")
 
 
 # --- Garbage, floods and pauses without end -------------------------------------------------------------
