@@ -187,7 +187,8 @@ def configs_of(user, agent, task_id: str) -> list[pb.TaskPushNotificationConfig]
 
 def delete_config(user, agent, task_id: str, config_id: str | None) -> None:
     task = _own_task(user, agent, task_id)
-    PushConfig.objects.filter(task=task, owner=user, config_id=config_id or str(task.pk)).delete()
+    if is_storable(config_id or ""):  # no stored id holds a NUL, and PostgreSQL refuses one even in a query
+        PushConfig.objects.filter(task=task, owner=user, config_id=config_id or str(task.pk)).delete()
 
 
 # --- Sending: a task's state, when it changed, to every config's URL ---------------------------------

@@ -530,3 +530,32 @@ def test_a_data_part_mixing_two_shapes_is_refused_rather_than_read_one_way(alice
 
     assert refusal.message.startswith("A data part has one shape: this one has")
     assert statuses(task) == ["pending"]
+
+
+@pytest.mark.parametrize("method", ["GetTaskPushNotificationConfig", "DeleteTaskPushNotificationConfig"])
+def test_a_config_id_with_a_nul_is_not_found_not_an_internal_error(alice, agent, method):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+
+    answer = rpc(ApiToken.issue(alice), method, {"taskId": str(task.pk), "id": "a\u0000b"})
+
+    assert answer.get("error", {}).get("code") != -32603, answer  # PostgreSQL refused the NUL in the query: a DataError
+
+
+@pytest.mark.parametrize("text, reply", [
+    ("write hello to a.txt", RESPONSE | {"decision": "denied", "reason": "not \u0000 that"}),
+    ("write hello to a.txt", RESPONSE | {"decision": "approved", "confirmation": "\u0000", "shown_hash": "\u0000"}),
+    ("ask me what to call the file", {"answers": [{"id": "{id}", "answer": "a\u0000b"}]}),
+    ("ask me what to call the file", {"answers": [{"id": "{id}", "decline": True, "reason": "\u0000"}]}),
+])
+def test_a_nul_in_a_reason_answer_or_hash_is_no_internal_error(alice, agent, text, reply):
+    token = ApiToken.issue(alice)
+    task = a2a_task(alice, agent, text)
+    rpc(token, "GetTask", {"id": str(task.pk)})
+    [approval] = pending_approvals(task.conversation)
+    data = json.loads(json.dumps(reply).replace('"{id}"', str(approval.pk)))
+
+    answer = rpc(token, "SendMessage", {"message": {"role": "ROLE_USER", "messageId": "m2", "taskId": str(task.pk), "parts": [{"data": data}]}})
+
+    assert answer.get("error", {}).get("code") != -32603, answer
+    approval.refresh_from_db()
+    assert "\u0000" not in (approval.rejection_reason or "") + json.dumps(approval.answer)
