@@ -184,8 +184,9 @@ def test_the_remote_call_is_decided_in_our_chat_and_its_file_written_once_there(
 
         button(via, "Approve").click()
 
-        expect(via).to_have_attribute("data-status", "succeeded", timeout=ACROSS_MS)  # sent there, run there, read back here
-        expect(page.locator(f'article[data-tool="docs__ask"]')).to_have_attribute("data-status", "succeeded")
+        expect(via).to_have_attribute("data-status", "succeeded")  # passed on to docs__ask, which sends it there
+        # Sent there, run by the remote's worker, its model's answer read back here: across both stacks.
+        expect(page.locator(f'article[data-tool="docs__ask"]')).to_have_attribute("data-status", "succeeded", timeout=ACROSS_MS)
         expect(status_bar(page)).to_have_attribute("data-status", "idle")
         inner_approval.refresh_from_db()
         remote_conversation = inner()
