@@ -559,3 +559,16 @@ def test_a_nul_in_a_reason_answer_or_hash_is_no_internal_error(alice, agent, tex
     assert answer.get("error", {}).get("code") != -32603, answer
     approval.refresh_from_db()
     assert "\u0000" not in (approval.rejection_reason or "") + json.dumps(approval.answer)
+
+
+@pytest.mark.parametrize("params", [
+    {"message": {"role": "ROLE_USER", "messageId": "m\u0000", "parts": [{"text": "hello \u0000 there"}]}},
+    {"message": {"role": "ROLE_USER", "messageId": "m1", "contextId": "\u0000", "parts": [{"text": "hello"}]}},
+    {"message": {"role": "ROLE_USER", "messageId": "m1", "taskId": "\u0000", "parts": [{"text": "hello"}]}},
+    {"message": {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "hello"}]},
+     "configuration": {"taskPushNotificationConfig": {"id": "\u0000", "url": "http://push.example/"}}},
+])
+def test_a_nul_anywhere_in_a_new_message_is_no_internal_error(alice, agent, params):
+    answer = rpc(ApiToken.issue(alice), "SendMessage", params)
+
+    assert answer.get("error", {}).get("code") != -32603, answer
