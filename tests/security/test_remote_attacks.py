@@ -74,7 +74,7 @@ def sent_decisions(fake) -> list[dict]:
 
 def test_html_in_a_remote_pause_is_text_on_our_card(alice, agent, docs, docs_agent, monkeypatch):
     request = {"id": 1, "shown_hash": "h", "name": "<script>alert(1)</script>", "args": {"path": "<img src=x onerror=alert(2)>"},
-               "preview": {"kind": "<b>", "text": "<script>alert(3)</script>"}, "description": "<b onmouseover=alert(4)>why</b>"}
+               "preview": {"kind": "<b>", "text": "<script>alert(3)</script>"}, "description": "<b onmouseover=alert(4)>why</b>\u202e"}
     conversation, [child] = relayed(monkeypatch, FakeRemote(docs_agent, pausing(request)), alice, agent)
 
     html = client_for(alice).get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
@@ -83,6 +83,7 @@ def test_html_in_a_remote_pause_is_text_on_our_card(alice, agent, docs, docs_age
     for raw in ("<script>alert", "<img src=x", "<b onmouseover", "<b>why"):
         assert raw not in html
     assert "&lt;img src=x onerror=alert(2)&gt;" in html and "&lt;script&gt;alert(3)&lt;/script&gt;" in html
+    assert "\u202e" not in html and "⟨U+202E⟩" in html  # the remote's reason, spelled out
 
 
 def test_look_alike_invisible_or_our_own_names_never_match_our_rules(alice, agent, docs, docs_agent, monkeypatch):
