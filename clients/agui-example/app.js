@@ -42,6 +42,16 @@ function element(tag, attributes = {}, ...children) {
   return node;
 }
 
+// A call's arguments as one line to read: the fields it set (a question's unset options and limits left out).
+function shortArguments(text) {
+  try {
+    const set = Object.entries(JSON.parse(text)).filter(([, value]) => value !== null);
+    return JSON.stringify(Object.fromEntries(set));
+  } catch {
+    return text;
+  }
+}
+
 function renderLog(messages) {
   const results = new Map(messages.filter((m) => m.role === "tool").map((m) => [m.toolCallId, m.content]));
   log.replaceChildren();
@@ -51,7 +61,7 @@ function renderLog(messages) {
     }
     for (const call of message.toolCalls || []) {
       const result = results.get(call.id);
-      log.append(element("li", { class: "tool" }, element("span", { class: "badge" }, "tool"), element("code", {}, `${call.function.name}(${call.function.arguments})`),
+      log.append(element("li", { class: "tool" }, element("span", { class: "badge" }, "tool"), element("code", {}, `${call.function.name}(${shortArguments(call.function.arguments)})`),
         result === undefined ? " …" : element("span", { class: "result" }, `→ ${result}`)));
     }
   }
