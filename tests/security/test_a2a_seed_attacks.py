@@ -572,3 +572,16 @@ def test_a_nul_anywhere_in_a_new_message_is_no_internal_error(alice, agent, para
     answer = rpc(ApiToken.issue(alice), "SendMessage", params)
 
     assert answer.get("error", {}).get("code") != -32603, answer
+
+
+def test_looking_at_a_task_again_and_again_sends_each_state_once_per_config(alice, agent, monkeypatch):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    for number in range(push.MAX_CONFIGS_PER_TASK):
+        config_for(task, f"http://push.example/{number}", alice)
+    queued = []
+    monkeypatch.setattr(push.deliver, "delay", lambda *args: queued.append(args))
+
+    for _ in range(5):  # a burst of signals: messages, votes, reminders
+        push.notify(str(task.pk))
+
+    assert len(queued) == push.MAX_CONFIGS_PER_TASK and len({payload for _, payload in queued}) == 1
