@@ -46,6 +46,7 @@ from .pool import database
 logger = logging.getLogger(__name__)
 
 MAX_CONFIGS_PER_TASK = 10
+TOO_MANY = f"A task has at most {MAX_CONFIGS_PER_TASK} push notification configs: delete one first."
 MAX_URL, MAX_TOKEN, MAX_ID, MAX_AUTH = 2000, 500, 200, 2000
 RESOLVE_SECONDS = 5.0
 POST_SECONDS = 10.0  # the whole POST: connecting, TLS, sending, the answer
@@ -163,7 +164,7 @@ def set_config(user, task: Task, config: pb.TaskPushNotificationConfig) -> pb.Ta
         with transaction.atomic():
             row, created = PushConfig.objects.update_or_create(task=task, config_id=config_id, defaults=fields)
             if created and PushConfig.objects.filter(task=task).count() > MAX_CONFIGS_PER_TASK:
-                raise InvalidParamsError(message=f"A task has at most {MAX_CONFIGS_PER_TASK} push notification configs: delete one first.")
+                raise InvalidParamsError(message=TOO_MANY)
     except IntegrityError:  # two clients setting one id at once: the first stands
         raise InvalidParamsError(message="That push notification config was set meanwhile: read it again.") from None
     transaction.on_commit(lambda: notify.delay(str(task.pk), force=True), robust=True)
@@ -176,7 +177,7 @@ def check_room(task: Task, config: pb.TaskPushNotificationConfig) -> str:
     config_id = config.id or str(task.pk)
     configs = PushConfig.objects.filter(task=task)
     if configs.count() >= MAX_CONFIGS_PER_TASK and not configs.filter(config_id=config_id).exists():
-        raise InvalidParamsError(message=f"A task has at most {MAX_CONFIGS_PER_TASK} push notification configs: delete one first.")
+        raise InvalidParamsError(message=TOO_MANY)
     return config_id
 
 
