@@ -212,7 +212,8 @@ def _calls(count: int) -> str:
 
 def stop_conversation(*, conversation: Conversation, user, via: str) -> list[int]:
     """Stop: cancel every pending approval and every call that has not started, let a running tool
-    finish, discard a model answer in flight, and leave the conversation idle.
+    finish (a tool that waits on something elsewhere, a remote agent's task, is told to end it:
+    ToolSpec.cancel), discard a model answer in flight, and leave the conversation idle.
 
     Returns the ids of the approvals whose calls it cancelled: those it found pending (now
     `cancelled`), and those approved whose call had not started yet (the decision stays on record
