@@ -3,6 +3,7 @@ import json
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.core.cache import cache
 from django.test import Client
 
 from approvals.models import Approval
@@ -10,6 +11,13 @@ from bench.stack import wait_until  # noqa: F401  (one polling helper for the te
 from chat import services
 from chat.demo import ensure_demo_agent
 from chat.models import ApiToken, Conversation
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    """Each test starts with an empty process cache: what it remembers is keyed by row ids (A2A push's
+    last state sent per config), and a rolled-back test's ids are given out again to the next."""
+    cache.clear()
 
 
 @pytest.fixture
