@@ -47,16 +47,12 @@ run: setup
 	@echo "hitl starts at http://$(HITL_BIND):$(PORT)/ ; log in as demo (password: demo, or HITL_DEMO_PASSWORD). Ctrl-C stops everything."
 	$(VENV)/bin/honcho start -c worker=$(HITL_WORKERS) $(PROCESSES)
 
-# Every test twice: on SQLite, then on a throwaway PostgreSQL server (bin/with-postgres). Each time in
-# two pytest processes, the unit tests, then the end-to-end tests (real processes, Chromium through
-# Playwright's greenlets): one process for both once died of a segfault in a unit test after the
-# browser tests, which no test on its own reproduces.
-SUITES := "tests --ignore=tests/e2e" "tests/e2e"
+# Every test twice, on SQLite and on a throwaway PostgreSQL server, the unit tests and the end-to-end
+# tests side by side (bin/run-tests says how). PYTEST_ARGS go to each pytest.
 PYTEST_ARGS ?= --durations=25
 test: $(VENV)/.test-deps $(GIT_MCP)/.installed
 	bin/ensure-system-packages --test
-	for suite in $(SUITES); do $(PY) -m pytest $(PYTEST_ARGS) $$suite || exit 1; done
-	bin/with-postgres sh -c 'for suite in $(SUITES); do $(PY) -m pytest $(PYTEST_ARGS) $$suite || exit 1; done'
+	PY=$(PY) bin/run-tests $(PYTEST_ARGS)
 
 # Screenshots of the pages, taken from a real stack of their own (bench/screens.py, about a minute):
 # docs/screens/<scene>-<width>.png and the README's docs/screenshot.png. `bin/screens chat-pending` takes one.

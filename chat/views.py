@@ -15,7 +15,7 @@ from hitl.inputs import BadInput, parse_shown
 
 from . import services
 from .quotas import QuotaExceeded
-from .llm import SUGGESTIONS
+from .scripted import SUGGESTIONS
 from .models import Conversation, ToolCall
 from .selectors import MAX_POSITION, agent_for, conversation_for, messages_for_page, recent_conversations, usable_agents
 

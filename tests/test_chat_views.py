@@ -34,7 +34,7 @@ def test_list_shows_my_conversations_with_their_status(alice, mallory, agent):
 
 
 def test_no_suggestion_or_help_of_the_offline_model_points_outside():
-    from chat.llm import HELP, SUGGESTIONS
+    from chat.scripted import HELP, SUGGESTIONS
 
     assert not [text for text in SUGGESTIONS + [HELP] if "http" in text]
 

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from approvals.services import AlreadyDecided, NotAllowed, decide, decide_many, expire_overdue
 from chat import services
-from chat.llm import SCRIPTED_REQUESTS
+from chat.scripted import SCRIPTED_REQUESTS
 from chat.models import Conversation, ToolCall
 from tests.conftest import pending_approvals, start_conversation as start
 

@@ -8,7 +8,7 @@ import pytest
 from approvals.models import Approval
 from approvals.services import AlreadyDecided, decide, decide_all
 from chat import loop, services
-from chat.llm import SCRIPTED_REQUESTS
+from chat.scripted import SCRIPTED_REQUESTS
 from chat.models import Conversation, Message, OutboxEmail, ToolCall
 from tests.conftest import pending_approvals, start_conversation as start
 

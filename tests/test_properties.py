@@ -16,7 +16,7 @@ from approvals.models import Approval
 from approvals.services import AlreadyDecided, NotAllowed, decide, decide_all, expire_overdue
 from approvals.triggers import erasing
 from chat import loop, recovery, services, tasks
-from chat.llm import SCRIPTED_REQUESTS
+from chat.scripted import SCRIPTED_REQUESTS
 from chat.models import Agent, Conversation, Message, OutboxEmail, ToolCall
 from chat.selectors import stalled_conversations
 from chat.tools import ToolContext, registry

@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import Page, WebSocketRoute, expect
 
 from approvals.models import Approval
-from chat.llm import SUGGESTIONS
+from chat.scripted import SUGGESTIONS
 from chat.models import Conversation, Message, ToolCall
 from tests.conftest import wait_until
 from tests.e2e.browser import (  # noqa: F401  (browser, new_page and page are fixtures)
