@@ -6,38 +6,30 @@ step, after a crash or a restart, and the outcome is the same.
 """
 import json
 import logging
-import time
 import uuid
-from datetime import timedelta
-from typing import NamedTuple
 
-from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from approvals import pauses, routing, rules
+from approvals import pauses
 from approvals.models import Approval
 from approvals.services import request_approval
 from hitl import live, telemetry
 from hitl.db import release_connection
 
-from . import fragments, freshness
+from . import fragments, freshness, lease
 from .asked import answer as round_answer, check_round, is_decision_round, latest_round, passed_on, store_round
-from .gating import (
-    MAX_RAW_ARGUMENTS, GatedCall, automatic_decision, explained, gate_call, hold, parse_arguments, preview_of, request, screen, tool_context,
-)
+from .gating import preview_of, tool_context
 from .history import History
-from .messages import add_notice, append_message, load_calls, lock_conversation, push_status, set_loaded_calls
-from .llm import LLMError, ModelTurn, Stopped, complete
+from .messages import add_notice, load_calls, lock_conversation, push_status
+from .llm import LLMError, Stopped, complete
 from .models import Conversation, Message, ToolCall
-from .tools import InputRequired, ToolArgumentsError, ToolError, arguments_hash, registry
+from .streaming import AnswerStream
+from .tools import InputRequired, ToolError, arguments_hash, registry
+from .turns import check_calls, store_turn
 
 logger = logging.getLogger(__name__)
 
-STREAM_FLUSH_SECONDS = 0.05
-MAX_CALL_ID = 200  # ToolCall.call_id's length
-STOP_CHECK_SECONDS = 0.25  # how often a streaming answer looks whether the run was stopped
 
 Status = ToolCall.Status
 
@@ -49,37 +41,18 @@ def advance(conversation_id, *, token: str = "") -> None:
     take over the lease its dead predecessor held; any other caller waits for the lease to expire.
     """
     token = token or uuid.uuid4().hex
-    if not _claim_lease(conversation_id, token):
+    if not lease.claim(conversation_id, token):
         logger.info("conversation %s is not running or another task is advancing it", conversation_id)
         return
     try:
         with telemetry.agent_invocation(conversation_id):
             while _step(conversation_id, token):
-                _renew_lease(conversation_id, token)
+                lease.renew(conversation_id, token)
     except Exception as exc:
         logger.exception("advancing conversation %s failed", conversation_id)
         conversation = Conversation.objects.get(pk=conversation_id)
         _fail(conversation, token, f"Something went wrong while the agent was working ({exc.__class__.__name__}).")
         raise
-
-
-def _claim_lease(conversation_id, token: str) -> bool:
-    """Only `running` conversations are advanced: whoever wants one moved (a new message, the last
-    decision, the sweeper) sets `running` first, so a stray task finds nothing to do."""
-    now = timezone.now()
-    running = Conversation.objects.filter(pk=conversation_id, status=Conversation.Status.RUNNING)
-    claimable = running.filter(Q(advancing_token="") | Q(advancing_until__lt=now) | Q(advancing_token=token))
-    return bool(claimable.update(advancing_token=token, advancing_until=now + _lease()))
-
-
-def _renew_lease(conversation_id, token: str) -> None:
-    Conversation.objects.filter(pk=conversation_id, advancing_token=token).update(
-        advancing_until=timezone.now() + _lease()
-    )
-
-
-def _lease() -> timedelta:
-    return timedelta(seconds=settings.HITL_LOOP_LEASE_SECONDS)
 
 
 def _step(conversation_id, token: str) -> bool:
@@ -434,20 +407,6 @@ def _finish(conversation: Conversation, turn: Message | None, token: str) -> boo
     return False
 
 
-def _lock_if_still_advancing(conversation: Conversation, token: str) -> bool:
-    """Lock the conversation if it is still running and still ours (a Stop clears the lease), in
-    one statement: on PostgreSQL a row being changed is waited for and read again as changed."""
-    return _advancing(conversation.pk, token).select_for_update().exists()
-
-
-def _is_advancing(conversation_id, token: str) -> bool:
-    return _advancing(conversation_id, token).exists()
-
-
-def _advancing(conversation_id, token: str):
-    return Conversation.objects.filter(pk=conversation_id, status=Conversation.Status.RUNNING, advancing_token=token)
-
-
 STOPPED_BY = "Stopped by "  # how the Stop's notice begins (agentlink reads a stopped turn by it)
 
 
@@ -566,7 +525,7 @@ def _has_unanswered_input(conversation: Conversation, turn: Message | None) -> b
 def _call_model(conversation: Conversation, token: str, history: History) -> bool:
     agent = conversation.agent
     tools = [spec.openai_schema() for spec in registry.for_agent(agent)]
-    stream = _Stream(conversation.pk, token)
+    stream = AnswerStream(conversation.pk, token)
     messages = history.for_model()
     release_connection()  # the model takes seconds: this thread holds no connection meanwhile
     try:
@@ -590,11 +549,11 @@ def _call_model(conversation: Conversation, token: str, history: History) -> boo
     # Validated, gated and screened by the rules before the transaction: a preview may ask a tool
     # server (seconds) and a rule's condition is a match of unbounded input, and SQLite's one write
     # lock must wait on neither. Inside: the writes, and the deciding rule's use taken.
-    checked = _check_calls(conversation, turn)
+    checked = check_calls(conversation, turn)
     stored: list[Message] = []
     try:
         with transaction.atomic():
-            if not _lock_if_still_advancing(conversation, token):
+            if not lease.lock_if_held(conversation, token):
                 # Stopped (or taken over) while the model was answering: its answer is discarded.
                 live.push(live.conversation_group(conversation.pk), fragments.stream_reset_html(conversation.pk))
                 return False
@@ -602,7 +561,7 @@ def _call_model(conversation: Conversation, token: str, history: History) -> boo
             # the webhooks): the owner is the one waiting. One frame, rendered after the commit from
             # memory: the turn with its cards, the streamed copy cleared, and the status.
             live.push(live.conversation_group(conversation.pk), lambda: _turn_landed_html(conversation, stored[0]))
-            message, waits = _store_turn(conversation, turn, checked)
+            message, waits = store_turn(conversation, turn, checked)
             if _user_wrote_meanwhile(conversation, history, message):
                 raise _AnsweredWithoutReading  # rolls the turn back, its calls and approvals with it
             stored.append(message)
@@ -650,160 +609,3 @@ def _turn_landed_html(conversation: Conversation, message: Message) -> str:
     )
 
 
-class _Checked(NamedTuple):
-    """A call of the turn, checked before the turn's transaction: gated, and for a gated action what
-    the rules say of it and what its card would offer to remember."""
-
-    call: ToolCall
-    gated: GatedCall | None
-    screening: rules.Screening | None = None
-    suggestion: dict | None = None
-    route: object = None  # the approvals.models.Route that says who approves it, if any
-
-
-def _check_calls(conversation: Conversation, turn: ModelTurn) -> list[_Checked]:
-    """Each of the turn's calls, unsaved, validated, gated (with its preview) and screened by the
-    rules (an action the policy runs, too: a deny or ask rule may hold it), under an id unique in its turn."""
-    checked = []
-    live_rules = live_routes = None  # read once a turn, when its first action needs them
-    seen_ids: set[str] = set()
-    for position, model_call in enumerate(turn.tool_calls):
-        call_id = _unique_call_id(model_call.call_id, position, seen_ids)
-        seen_ids.add(call_id)
-        call = ToolCall(
-            position=position,
-            call_id=call_id,
-            name=model_call.name[:200],
-            raw_arguments=model_call.raw_arguments[:MAX_RAW_ARGUMENTS],
-        )
-        gated = _check_call(call, model_call.raw_arguments, conversation)
-        if gated is None or gated.kind != Approval.Kind.ACTION:
-            checked.append(_Checked(call, gated))
-            continue
-        live_rules = rules.applicable(conversation, recently_expired=True) if live_rules is None else live_rules
-        if not gated.gate.required:
-            gated = hold(call, gated, conversation, live_rules)  # a deny or ask rule may hold what the policy runs
-            if not gated.gate.required:
-                checked.append(_Checked(call, gated))
-                continue
-            call.is_gated, call.status = True, Status.PENDING_APPROVAL
-        live_routes = routing.live_routes(conversation.agent_id) if live_routes is None else live_routes
-        screening, suggestion, route = screen(call, gated, conversation, live_rules, live_routes)
-        checked.append(_Checked(call, gated, screening, suggestion, route))
-    return checked
-
-
-def _store_turn(conversation: Conversation, turn: ModelTurn, checked: list[_Checked]) -> tuple[Message, bool]:
-    """Store the assistant message and its checked calls, each gated call with its approval (or
-    decided at once by a rule), in the caller's locked transaction. Also says whether what is left
-    of the turn is for a human: some call waits for a decision, and none is to run or settle now."""
-    waits = False
-    settles_now = False
-    with transaction.atomic(savepoint=False):
-        message = append_message(conversation, role=Message.Role.ASSISTANT, content=turn.text, push=False, locked=True)
-        calls = []
-        for call, gated, screening, suggestion, route in checked:
-            call.message = message
-            applied = rules.apply(screening) if screening is not None else None
-            if gated is not None and gated.rules_only and not applied.effect:
-                gated = None  # its rules had no use left: it runs, as the policy says
-                call.is_gated, call.status = False, Status.APPROVED
-            call.save()
-            calls.append(call)
-            if gated is not None and gated.gate.required:
-                automatic = automatic_decision(applied) if applied is not None else None
-                explanation = explained(gated, screening, applied or rules.Applied(), route, conversation)
-                call.approval = request(
-                    call, gated, conversation, suggestion=None if automatic else suggestion, route=route, applied=applied,
-                    explanation=explanation,
-                )
-                if automatic is not None:
-                    automatic(call.approval)
-                    settles_now = True
-                else:
-                    waits = True
-            elif call.status not in ToolCall.FINISHED:
-                settles_now = True  # not gated: it runs at once
-        set_loaded_calls(message, calls)
-    return message, waits and not settles_now
-
-
-def _unique_call_id(call_id: str, position: int, seen: set[str]) -> str:
-    """The model's id for a call, as the column holds it (at most 200 characters) and unique in its
-    turn: a provider bug may repeat one (["x_2", "x", "x"]), and each call still gets one result."""
-    unique = call_id[:MAX_CALL_ID]
-    suffix = 0
-    while unique in seen:
-        suffix += 1
-        tail = f"_{position}" + (f"_{suffix}" if suffix > 1 else "")
-        unique = call_id[: MAX_CALL_ID - len(tail)] + tail
-    return unique
-
-
-def _check_call(call: ToolCall, raw: str, conversation: Conversation) -> GatedCall | None:
-    """Validate and gate one call, setting its status: failed (with an error for the model, and no
-    gate), approved (not gated: runs at once) or pending approval."""
-    agent = conversation.agent
-    spec = registry.find(agent, call.name)
-    if spec is None:
-        available = ", ".join(agent.tools) or "none"
-        call.status, call.error = Status.FAILED, f"Unknown tool {call.name!r}. Available tools: {available}."
-        call.finished_at = timezone.now()
-        return None
-    try:
-        call.arguments = parse_arguments(spec, raw)
-    except ToolArgumentsError as exc:
-        call.status, call.error, call.finished_at = Status.FAILED, str(exc), timezone.now()
-        return None
-    gated = gate_call(spec, call.arguments, conversation)
-    call.arguments_hash = gated.arguments_hash
-    call.is_gated = gated.gate.required
-    call.status = Status.PENDING_APPROVAL if call.is_gated else Status.APPROVED
-    return gated
-
-
-class _Stream:
-    """Publishes streamed text to the conversation's group, batched so a fast model is not one
-    channel-layer send per token. A long answer also renews the lease now and then, so nobody
-    takes the conversation over while the model is still talking, and looks a few times a second
-    whether the run was stopped: then it ends the answer (Stopped), so a stopped run neither shows
-    nor pays for the rest of it."""
-
-    def __init__(self, conversation_id, token: str):
-        self.conversation_id, self.token = conversation_id, token
-        self.group = live.conversation_group(conversation_id)
-        self.pending: list[str] = []
-        self.last_flush = 0.0
-        self.last_renewal = self.last_check = time.monotonic()
-        self.sent_any = False
-
-    def add(self, text: str) -> None:
-        self.pending.append(text)
-        now = time.monotonic()
-        if now - self.last_check >= STOP_CHECK_SECONDS:
-            self.last_check = now
-            advancing = _is_advancing(self.conversation_id, self.token)
-            if now - self.last_renewal >= settings.HITL_LOOP_LEASE_SECONDS / 4:
-                _renew_lease(self.conversation_id, self.token)
-                self.last_renewal = now
-            release_connection()  # between checks the stream only waits for the model
-            if not advancing:
-                raise Stopped
-        if now - self.last_flush >= STREAM_FLUSH_SECONDS:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.pending:
-            live.push_now(self.group, fragments.stream_delta_html(self.conversation_id, "".join(self.pending)))
-            self.pending, self.sent_any = [], True
-        self.last_flush = time.monotonic()
-
-    def cleared(self) -> None:
-        """The stored message's push has cleared the streamed copy."""
-        self.pending, self.sent_any = [], False
-
-    def reset(self) -> None:
-        self.pending = []
-        if self.sent_any:
-            live.push_now(self.group, fragments.stream_reset_html(self.conversation_id))
-            self.sent_any = False

@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 
 from approvals.models import Approval
 from approvals.services import decide, decide_all
-from chat import loop, recovery, services, tasks
+from chat import loop, recovery, services, streaming, tasks
 from chat.models import Conversation, ToolCall
 from hitl import live
 
@@ -28,8 +28,8 @@ def step(monkeypatch):
     """Run loop.advance once and return (statements, pushes to the conversation's group). The
     stream is batched wholly (no clock in the counts) and never checked for a Stop meanwhile."""
     monkeypatch.setattr(tasks.advance_conversation, "delay", lambda *args: None)  # the test runs the step
-    monkeypatch.setattr(loop, "STREAM_FLUSH_SECONDS", 3600)
-    monkeypatch.setattr(loop, "STOP_CHECK_SECONDS", 3600)
+    monkeypatch.setattr(streaming, "STREAM_FLUSH_SECONDS", 3600)
+    monkeypatch.setattr(streaming, "STOP_CHECK_SECONDS", 3600)
 
     def run(conversation: Conversation) -> tuple[list[str], list[str]]:
         pushes = []
