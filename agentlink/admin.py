@@ -1,6 +1,7 @@
 """A2A tasks, for auditors: which turns of which conversations an A2A client started. Read-only:
-their state is the conversation's, and their decisions are in Approvals (decided via a2a). And the
-remote A2A agents our agents call as tools (agentlink.remote), managed here only."""
+their state is the conversation's, and their decisions are in Approvals (decided via a2a). The push
+notification configs clients set on them (read-only; an operator may delete one). And the remote
+A2A agents our agents call as tools (agentlink.remote), managed here only."""
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import FilteredSelectMultiple
@@ -11,7 +12,7 @@ from chat.models import Agent
 from chat.tools import ToolError
 
 from . import remote
-from .models import RemoteAgent, Task
+from .models import PushConfig, RemoteAgent, Task
 
 
 @admin.register(Task)
@@ -32,6 +33,37 @@ class TaskAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(PushConfig)
+class PushConfigAdmin(admin.ModelAdmin):
+    """Where A2A clients have asked for a task's state changes to be POSTed. Read-only: the client
+    owns a config (through A2A); an operator may delete one whose URL should not be called. The
+    token and the authentication the client sent are credentials: shown masked, never in full."""
+
+    list_display = ["config_id", "task", "owner", "url", "masked_token", "created_at"]
+    list_select_related = ["owner"]
+    search_fields = ["config_id", "task__id", "owner__username", "url"]
+    fields = ["task", "config_id", "owner", "url", "masked_token", "authentication_schemes", "created_at"]
+    readonly_fields = fields
+
+    @admin.display(description="token")
+    def masked_token(self, config: PushConfig) -> str:
+        return mask(config.token)
+
+    @admin.display(description="authentication")
+    def authentication_schemes(self, config: PushConfig) -> str:
+        """The schemes the client named, never its credentials."""
+        info = config.authentication if isinstance(config.authentication, dict) else {}
+        schemes = info.get("schemes") if isinstance(info.get("schemes"), list) else [info.get("scheme")] if info.get("scheme") else []
+        named = ", ".join(str(scheme)[:50] for scheme in schemes if scheme)
+        return f"{named} (credentials {'set' if info.get('credentials') else 'none'})" if named or info else "-"
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
         return False
 
 

@@ -187,3 +187,26 @@ def test_an_approval_shows_its_route_quorum_and_votes_read_only(auditor, finance
     for shown in ("Route:", "Quorum:", "Escalated at:", "On behalf of:", "1 of 2 approvals: dana", "fine by me"):
         assert shown in page, shown
     assert 'name="votes-0-comment"' not in page  # the inline is read-only
+
+
+def test_push_configs_are_listed_with_their_credentials_masked_and_may_only_be_deleted(auditor, alice, agent):
+    from agentlink.models import PushConfig, Task
+
+    conversation = services.start_conversation(user=alice, agent=agent, content="what is 2 + 2")
+    task = Task.objects.create(conversation=conversation, position=1)
+    config = PushConfig.objects.create(
+        task=task, config_id="hook-1", owner=alice, url="https://hooks.example.com/a2a", token="secret-token-4242",
+        authentication={"scheme": "Bearer", "credentials": "bearer-credential-9999"},
+    )
+
+    listed = auditor.get("/admin/agentlink/pushconfig/").content.decode()
+    shown = auditor.get(f"/admin/agentlink/pushconfig/{config.pk}/change/").content.decode()
+    assert "hooks.example.com" in listed and "••••4242" in listed
+    assert "Bearer (credentials set)" in shown
+    assert not [page for page in (listed, shown) if "secret-token" in page or "bearer-credential" in page]
+    change = auditor.post(f"/admin/agentlink/pushconfig/{config.pk}/change/", {"url": "https://evil.example.com/"})
+    assert (change.status_code, auditor.get("/admin/agentlink/pushconfig/add/").status_code) == (403, 403)
+    assert PushConfig.objects.get(pk=config.pk).url == "https://hooks.example.com/a2a"
+
+    deleted = auditor.post(f"/admin/agentlink/pushconfig/{config.pk}/delete/", {"post": "yes"})
+    assert deleted.status_code == 302 and not PushConfig.objects.filter(pk=config.pk).exists()
