@@ -276,6 +276,15 @@ def _text(message: pb.Message) -> str:
 
 
 def _start(user, agent, message: pb.Message) -> runs.Task:
+    try:
+        hops = runs.hops_of(message)
+    except runs.BadHops as exc:
+        raise InvalidParamsError(message=str(exc)) from None
+    if hops > settings.HITL_A2A_MAX_HOPS:
+        raise InvalidRequestError(
+            message=f"{hops} agents asked in a row before this message, and {settings.HITL_A2A_MAX_HOPS} may: refused, so that "
+            "agents asking one another cannot go round in circles. Answer without asking this agent."
+        )
     conversation = None
     if message.context_id:
         conversation = runs.conversation_for(user, agent, message.context_id)
@@ -284,7 +293,7 @@ def _start(user, agent, message: pb.Message) -> runs.Task:
     if any(part.WhichOneof("content") != "text" for part in message.parts) or decisions.data_of(message):
         raise InvalidParamsError(message="A new task starts with text parts only: decisions go to the task that asked for them (taskId).")
     try:
-        return runs.start(user=user, agent=agent, text=_text(message), conversation=conversation)
+        return runs.start(user=user, agent=agent, text=_text(message), conversation=conversation, hops=hops)
     except (chat_services.InvalidMessage, QuotaExceeded, chat_services.NotOwner) as exc:
         raise InvalidParamsError(message=str(exc)) from None
     except chat_services.UnknownAgent:

@@ -11,6 +11,8 @@ from toolservers.models import ToolServer
 REMOTE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_)){0,29}$")  # no "__": it separates the name and the tool
 REMOTE_SEPARATOR = "__"
 ASK = "ask"
+# In an A2A message's metadata: how many hitl agents asked in a row before it (Task.hops).
+HOPS_KEY = "hitl_hops"
 
 
 def validate_remote_name(name: str) -> None:
@@ -42,6 +44,11 @@ class Task(models.Model):
         help_text="{client: {approval id: shown_hash}}: for each client (its token, hashed), the calls the last input-required "
         "status sent to it for this task listed; its blanket decision_type decides these, at these versions, and nothing pending since.",
     )
+    hops = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="How many hitl agents asked in a row to start it: 0 when a person's client did, one more than the asking "
+        "task's when an agent's remote tool did (the message's metadata hitl_hops). Past HITL_A2A_MAX_HOPS it is refused.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -52,6 +59,13 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return str(self.id)
+
+    @staticmethod
+    def hops_before(conversation_id) -> int:
+        """The hops of the conversation's latest A2A task (0 if it has none): a remote agent asked
+        from this conversation is told one more."""
+        latest = Task.objects.filter(conversation_id=conversation_id).order_by("-position").values_list("hops", flat=True)
+        return latest.first() or 0
 
 
 class PushConfig(models.Model):

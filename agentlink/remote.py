@@ -35,7 +35,7 @@ from chat.asked import MAX_ACTIONS, question_of
 from chat.tools import InputRequired, ToolArgumentsError, ToolError, ToolSpec
 from hitl.inputs import is_storable_value
 
-from .models import ASK, REMOTE_SEPARATOR, RemoteAgent
+from .models import ASK, HOPS_KEY, REMOTE_SEPARATOR, RemoteAgent, Task
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,8 @@ class RemoteAskSpec(ToolSpec):
 
     def run(self, arguments: dict, context) -> str:
         opened = Opened(self.remote, context.started)
-        return _talk(self.remote, lambda client: _start(client, self.remote, arguments["message"], opened), opened)
+        hops = Task.hops_before(context.conversation_id) + 1  # this conversation's own A2A task, if an agent asked it
+        return _talk(self.remote, lambda client: _start(client, self.remote, arguments["message"], opened, hops), opened)
 
     def resume(self, arguments: dict, context, state: dict, answer: dict) -> str:
         """Our people decided the remote's calls: send the decisions to its task, read on."""
@@ -264,8 +265,9 @@ def _origin(url: str) -> tuple:
     return parts.scheme, parts.hostname, parts.port or {"http": 80, "https": 443}.get(parts.scheme)
 
 
-async def _start(client, remote: RemoteAgent, text: str, opened: Opened) -> str:
+async def _start(client, remote: RemoteAgent, text: str, opened: Opened, hops: int) -> str:
     message = pb.Message(role=pb.Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[pb.Part(text=text)])
+    message.metadata.update({HOPS_KEY: hops})  # a hitl remote refuses a chain of agents past its limit
     return await _follow(client, remote, await _sent(client, message), opened)
 
 

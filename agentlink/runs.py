@@ -17,7 +17,7 @@ from chat import services as chat_services
 from chat.loop import STOPPED_BY
 from chat.models import Agent, Conversation, Message, ToolCall
 
-from .models import Task
+from .models import HOPS_KEY, Task
 
 State = pb.TaskState
 TERMINAL = {State.TASK_STATE_COMPLETED, State.TASK_STATE_FAILED, State.TASK_STATE_CANCELED}
@@ -27,6 +27,7 @@ FINAL_STATES = {
     Task.FinalState.CANCELED: State.TASK_STATE_CANCELED,
 }
 INTERRUPT_TYPE = "tool_approval"
+MAX_HOPS_READ = 10_000  # a hop count past this is not a count
 # How kagent's UI (and upstream ADK) tells a tool call's data part from its result's: it reads
 # `adk_type`, then `kagent_type`, in the part's metadata.
 FUNCTION_CALL, FUNCTION_RESPONSE = "function_call", "function_response"
@@ -56,20 +57,35 @@ def conversation_for(user, agent: Agent, context_id: str) -> Conversation | None
     return Conversation.objects.filter(pk=key, owner=user, agent=agent).first() if key else None
 
 
-def start(*, user, agent: Agent, text: str, conversation: Conversation | None) -> Task:
+class BadHops(ValueError):
+    pass
+
+
+def hops_of(message: pb.Message) -> int:
+    """How many hitl agents asked in a row before `message` (its metadata's hitl_hops; 0 without)."""
+    if not message.HasField("metadata") or HOPS_KEY not in message.metadata.fields:
+        return 0
+    value = message.metadata.fields[HOPS_KEY]
+    number = value.number_value if value.WhichOneof("kind") == "number_value" else -1
+    if not (0 <= number <= MAX_HOPS_READ and number == int(number)):
+        raise BadHops(f"metadata.{HOPS_KEY} is how many agents asked in a row before this message: a whole number from 0.")
+    return int(number)
+
+
+def start(*, user, agent: Agent, text: str, conversation: Conversation | None, hops: int = 0) -> Task:
     """A new task: the first turn of a new conversation, or the next turn of `conversation` once its
     last task is over (raises Busy otherwise). chat.services checks the agent, quotas and the text;
-    posting the message closes the previous task (`close_turn`)."""
+    posting the message closes the previous task (`close_turn`). `hops`: how many agents asked in a row."""
     with transaction.atomic():
         if conversation is None:
             conversation = chat_services.start_conversation(user=user, agent=agent, content=text)
-            return Task.objects.create(conversation=conversation, position=1)
+            return Task.objects.create(conversation=conversation, position=1, hops=hops)
         if conversation.status in (Conversation.Status.RUNNING, Conversation.Status.WAITING_FOR_APPROVAL) or _pending(conversation):
             latest = open_task(conversation)
             where = f"Task {latest.pk}" if latest else "This conversation"
             raise Busy(f"{where} is not over: send the message to it, or wait until it is.")
         message = chat_services.post_message(conversation=conversation, user=user, content=text)
-        return Task.objects.create(conversation=conversation, position=message.position)
+        return Task.objects.create(conversation=conversation, position=message.position, hops=hops)
 
 
 def open_task(conversation: Conversation) -> Task | None:

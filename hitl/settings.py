@@ -289,6 +289,9 @@ HITL_A2A_WAIT_SECONDS = float(os.environ.get("HITL_A2A_WAIT_SECONDS", "120"))
 # The longest a long poll of the JSON API holds (GET /api/approvals/{id}?wait=N): N is cut to it.
 HITL_API_MAX_WAIT_SECONDS = int(os.environ.get("HITL_API_MAX_WAIT_SECONDS", "60"))
 HITL_A2A_STREAM_SECONDS = float(os.environ.get("HITL_A2A_STREAM_SECONDS", "3600"))
+# A2A: how many hitl agents may ask one another in a row (a remote agent's `__ask` carries the count in
+# the message's metadata, `hitl_hops`); one more is refused, so that agents linked in a circle stop.
+HITL_A2A_MAX_HOPS = int(os.environ.get("HITL_A2A_MAX_HOPS", "3"))
 # A2A's database work runs on threads of its own (never the sockets' shared thread); each API
 # token may have this many calls running and streams open at once (per daphne process).
 HITL_A2A_DB_THREADS = int(os.environ.get("HITL_A2A_DB_THREADS", "8"))

@@ -273,6 +273,40 @@ def failed_call(monkeypatch, fake, alice, agent) -> tuple[Conversation, ToolCall
     return conversation, outer_call(conversation)
 
 
+def test_a_chain_of_agents_asking_one_another_is_counted_and_refused_past_the_limit(alice, agent, docs, docs_agent, settings):
+    """Agents linked in a circle (a remote that is, in the end, ourselves) would ask one another until
+    every worker waits on the next: each ask carries one more hop, and a hitl agent refuses past the limit."""
+    settings.HITL_A2A_MAX_HOPS = 3
+    first = ask(alice, agent, "what is 2 + 2")
+    assert outer_call(first).status == Status.SUCCEEDED
+    assert Task.objects.get(conversation=inner_conversation(docs_agent)).hops == 1  # asked by one agent
+
+    asked = ask(alice, agent, "what is 3 + 3")  # as if three agents had asked in a row to start this one
+    Task.objects.create(conversation=asked, position=1, hops=3)
+    services.post_message(conversation=asked, user=alice, content=f"call docs__ask with {json.dumps({'message': 'what is 5 + 5'})}")
+
+    [refused] = ToolCall.objects.filter(message__conversation=asked, name="docs__ask", status=Status.FAILED)
+    assert "4 agents asked in a row before this message, and 3 may: refused" in refused.error
+    assert refused.error.endswith("Nothing was done here.")
+    assert Task.objects.filter(conversation__agent=docs_agent).count() == 2  # the refused ask started nothing there
+    asked.refresh_from_db()
+    assert asked.status == Conversation.Status.IDLE  # the model read the refusal and answered
+
+
+@pytest.mark.parametrize("hops", ["three", -1, 2.5, 1e9, True])
+def test_a_hop_count_that_is_no_count_is_refused_clearly_and_starts_nothing(alice, docs_agent, hops):
+    from a2a.types import a2a_pb2 as pb
+    from a2a.utils.errors import InvalidParamsError
+    from agentlink import handler
+    from agentlink.models import HOPS_KEY
+
+    message = pb.Message(role=pb.Role.ROLE_USER, message_id="m-1", parts=[pb.Part(text="what is 2 + 2")])
+    message.metadata.update({HOPS_KEY: hops})
+    with pytest.raises(InvalidParamsError, match="metadata.hitl_hops is how many agents asked in a row"):
+        handler._start(alice, docs_agent, message)
+    assert not Task.objects.exists() and not Conversation.objects.exists()
+
+
 def test_a_remote_that_is_down_is_a_clear_error_for_the_model_and_the_conversation_goes_on(alice, agent, docs, monkeypatch):
     monkeypatch.setattr(remote_module, "transport_for_tests", None)
     docs.card_url = f"http://127.0.0.1:{free_port()}/a2a/docs/.well-known/agent-card.json"
