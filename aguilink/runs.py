@@ -23,6 +23,7 @@ from hitl.inputs import is_storable
 
 from . import resume
 from .interrupts import interrupt_for
+from .models import PostedRun
 from .resume import Refused  # one refusal for the whole run, its decisions' included
 
 MAX_THREAD = 200  # Conversation.external_thread
@@ -85,15 +86,33 @@ def begin(user, agent: Agent, run: RunAgentInput) -> Cursor:
         if conversation is None:
             raise Refused("No such thread, and no user message to start it with.", "unknown_thread")
         return _cursor(conversation, run)
+    if conversation is not None and (posted := _retried(conversation, run, text)) is not None:
+        return _cursor(conversation, run, after=posted.after)  # nothing is posted twice: the run is shown again
     try:
         if conversation is None:
-            conversation = _start(user, agent, thread_id, text)
+            conversation = _start(user, agent, thread_id, text, run.run_id)
             return _cursor(conversation, run, after=0)
         _refuse_busy(conversation)
-        message = chat_services.post_message(conversation=conversation, user=user, content=text)
+        with transaction.atomic():
+            message = chat_services.post_message(conversation=conversation, user=user, content=text)
+            _remember(conversation, run.run_id, message.position, after=message.position)
     except (chat_services.InvalidMessage, QuotaExceeded, chat_services.NotOwner, chat_services.UnknownAgent) as exc:
         raise Refused(str(exc) or "The message was refused.", "message_refused") from None
     return _cursor(conversation, run, after=message.position)
+
+
+def _retried(conversation: Conversation, run: RunAgentInput, text: str) -> PostedRun | None:
+    """The run this one retries: the one that posted the thread's latest user message, under the
+    same runId, with the same text. A runId used again for another message is a new run."""
+    posted = PostedRun.objects.filter(conversation=conversation).order_by("-position").first()
+    if posted is None or posted.run_key != PostedRun.key(run.run_id):
+        return None
+    latest = conversation.messages.filter(role=Message.Role.USER).order_by("-position").values_list("position", "content").first()
+    return posted if latest == (posted.position, text) else None
+
+
+def _remember(conversation: Conversation, run_id: str, position: int, *, after: int) -> None:
+    PostedRun.objects.create(conversation=conversation, run_key=PostedRun.key(run_id), position=position, after=after)
 
 
 def new_user_text(run: RunAgentInput) -> str | None:
@@ -110,13 +129,15 @@ def new_user_text(run: RunAgentInput) -> str | None:
     raise Refused("This agent reads text only: send the user message as text.", "unsupported_content")
 
 
-def _start(user, agent: Agent, thread_id: str, text: str) -> Conversation:
+def _start(user, agent: Agent, thread_id: str, text: str, run_id: str) -> Conversation:
     """A new conversation for the thread, started as the chat starts one. Two first runs of one thread
     at once: the unique thread constraint keeps one, and the other is told the thread is busy."""
     try:
         with transaction.atomic():
             conversation = chat_services.start_conversation(user=user, agent=agent, content=text)
             Conversation.objects.filter(pk=conversation.pk).update(external_thread=thread_id)
+            first = conversation.messages.filter(role=Message.Role.USER).values_list("position", flat=True).first()
+            _remember(conversation, run_id, first, after=0)
             return conversation
     except IntegrityError:
         raise Refused("This thread's first run is under way: follow it with a run without a new message.", "busy") from None

@@ -330,6 +330,33 @@ def test_the_next_message_of_a_thread_is_the_next_turn_of_its_conversation(alice
     assert [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["I did calculate 3 + 3: 3 + 3 = 6"]
 
 
+def test_a_retried_run_is_shown_again_and_its_message_is_not_posted_twice(alice, agent):
+    """A client retrying a run (the same runId and message: a dropped connection, a proxy) once its
+    turn is over, or while it waits for a human, is shown that run again; nothing is posted twice."""
+    token = ApiToken.issue(alice)
+    answered = run(token, text="what is 2 + 2")
+    paused = run(token, thread="thread-2", text="write hello to a.txt")
+
+    again = run(token, text="what is 2 + 2")
+    paused_again = run(token, thread="thread-2", text="write hello to a.txt")
+
+    user_messages = Message.objects.filter(role=Message.Role.USER)
+    assert sorted(user_messages.values_list("content", flat=True)) == ["what is 2 + 2", "write hello to a.txt"]
+    assert [e for e in again if e["type"] == "TEXT_MESSAGE_CONTENT"] == [e for e in answered if e["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert last(again)["outcome"] == {"type": "success"}
+    assert [i["id"] for i in interrupts(paused_again)] == [i["id"] for i in interrupts(paused)]
+    assert ToolCall.objects.filter(name="write_file").count() == 1
+
+
+def test_the_same_words_in_a_new_run_are_a_new_turn(alice, agent):
+    token = ApiToken.issue(alice)
+    body = {"threadId": "thread-1", "messages": [{"id": "m-1", "role": "user", "content": "what is 2 + 2"}]}
+    for run_id in ("run-a", "run-b"):
+        events_of(call("POST", "/agui/demo/", token=token, json=body | {"runId": run_id}))
+
+    assert Message.objects.filter(role=Message.Role.USER, content="what is 2 + 2").count() == 2
+
+
 def test_a_run_with_no_new_message_follows_the_thread_as_it_is(alice, agent):
     token = ApiToken.issue(alice)
     [interrupt] = interrupts(run(token, text="write hello to a.txt"))
