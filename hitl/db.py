@@ -21,7 +21,9 @@ def thread_pool(name: str, size: int) -> Callable[[Callable], DatabaseSyncToAsyn
     also wait for: an async surface that waits (A2A, long polls, the MCP gateway) must not queue
     them behind it. Django's connections are per thread, so each thread has its own; channels'
     DatabaseSyncToAsync closes stale ones around every call, as for any request."""
-    executor = ThreadPoolExecutor(max_workers=max(size, 1), thread_name_prefix=name)
+    from hitl.live import use_own_loop_in_this_thread  # live imports Django's transaction machinery
+
+    executor = ThreadPoolExecutor(max_workers=max(size, 1), thread_name_prefix=name, initializer=use_own_loop_in_this_thread)
 
     def database(func: Callable) -> DatabaseSyncToAsync:
         return DatabaseSyncToAsync(func, thread_sensitive=False, executor=executor)

@@ -48,6 +48,18 @@ def use_own_loop() -> None:
     _own_loop = _OwnLoop()
 
 
+_threads_loops = _OwnLoop()  # one loop per thread that pushes on its own in a web process
+_pushes_on_own_loop = threading.local()
+
+
+def use_own_loop_in_this_thread() -> None:
+    """Called as each thread of hitl.db.thread_pool starts (A2A's, AG-UI's, the MCP gateway's database
+    work in daphne): it pushes through a loop of its own. Through `async_to_sync` its push would run
+    on the server's loop, which a shutdown stops: a push caught there waits for ever, and the process,
+    which joins these threads as it exits, never ends (a restart waited for SIGKILL)."""
+    _pushes_on_own_loop.on = True
+
+
 def push_now(group: str, html: str) -> None:
     """Send at once (or, while this thread holds pushes together, at its next flush). Best effort,
     like every push: the database holds the truth and a page re-reads it when its socket
@@ -118,10 +130,11 @@ def send_now(group: str, event: dict) -> None:
 
 def _send(group: str, message: dict) -> None:
     send = get_channel_layer().group_send
-    if _own_loop is None:
+    loop = _own_loop or (_threads_loops if getattr(_pushes_on_own_loop, "on", False) else None)
+    if loop is None:
         async_to_sync(send)(group, message)
     else:
-        _own_loop.run(send(group, message))
+        loop.run(send(group, message))
 
 
 def push(group: str, render: str | Callable[[], str]) -> None:

@@ -172,7 +172,10 @@ def own_daphne(e2e):
 
         @staticmethod
         def restart() -> None:
-            processes[-1].stop()
+            processes[-1].stop(timeout=10)
+            # Exited by itself, its gated call's wait ended: not killed (a push caught in the shutdown
+            # once kept a database thread, and with it the process, alive until SIGKILL).
+            assert processes[-1].popen.returncode == 0, f"daphne did not exit on SIGTERM:\n{processes[-1].tail()}"
             processes.append(start(f"mcp-web-{len(processes)}", args, e2e.env, e2e.work))
             wait_until(lambda: port_open(port), timeout=30, message="the test's daphne back")
 
