@@ -17,7 +17,7 @@ from .models import PushConfig, RemoteAgent, Task
 
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
-    list_display = ["id", "conversation", "owner", "position", "canceled", "final_state", "created_at"]
+    list_display = ["id", "conversation", "owner", "position", "canceled", "final_state", "hops", "created_at"]
     list_filter = ["canceled", "final_state"]
     list_select_related = ["conversation__owner"]
     search_fields = ["id", "conversation__id", "conversation__owner__username"]

@@ -1,4 +1,6 @@
-"""The benchmarks still run (a tiny smoke run): never a timed test, only "does it work"."""
+"""The benchmarks still run (a tiny smoke run): never a timed test, only "does it work". It starts a
+stack of its own (bench/stack.py), so it needs none of tests/e2e's fixtures; it runs with the unit
+tests, whose lane of bin/run-tests ends minutes before the end-to-end tests' does."""
 import json
 import subprocess
 import sys
@@ -7,7 +9,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_benchmarks_run_and_measure_cpu_and_count_statements_and_pushes(tmp_path):
