@@ -2,6 +2,8 @@
 their state is the conversation's, and their decisions are in Approvals (decided via a2a). The push
 notification configs clients set on them (read-only; an operator may delete one). And the remote
 A2A agents our agents call as tools (agentlink.remote), managed here only."""
+from urllib.parse import urlsplit
+
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.widgets import FilteredSelectMultiple
@@ -42,7 +44,7 @@ class PushConfigAdmin(admin.ModelAdmin):
     owns a config (through A2A); an operator may delete one whose URL should not be called. The
     token and the authentication the client sent are credentials: shown masked, never in full."""
 
-    list_display = ["config_id", "task", "owner", "url", "masked_token", "created_at"]
+    list_display = ["config_id", "owner", "receiver", "masked_token", "created_at", "task"]
     list_select_related = ["owner"]
     search_fields = ["config_id", "task__id", "owner__username", "url"]
     fields = ["task", "config_id", "owner", "url", "masked_token", "authentication_schemes", "created_at"]
@@ -51,6 +53,11 @@ class PushConfigAdmin(admin.ModelAdmin):
     @admin.display(description="token")
     def masked_token(self, config: PushConfig) -> str:
         return mask(config.token)
+
+    @admin.display(description="receiver", ordering="url")
+    def receiver(self, config: PushConfig) -> str:
+        """The host the states are POSTed to (the whole URL is on the config's page)."""
+        return urlsplit(config.url).hostname or config.url[:60]
 
     @admin.display(description="authentication")
     def authentication_schemes(self, config: PushConfig) -> str:

@@ -201,7 +201,7 @@ def test_push_configs_are_listed_with_their_credentials_masked_and_may_only_be_d
 
     listed = auditor.get("/admin/agentlink/pushconfig/").content.decode()
     shown = auditor.get(f"/admin/agentlink/pushconfig/{config.pk}/change/").content.decode()
-    assert "hooks.example.com" in listed and "••••4242" in listed
+    assert "hooks.example.com" in listed and "••••4242" in listed and "https://hooks.example.com/a2a" in shown
     assert "Bearer (credentials set)" in shown
     assert not [page for page in (listed, shown) if "secret-token" in page or "bearer-credential" in page]
     change = auditor.post(f"/admin/agentlink/pushconfig/{config.pk}/change/", {"url": "https://evil.example.com/"})
