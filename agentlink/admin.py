@@ -61,11 +61,11 @@ class PushConfigAdmin(admin.ModelAdmin):
 
     @admin.display(description="authentication")
     def authentication_schemes(self, config: PushConfig) -> str:
-        """The schemes the client named, never its credentials."""
-        info = config.authentication if isinstance(config.authentication, dict) else {}
-        schemes = info.get("schemes") if isinstance(info.get("schemes"), list) else [info.get("scheme")] if info.get("scheme") else []
-        named = ", ".join(str(scheme)[:50] for scheme in schemes if scheme)
-        return f"{named} (credentials {'set' if info.get('credentials') else 'none'})" if named or info else "-"
+        """The scheme the client named (A2A's AuthenticationInfo, as agentlink.push stores it), never its credentials."""
+        info = config.authentication or {}
+        if not info:
+            return "-"
+        return f"{str(info.get('scheme', ''))[:50] or '(no scheme)'} (credentials {'set' if info.get('credentials') else 'none'})"
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -136,8 +136,7 @@ def _start(user, agent: Agent, thread_id: str, text: str, run_id: str) -> Conver
         with transaction.atomic():
             conversation = chat_services.start_conversation(user=user, agent=agent, content=text)
             Conversation.objects.filter(pk=conversation.pk).update(external_thread=thread_id)
-            first = conversation.messages.filter(role=Message.Role.USER).values_list("position", flat=True).first()
-            _remember(conversation, run_id, first, after=0)
+            _remember(conversation, run_id, 1, after=0)  # a new conversation's first message
             return conversation
     except IntegrityError:
         raise Refused("This thread's first run is under way: follow it with a run without a new message.", "busy") from None

@@ -5,6 +5,8 @@ from concurrent.futures import ThreadPoolExecutor
 from channels.db import DatabaseSyncToAsync
 from django.db import connection
 
+from hitl.live import use_own_loop_in_this_thread
+
 
 def release_connection() -> None:
     """Give this thread's PostgreSQL connection back to the pool before a long wait (a model call,
@@ -21,8 +23,6 @@ def thread_pool(name: str, size: int) -> Callable[[Callable], DatabaseSyncToAsyn
     also wait for: an async surface that waits (A2A, long polls, the MCP gateway) must not queue
     them behind it. Django's connections are per thread, so each thread has its own; channels'
     DatabaseSyncToAsync closes stale ones around every call, as for any request."""
-    from hitl.live import use_own_loop_in_this_thread  # live imports Django's transaction machinery
-
     executor = ThreadPoolExecutor(max_workers=max(size, 1), thread_name_prefix=name, initializer=use_own_loop_in_this_thread)
 
     def database(func: Callable) -> DatabaseSyncToAsync:

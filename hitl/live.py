@@ -26,8 +26,9 @@ class _OwnLoop:
     Without it every push from a Celery worker would make `async_to_sync` start a thread and an
     event loop, and channels-redis open (and close) a Redis connection, each time. A loop in a
     thread of its own costs a GIL hand-over each way instead, measured at a fifth of a worker's
-    time; run here, in the calling thread, the push costs the send and nothing more. Daphne does
-    not use it: there `async_to_sync` hands the send to the server's own loop."""
+    time; run here, in the calling thread, the push costs the send and nothing more. In daphne only
+    the database threads of hitl.db.thread_pool use it (see use_own_loop_in_this_thread); a
+    request's sync code hands the send to the server's own loop through `async_to_sync`."""
 
     def __init__(self):
         self._local = threading.local()
