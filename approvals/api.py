@@ -18,6 +18,7 @@ from hitl.live import Listening, conversation_group
 
 from . import explain, routing, votes
 from .models import Approval, Vote
+from .summary import summarize
 from .services import AlreadyVoted, answer, approve_edited, claim, decide, decide_many, decide_remembering, unclaim
 
 router = Router(tags=["approvals"])
@@ -65,6 +66,13 @@ class VoteOut(Schema):
 class CallOutcomeOut(Schema):
     status: Literal["succeeded", "failed"]
     result: str
+
+
+class SummaryOut(Schema):
+    sentence: str = Field(description="In words what approving does, naming its target: \"Write setup.sh (87 bytes)\", \"Fetch https://example.com/a?b=1\".")
+    requester: str = Field(description="The username of the person who asked (for an outside agent: its token's user).")
+    agent: str = Field(description="The agent that asks.")
+    why: str = Field(description="Why a person is asked: the gate's, a rule's or the caller's words, or the risk.")
 
 
 class ApprovalOut(Schema):
@@ -118,6 +126,7 @@ class ApprovalOut(Schema):
     outcome: CallOutcomeOut | None = Field(
         None, description="How the approved call ended, once it ran (for a request from outside: as its caller reported); null while not known."
     )
+    summary: SummaryOut = Field(description="The call in words, as every surface shows it (approvals.summary).")
 
 
 class ToolCallSummary(Schema):
@@ -229,6 +238,7 @@ def approval_out(approval: Approval) -> dict:
         "on_behalf_of": approval.on_behalf_of.get_username() if approval.on_behalf_of_id else None,
         "escalated_at": approval.escalated_at,
         "outcome": _outcome(approval.tool_call) if approval.status == Approval.Status.APPROVED else None,
+        "summary": summarize(approval).as_json(),
     }
 
 
@@ -249,7 +259,9 @@ def approval_item(approval: Approval) -> dict:
 
 
 def visible_approvals(user):
-    approvals = Approval.objects.select_related("tool_call", "decided_by", "edited_by", "claimed_by", "on_behalf_of")
+    approvals = Approval.objects.select_related(
+        "tool_call", "decided_by", "edited_by", "claimed_by", "on_behalf_of", "requested_by", "conversation__agent"
+    )
     return approvals.filter(routing.visible_filter(user)).prefetch_related(VOTES)
 
 

@@ -158,6 +158,19 @@ class Approval(models.Model):
         help_text="The W3C trace context (traceparent, tracestate) of the step that asked, so that its wait and decision join "
         "that trace (hitl.telemetry); empty when tracing is off.",
     )
+    # Expiry that warns, extends and asks again (approvals.services.extend, ask_again, warn_expiring).
+    warn_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its channels and its conversation are warned that it expires soon, if still pending."
+    )
+    warned_at = models.DateTimeField(null=True, blank=True)
+    extended_at = models.DateTimeField(null=True, blank=True, help_text="When its deadline was extended (once at most).")
+    extended_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    asked_again_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="asked_again",
+        help_text="The expired approval this one asks again, for the same call and version.",
+    )
     # An edit made before the approval: the arguments that will run instead of the requested ones.
     edited_arguments = models.JSONField(null=True, blank=True)
     edited_arguments_hash = models.CharField(max_length=64, blank=True)
@@ -212,6 +225,7 @@ class Approval(models.Model):
             models.Index(fields=["kind", "status", "requested_at", "id"], name="approvals_kind_status_order"),
             models.Index(fields=["remind_at"], condition=Q(status="pending", reminded_at__isnull=True, remind_at__isnull=False), name="approvals_due_reminders"),
             models.Index(fields=["escalate_at"], condition=Q(status="pending", escalated_at__isnull=True, escalate_at__isnull=False), name="approvals_due_escalations"),
+            models.Index(fields=["warn_at"], condition=Q(status="pending", warned_at__isnull=True, warn_at__isnull=False), name="approvals_due_warnings"),
         ]
 
     def __str__(self) -> str:
@@ -372,6 +386,10 @@ class DecisionToken(models.Model):
     channel = models.CharField(max_length=16, choices=[(DecidedVia.EMAIL, "email"), (DecidedVia.PUSH, "push")])
     shown_hash = models.CharField(max_length=64, help_text="The version the message showed: only that one is decided.")
     nonce = models.CharField(max_length=32, help_text="Random: the signed token names it, so a guessed id proves nothing.")
+    complete = models.BooleanField(
+        default=True,
+        help_text="Whether the message showed the whole call (every argument and the preview): one that showed it cut can reject, never approve.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
     used_at = models.DateTimeField(null=True, blank=True)
@@ -381,6 +399,23 @@ class DecisionToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.channel} token for approval #{self.approval_id}"
+
+
+class LateDecision(models.Model):
+    """A decision that arrived after its approval had expired: refused (the expiry stands), and kept
+    for the audit, so that "they answered, too late" is never read as "nobody answered"."""
+
+    approval = models.ForeignKey(Approval, on_delete=models.PROTECT, related_name="late_decisions")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    via = models.CharField(max_length=16, choices=DecidedVia.choices, blank=True)
+    decision = models.CharField(max_length=16, help_text="What they wanted: approve or reject.")
+    arrived_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["arrived_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.user} would {self.decision} approval #{self.approval_id}, after it expired"
 
 
 class Snooze(models.Model):

@@ -3,6 +3,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -11,11 +12,11 @@ from hitl import telemetry
 from hitl.inputs import storable
 
 from . import announcements, audit, calls, explain, plans, policy_versions, questions, routing, rulemaking, rules, webhooks
-from .models import Approval, Risk, Route, Rule, Vote, Webhook
+from .models import Approval, LateDecision, Risk, Route, Rule, Vote, Webhook
 from .models import Outcome as ReportedOutcome  # `Outcome` here is what deciding several approvals did
 from .permissions import can_decide, can_see
 from .policy import RISKS
-from .signals import approval_claimed, approval_edited, approval_requested, approval_voted
+from .signals import approval_claimed, approval_edited, approval_extended, approval_requested, approval_voted
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,19 @@ class AlreadyDecided(DecisionError):
     def __init__(self, approval: Approval):
         self.approval = approval
         super().__init__(f"Approval {approval.pk} was already {approval.status}.")
+
+
+class ShownCut(DecisionError):
+    """An approve through a message that showed the call cut (its arguments or preview did not fit):
+    such a message can reject, never approve. The site shows the whole call and approves it."""
+
+    def __init__(self):
+        super().__init__(SHOWN_CUT)
+
+
+SHOWN_CUT = (
+    "This message showed the call cut, so it can only reject: open the site to see the whole call and approve it there."
+)
 
 
 class NotAllowed(DecisionError):
@@ -141,6 +155,7 @@ def request_approval(
         arguments_hash=arguments_hash,
         approver_required=approver_required or route is not None,
         expires_at=now + timedelta(seconds=timeout_seconds) if timeout_seconds else None,
+        warn_at=warning_at(now, timeout_seconds),
         preview=preview,
         preview_state=preview_state,
         confirmation_hint=confirmation_hint,
@@ -159,6 +174,15 @@ def request_approval(
     return approval
 
 
+def warning_at(start, timeout_seconds: int | None):
+    """When a deadline `timeout_seconds` after `start` is warned of: at HITL_EXPIRY_WARNING_AT of
+    the wait (80 %), and at least a minute before it (at once, for a wait shorter than a minute)."""
+    if not timeout_seconds:
+        return None
+    fraction = start + timedelta(seconds=timeout_seconds * settings.HITL_EXPIRY_WARNING_AT)
+    return max(start, min(fraction, start + timedelta(seconds=timeout_seconds - 60)))
+
+
 def decide(
     approval_id: int,
     *,
@@ -171,6 +195,7 @@ def decide(
     steps: list[int] | None = None,
     comment: str = "",
     step_up: StepUp | None = None,
+    shown_whole: bool = True,
 ) -> Approval:
     """Record one decision on a tool call or a plan (`steps`: the plan's approved steps, all if None). Raises Approval.DoesNotExist for an approval the user may not see.
 
@@ -180,8 +205,10 @@ def decide(
     `confirmation` equal to its hint. Past `expires_at` the approval expires now, whether or not the
     sweep ran. `comment` is the decider's optional word on it, kept and chained with the decision.
     Approving a call at or above its agent's step_up_from_risk needs `step_up` (StepUpRequired).
+    `shown_whole` False: the surface showed the call cut (a channel's message too small for it),
+    so approving raises ShownCut, whatever buttons it had.
     """
-    approval = _decidable(approval_id, user, approve=approve, shown_hash=shown_hash)
+    approval = _decidable(approval_id, user, approve=approve, shown_hash=shown_hash, shown_whole=shown_whole, via=via)
     if approval.kind == Approval.Kind.QUESTION:
         raise WrongKind("This is a question: answer it, or decline to answer.")
     if steps is not None and approval.kind != Approval.Kind.PLAN:
@@ -336,12 +363,14 @@ def decide_remembering(
 
 
 def answer(
-    approval_id: int, *, user, via: str, shown_hash: str, value=None, decline: bool = False, reason: str = ""
+    approval_id: int, *, user, via: str, shown_hash: str, value=None, decline: bool = False, reason: str = "",
+    shown_whole: bool = True,
 ) -> Approval:
     """Answer a question with `value` (checked against its type), or decline to answer it, with a
     reason. Raises InvalidAnswer (nothing decided, the question stays open) and whatever decide()
-    raises: first answer wins. `shown_hash` as for decide()."""
-    approval = _decidable(approval_id, user, approve=not decline, shown_hash=shown_hash)
+    raises: first answer wins. `shown_hash` and `shown_whole` as for decide(): a question shown cut
+    can be declined, not answered."""
+    approval = _decidable(approval_id, user, approve=not decline, shown_hash=shown_hash, shown_whole=shown_whole, via=via)
     if approval.kind != Approval.Kind.QUESTION:
         raise WrongKind(f"This is {'a plan' if approval.kind == Approval.Kind.PLAN else 'a tool call'}: approve or reject it.")
     if decline:
@@ -542,19 +571,23 @@ def _set_claim(approval_id: int, *, user, claimed_by) -> Approval:
     return approval
 
 
-def check_decidable(approval_id: int, user, *, approve: bool, shown_hash: str) -> Approval:
-    """Raise now what deciding it this way would raise (hidden, not allowed, settled, changed, a
-    step-up it cannot give), deciding nothing: for a surface that asks for more (a reason, a
-    confirmation) before it decides."""
-    approval = _decidable(approval_id, user, approve=approve, shown_hash=shown_hash)
+def check_decidable(
+    approval_id: int, user, *, approve: bool, shown_hash: str, shown_whole: bool = True, via: str = ""
+) -> Approval:
+    """Raise now what deciding it this way would raise (hidden, not allowed, settled, changed, shown
+    cut, a step-up it cannot give), deciding nothing: for a surface that asks for more (a reason, a
+    confirmation) before it decides, or that decides inside a transaction of its own (with `via`, a
+    decision after the expiry is kept as a LateDecision, which that transaction would roll back)."""
+    approval = _decidable(approval_id, user, approve=approve, shown_hash=shown_hash, shown_whole=shown_whole, via=via)
     if approve:
         _stepped_up(approval, user, None)
     return approval
 
 
-def _decidable(approval_id: int, user, *, approve: bool, shown_hash: str) -> Approval:
+def _decidable(approval_id: int, user, *, approve: bool, shown_hash: str, shown_whole: bool = True, via: str = "") -> Approval:
     """The approval, once `user` may decide it this way and it still waits, showing what they saw.
-    Raises Approval.DoesNotExist (not theirs to see), NotAllowed, AlreadyDecided or ArgumentsChanged."""
+    Raises Approval.DoesNotExist (not theirs to see), NotAllowed, AlreadyDecided (a decision after
+    the expiry is kept as a LateDecision), ArgumentsChanged or ShownCut."""
     # The tool's name is hashed; the agent says whether approving needs a step-up.
     approval = Approval.objects.select_related("tool_call", "conversation__agent").filter(pk=approval_id).first()
     if approval is None or not can_see(user, approval):
@@ -562,9 +595,17 @@ def _decidable(approval_id: int, user, *, approve: bool, shown_hash: str) -> App
     approval.acting_as = routing.acting_as(user, approval, approve=approve)
     if approval.acting_as is None:
         raise NotAllowed(_why_not(approval))
-    _refuse_if_settled(approval)
+    try:
+        _refuse_if_settled(approval)
+    except AlreadyDecided:
+        if approval.status == Approval.Status.EXPIRED and via:
+            LateDecision.objects.create(approval=approval, user=user, via=via, decision="approve" if approve else "reject")
+            logger.info("approval %s: a late %s by %s via %s, after it expired", approval.pk, "approve" if approve else "reject", user, via)
+        raise
     if _unseen(approval, shown_hash, approve=approve):
         raise ArgumentsChanged(CHANGED)
+    if approve and not shown_whole:
+        raise ShownCut
     return approval
 
 
@@ -835,3 +876,41 @@ def decide_all(
         pending = pending.filter(pk__in=list(shown))
     ids = list(pending.values_list("pk", flat=True))
     return decide_many({pk: (shown or {}).get(pk, "") for pk in ids}, user=user, approve=approve, via=via, reason=reason)
+
+
+class NotExtendable(DecisionError):
+    """Its deadline cannot be pushed back: it has none, it was extended once already, or it is decided."""
+
+
+def extend(approval_id: int, *, user, via: str, seconds: int | None = None) -> Approval:
+    """Push a pending approval's deadline back, once, by `seconds` (by default, and at most, its
+    agent's timeout), for its requester or someone who may approve it. The new deadline gets its own
+    warning. Raises Approval.DoesNotExist (not theirs to see), NotAllowed, AlreadyDecided (an
+    expired one: ask again instead) or NotExtendable."""
+    approval = Approval.objects.select_related("conversation__agent").filter(pk=approval_id).first()
+    if approval is None or not can_see(user, approval):
+        raise Approval.DoesNotExist
+    if approval.requested_by_id != user.pk and routing.acting_as(user, approval, approve=True) is None:
+        raise NotAllowed("Only its requester or someone who may approve it can extend its deadline.")
+    _refuse_if_settled(approval)
+    if approval.expires_at is None:
+        raise NotExtendable("This approval has no deadline to extend.")
+    if approval.extended_at is not None:
+        raise NotExtendable(f"This approval's deadline was already extended once, by {approval.extended_by}.")
+    most = approval.conversation.agent.approval_timeout_seconds or int((approval.expires_at - approval.requested_at).total_seconds())
+    by = most if seconds is None else min(max(int(seconds), 1), most)
+    now = timezone.now()
+    deadline = approval.expires_at + timedelta(seconds=by)
+    extended = Approval.objects.filter(
+        pk=approval.pk, status=Approval.Status.PENDING, extended_at__isnull=True, expires_at=approval.expires_at, expires_at__gt=now
+    ).update(
+        expires_at=deadline, extended_at=now, extended_by=user, warned_at=None,
+        warn_at=warning_at(now, int((deadline - now).total_seconds())),
+    )
+    approval.refresh_from_db()
+    if not extended:
+        _refuse_if_settled(approval)
+        raise NotExtendable("This approval's deadline was already extended once.")
+    logger.info("approval %s: deadline extended by %s s to %s by %s via %s", approval.pk, by, deadline.isoformat(), user, via)
+    transaction.on_commit(lambda: approval_extended.send(sender=Approval, approval=approval), robust=True)
+    return approval

@@ -20,3 +20,8 @@ approval_voted = Signal()
 # (`event` "approval.reminder") or which just escalated to their escalation groups ("approval.escalated").
 approvals_reminded = Signal()
 approvals_escalated = Signal()
+# Sent with `approvals`: pending approvals whose deadline is near (Approval.warn_at passed), once
+# each: every channel they went to and their conversation warn that they expire soon.
+approvals_expiring = Signal()
+# Sent with `approval`: a pending approval whose deadline was just extended (`expires_at`, `extended_by`).
+approval_extended = Signal()

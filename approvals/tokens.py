@@ -42,14 +42,15 @@ class TokenExpired(Exception):
         super().__init__("This link has expired.")
 
 
-def issue(approval: Approval, user, *, channel: str, lifetime: timedelta = DEFAULT_LIFETIME) -> str:
-    """A token for `user` to decide `approval` at the version it shows now, through `channel`."""
+def issue(approval: Approval, user, *, channel: str, complete: bool = True, lifetime: timedelta = DEFAULT_LIFETIME) -> str:
+    """A token for `user` to decide `approval` at the version it shows now, through `channel`.
+    `complete` False: the message showed the call cut, so the token can reject, never approve."""
     now = timezone.now()
     expires_at = now + lifetime
     if approval.expires_at is not None:
         expires_at = min(expires_at, approval.expires_at)
     token = DecisionToken.objects.create(
-        approval=approval, user=user, channel=channel, shown_hash=approval.shown_hash, nonce=secrets.token_hex(16),
+        approval=approval, user=user, channel=channel, shown_hash=approval.shown_hash, complete=complete, nonce=secrets.token_hex(16),
         created_at=now, expires_at=expires_at,
     )
     return signing.dumps({"t": token.pk, "n": token.nonce}, salt=SALT, compress=False)
@@ -99,13 +100,16 @@ def redeem(value: str, *, approve: bool, reason: str = "", confirmation: str = "
         raise TokenUsed(token)
     if opened.expired:
         raise TokenExpired(token)
+    seen = {"shown_hash": token.shown_hash, "shown_whole": token.complete}
     try:
+        # Outside the transaction first: a decision after the expiry is kept (a LateDecision) and
+        # one through a message that showed the call cut refused, before the token is spent.
+        services.check_decidable(token.approval_id, token.user, approve=approve, via=token.channel, **seen)
         with transaction.atomic():
             if not DecisionToken.objects.filter(pk=token.pk, used_at__isnull=True).update(used_at=timezone.now()):
                 raise TokenUsed(token)
             return services.decide(
-                token.approval_id, user=token.user, approve=approve, via=token.channel, shown_hash=token.shown_hash,
-                reason=reason, confirmation=confirmation,
+                token.approval_id, user=token.user, approve=approve, via=token.channel, reason=reason, confirmation=confirmation, **seen
             )
     except Approval.DoesNotExist:
         # Its recipient may no longer see the call (a permission or a group taken away since): the

@@ -34,6 +34,11 @@ def _describe_write(arguments: dict) -> str:
     return f"Write {arguments['path']}" + (f" ({_size(content)})" if isinstance(content, str) else "")
 
 
+def _describe_email(arguments: dict) -> str:
+    subject = arguments.get("subject")
+    return f"Send an email to {arguments['to']}" + (f" about {subject}" if isinstance(subject, str) and subject.strip() else "")
+
+
 def sandbox_path(context: ToolContext, path: str) -> Path:
     """Resolve `path` inside the conversation's sandbox; anything that leads outside is refused."""
     root = context.sandbox.resolve()
@@ -100,7 +105,7 @@ def delete_all_files(context: ToolContext) -> str:
     return f"Deleted {len(deleted)} file(s)" + (f": {', '.join(deleted)}." if deleted else ".")
 
 
-@tool(needs_approval=True, risk="high", preview=previews.send_email_preview, describe=lambda arguments: f"Send an email to {arguments['to']}")
+@tool(needs_approval=True, risk="high", preview=previews.send_email_preview, describe=_describe_email)
 def send_email(
     context: ToolContext,
     to: Annotated[str, StringConstraints(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)],

@@ -209,9 +209,11 @@ registry = Registry()
 
 
 def describe_call(name: str, arguments: Any, annotations: dict | None = None) -> str:
-    """A built-in tool's call in words ("" for a tool not built in: another source says it)."""
+    """A built-in tool's call in words ("" for a tool not built in, another source says it; and
+    for one with no words of its own, so that approvals.summary names its arguments instead)."""
     spec = registry.get(name)
-    return spec.title_of(arguments) if spec else ""
+    text = spec.title_of(arguments) if spec else ""
+    return "" if text == name else text
 
 
 titles.add_describer(describe_call)

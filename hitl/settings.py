@@ -272,6 +272,14 @@ HITL_LLM_RETRY_BACKOFF = float(os.environ.get("HITL_LLM_RETRY_BACKOFF", "1.0"))
 HITL_LOOP_LEASE_SECONDS = float(os.environ.get("HITL_LOOP_LEASE_SECONDS", "300"))
 # A running conversation that has not moved for this long is re-enqueued by the sweeper.
 HITL_STALL_SECONDS = float(os.environ.get("HITL_STALL_SECONDS", "60"))
+# A pending approval's channels and conversation are warned before it expires: at this share of its
+# wait (and at least a minute before the deadline). It may be extended once, by at most the agent's timeout.
+HITL_EXPIRY_WARNING_AT = float(os.environ.get("HITL_EXPIRY_WARNING_AT", "0.8"))
+# Which risks a notification (push, Telegram, Slack) shows as its sentence only, without arguments or
+# preview: the person opens the site to see and approve. Comma-separated, per channel.
+HITL_PUSH_SENTENCE_ONLY_RISKS = [r for r in os.environ.get("HITL_PUSH_SENTENCE_ONLY_RISKS", "high,critical").split(",") if r.strip()]
+HITL_TELEGRAM_SENTENCE_ONLY_RISKS = [r for r in os.environ.get("HITL_TELEGRAM_SENTENCE_ONLY_RISKS", "").split(",") if r.strip()]
+HITL_SLACK_SENTENCE_ONLY_RISKS = [r for r in os.environ.get("HITL_SLACK_SENTENCE_ONLY_RISKS", "").split(",") if r.strip()]
 # The rejection contract: a call identical to one rejected in the same conversation this many seconds
 # ago is rejected again at once, without asking (0: ask every time).
 HITL_REPEAT_WINDOW_SECONDS = float(os.environ.get("HITL_REPEAT_WINDOW_SECONDS", "1800"))

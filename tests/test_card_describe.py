@@ -19,7 +19,7 @@ from toolservers.titles import describe_call as describe_mcp_call
         ("list_directory", {}, "List the sandbox's files"),
         ("list_directory", {"path": "notes"}, "List the files in notes"),
         ("delete_all_files", {}, "Delete every file in the sandbox"),
-        ("send_email", {"to": "bob@example.com", "subject": "lunch", "body": "at noon?"}, "Send an email to bob@example.com"),
+        ("send_email", {"to": "bob@example.com", "subject": "lunch", "body": "at noon?"}, "Send an email to bob@example.com about lunch"),
         ("calculator", {"expression": "(2 + 3) * 4"}, "Calculate (2 + 3) * 4"),
         ("web_fetch", {"url": "https://example.com/a"}, "Fetch https://example.com/a"),
         ("ask_human", {"question": "Tea or coffee?"}, "Asks you: Tea or coffee?"),

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from hitl.visible import reveal
 
-from approvals import hints, questions, titles, votes
+from approvals import hints, questions, summary, titles, votes
 
 register = template.Library()
 
@@ -77,16 +77,10 @@ def call_title(thing) -> str:
     return reveal(titles.title(call.name, shown_arguments(thing), annotations))
 
 
-# Gate reasons that only say a call was gated ("Demo agent needs approval for write_file."): the
-# card's title and risk say as much.
-ROUTINE_REASON = re.compile(r"^(\S+ always needs approval \(\w+ risk\)\.|.+? needs approval for (every tool call|\S+( on \S+)?)\.)\s*")
-
-
 @register.filter
 def gate_note(reason: str) -> str:
-    """The part of a gate's reason the card does not already say: a rule's words, a host off the
-    allowlist, invisible characters; "" when the reason only says the call was gated."""
-    return ROUTINE_REASON.sub("", reason or "", count=1).strip()
+    """approvals.summary.gate_note: what the gate's reason says beyond "it was gated"."""
+    return summary.gate_note(reason)
 
 
 # Arguments whose text is prose or a file's content: edited in a text area however short.

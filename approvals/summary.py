@@ -1,0 +1,155 @@
+"""One summary of a pending call, made once and rendered by every surface: in words what Approve
+will do ("Write setup.sh (87 bytes)", "Fetch https://attacker.test/x?y=1"), who asked, for which
+agent, why, and the whole details (every argument and the preview) with whether they fit a
+channel's space. A channel renders it with its own markup; none builds its own, and a channel
+that cannot show the details whole sends the call as cut (`complete` False), which can reject but
+never approve (approvals.services.decide).
+
+Every text is shown with its invisible and direction-changing characters revealed (hitl.visible);
+markup is the renderer's to escape."""
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from hitl.visible import reveal, reveal_json, reveal_line
+
+from . import titles
+from .models import Approval
+
+# The most a sentence says on one line: a longer target (a URL of 3,000 characters) is cut, and a
+# summary with a cut sentence never fits anywhere (its details say the rest).
+MAX_SENTENCE_CHARS = 600
+MAX_VALUE_CHARS = 80  # an argument's value in a sentence that names the call's arguments
+
+# Gate reasons that only say a call was gated ("Demo agent needs approval for write_file."): the
+# sentence and the risk already say as much.
+ROUTINE_REASON = re.compile(r"^(\S+ always needs approval \(\w+ risk\)\.|.+? needs approval for (every tool call|\S+( on \S+)?)\.)\s*")
+
+
+@dataclass(frozen=True)
+class Summary:
+    sentence: str  # what Approve does, naming its target, on one line
+    sentence_whole: bool  # False when the sentence itself was cut to MAX_SENTENCE_CHARS
+    requester: str  # the requesting user's username
+    asked_by: str  # "demo (Demo agent)", or an outside caller's words for who asked
+    agent: str
+    why: str  # never empty, never only the tool's name
+    risk: str
+    kind: str
+    expires_at: datetime | None
+    shown_hash: str
+    arguments: str  # the whole arguments shown (the edited ones after an edit), as revealed JSON
+    preview: str  # the whole preview's text, revealed ("" when the tool has none)
+
+    @property
+    def head(self) -> str:
+        """The one line a person reads first: "Approve? Write setup.sh (87 bytes) — asked by demo (Demo agent)"."""
+        ask = {Approval.Kind.QUESTION: "Answer?", Approval.Kind.PLAN: "Approve the plan?"}.get(self.kind, "Approve?")
+        return f"{ask} {self.sentence} — asked by {self.asked_by}"
+
+    @property
+    def details(self) -> str:
+        """Everything Approve decides, as plain text: the preview, then the arguments."""
+        parts = [f"Preview:\n{self.preview}"] if self.preview else []
+        return "\n\n".join([*parts, f"Arguments:\n{self.arguments}"])
+
+    def fits(self, limit: int) -> bool:
+        """Whether the sentence and the whole details fit in `limit` characters: a channel that has
+        that much room shows the whole call, and only then may its message approve."""
+        return self.sentence_whole and len(self.sentence) + len(self.details) <= limit
+
+    def as_json(self) -> dict:
+        """The API's `summary`."""
+        return {"sentence": self.sentence, "requester": self.requester, "agent": self.agent, "why": self.why}
+
+
+def summarize(approval: Approval) -> Summary:
+    """The summary of `approval` as it stands (the call, conversation, agent and requester are read:
+    load them with it)."""
+    call, conversation = approval.tool_call, approval.conversation
+    agent = conversation.agent.name
+    requester = approval.requested_by.get_username()
+    arguments = approval.edited_arguments if approval.is_edited else call.arguments
+    sentence, whole = _cut(reveal_line(_sentence(approval, call.name, arguments, agent)))
+    preview = ""
+    if approval.preview and str(approval.preview.get("text") or "").strip():
+        preview = reveal(str(approval.preview["text"]))
+    return Summary(
+        sentence=sentence,
+        sentence_whole=whole,
+        requester=requester,
+        asked_by=reveal_line(_asked_by(conversation, requester, agent)),
+        agent=reveal_line(agent),
+        why=reveal_line(why(approval, agent)),
+        risk=approval.risk,
+        kind=approval.kind,
+        expires_at=approval.expires_at,
+        shown_hash=approval.shown_hash,
+        arguments=reveal_json(arguments),
+        preview=preview,
+    )
+
+
+def _sentence(approval: Approval, name: str, arguments: Any, agent: str) -> str:
+    if approval.kind == Approval.Kind.QUESTION:
+        return f"Answer {agent}'s question: {(approval.question or {}).get('text', '')}"
+    if approval.kind == Approval.Kind.PLAN:
+        plan = approval.plan or {}
+        steps = len(plan.get("steps") or [])
+        return f"Approve the plan “{plan.get('title', '')}” ({steps} step{'' if steps == 1 else 's'})"
+    described = titles.sentence(name, arguments, approval.annotations)
+    if described:
+        return described
+    on = f" on {agent}" if approval.conversation.is_outside else ""
+    shown = _arguments_in_words(arguments)
+    return f"Call {name}{on} with {shown}" if shown else f"Call {name}{on} with no arguments"
+
+
+def _arguments_in_words(arguments: Any) -> str:
+    """"service=api, version=1.4": each argument's value, short values whole (the details say all)."""
+    if not isinstance(arguments, dict):
+        return _short(json.dumps(arguments, ensure_ascii=False, default=str))
+    pairs = []
+    for key, value in arguments.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        pairs.append(f"{key}={_short(titles.one_line(text))}")
+    return ", ".join(pairs)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
+
+
+def _cut(sentence: str) -> tuple[str, bool]:
+    if len(sentence) <= MAX_SENTENCE_CHARS:
+        return sentence, True
+    return sentence[: MAX_SENTENCE_CHARS - 1] + "…", False
+
+
+def _asked_by(conversation, requester: str, agent: str) -> str:
+    if conversation.source == conversation.Source.API:
+        return f"an outside agent of {requester}, through {agent}"
+    if conversation.source == conversation.Source.MCP:
+        return f"an MCP client of {requester}, through {agent}"
+    return f"{requester} ({agent})"
+
+
+def why(approval: Approval, agent: str) -> str:
+    """Why a person is asked: the gate's, a rule's or the outside caller's words, without the part
+    that only says the call was gated; else the risk and who asks."""
+    note = gate_note(approval.reason)
+    if note:
+        return note
+    if approval.kind == Approval.Kind.QUESTION:
+        return f"{agent} needs an answer to go on."
+    if approval.kind == Approval.Kind.PLAN:
+        return f"{agent} asks before it follows this plan."
+    return f"{approval.risk.capitalize()} risk: {agent} asks a person before it makes this call."
+
+
+def gate_note(reason: str) -> str:
+    """The part of a gate's reason the card does not already say: a rule's words, a host off the
+    allowlist, invisible characters; "" when the reason only says the call was gated."""
+    return ROUTINE_REASON.sub("", reason or "", count=1).strip()
