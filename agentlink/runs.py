@@ -13,6 +13,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from a2a.types import a2a_pb2 as pb
 from approvals.models import Approval
+from approvals.summary import summarize
 from chat import services as chat_services
 from chat.loop import STOPPED_BY
 from chat.models import Agent, Conversation, Message, ToolCall
@@ -377,6 +378,7 @@ def _action_request(approval: Approval) -> dict:
         "kind": approval.kind,
         "risk": approval.risk,
         "description": approval.reason,
+        "summary": summarize(approval).as_json(),
         "confirmation_required": approval.confirmation_required,
     }
     if approval.confirmation_required:
@@ -388,13 +390,19 @@ def _action_request(approval: Approval) -> dict:
     return request
 
 
+def _words(approval: Approval) -> str:
+    """What a human reads of a pending call (approvals.summary): what approving does, who asked, why."""
+    summary = summarize(approval)
+    return f"{summary.head} ({approval.risk} risk). Why: {summary.why}"
+
+
 def _seed_request(approval: Approval, request: dict) -> dict:
     """Seed 004's shape: `action` the tool, `message` what the human reads, `input` the arguments
     that a "modified" response replaces (`modified_input`)."""
     options = SEED_OPTIONS if approval.kind == Approval.Kind.ACTION else [option for option in SEED_OPTIONS if option != "modify"]
     return {
         "type": "approval_request", "id": approval.pk, "shown_hash": approval.shown_hash, "action": request["name"],
-        "message": f"{request['name']} ({approval.risk} risk): {approval.reason}", "input": request["args"], "options": options,
+        "message": _words(approval), "input": request["args"], "options": options,
     }
 
 
@@ -404,7 +412,8 @@ def _pause_text(pending: list[Approval]) -> str:
         if approval.kind == Approval.Kind.QUESTION:
             lines.append(f"- #{approval.pk} asks: {approval.question['text']}")
         else:
-            lines.append(f"- #{approval.pk} {approval.tool_call.name} ({approval.risk} risk): {approval.reason}")
+            summary = summarize(approval)
+            lines.append(f"- #{approval.pk} {approval.tool_call.name}: {summary.sentence} ({approval.risk} risk, asked by {summary.asked_by}). Why: {summary.why}")
     count = len(pending)
     head = "1 call waits" if count == 1 else f"{count} calls wait"
     return f"{head} for a human decision:\n" + "\n".join(lines)
@@ -419,7 +428,7 @@ def _notice_since(pending: list[Approval]) -> str:
 
 def _pending(conversation: Conversation) -> list[Approval]:
     return list(
-        Approval.objects.select_related("tool_call__message")
+        Approval.objects.select_related("tool_call__message", "conversation__agent", "requested_by")
         .filter(conversation=conversation, status=Approval.Status.PENDING)
         .order_by("pk")
     )

@@ -10,6 +10,7 @@ the approval comes with its tool call and conversation's agent loaded."""
 from ag_ui.core import Interrupt
 
 from approvals import services
+from approvals.summary import summarize
 from approvals.models import Approval
 from chat.tools import registry
 
@@ -52,11 +53,12 @@ def interrupt_for(approval: Approval) -> Interrupt:
 
 
 def _message(approval: Approval) -> str:
+    """The words a human reads: a question's text; else (approvals.summary) what approving does,
+    who asked, and why."""
     if approval.kind == Approval.Kind.QUESTION:
         return approval.question.get("text", "")
-    if approval.kind == Approval.Kind.PLAN:
-        return f"Approve the plan: {approval.plan.get('title', '')}".strip()
-    return f"Approve {approval.tool_call.name}? {approval.reason}".strip()
+    summary = summarize(approval)
+    return f"{summary.head}. Why: {summary.why}"
 
 
 def response_schema(approval: Approval) -> dict:

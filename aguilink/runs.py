@@ -168,7 +168,7 @@ def follow(cursor: Cursor) -> Step:
     # Pending approvals first: their calls are stored before them, so the messages read next hold them.
     pending = list(
         Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING)
-        .select_related("tool_call", "conversation__agent").order_by("requested_at", "pk")
+        .select_related("tool_call", "conversation__agent", "requested_by").order_by("requested_at", "pk")
     )
     messages = list(conversation.messages.filter(position__gt=cursor.after).order_by("position"))
     said = [message for message in messages if message.role == Message.Role.ASSISTANT]

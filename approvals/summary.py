@@ -46,8 +46,9 @@ class Summary:
     @property
     def head(self) -> str:
         """The one line a person reads first: "Approve? Write setup.sh (87 bytes) — asked by demo (Demo agent)"."""
-        ask = {Approval.Kind.QUESTION: "Answer?", Approval.Kind.PLAN: "Approve the plan?"}.get(self.kind, "Approve?")
-        return f"{ask} {self.sentence} — asked by {self.asked_by}"
+        if self.kind == Approval.Kind.QUESTION:  # the sentence asks already
+            return f"{self.sentence} — asked by {self.asked_by}"
+        return f"Approve? {self.sentence} — asked by {self.asked_by}"
 
     @property
     def details(self) -> str:
@@ -98,7 +99,7 @@ def _sentence(approval: Approval, name: str, arguments: Any, agent: str) -> str:
     if approval.kind == Approval.Kind.PLAN:
         plan = approval.plan or {}
         steps = len(plan.get("steps") or [])
-        return f"Approve the plan “{plan.get('title', '')}” ({steps} step{'' if steps == 1 else 's'})"
+        return f"Follow the plan “{plan.get('title', '')}” ({steps} step{'' if steps == 1 else 's'})"
     described = titles.sentence(name, arguments, approval.annotations)
     if described:
         return described

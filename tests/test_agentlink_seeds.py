@@ -52,7 +52,7 @@ def test_a_pause_carries_seed_004s_approval_request_and_its_task_says_interrupt_
     [request] = seed_requests(proto)
     assert request == {
         "type": "approval_request", "id": approval.pk, "shown_hash": approval.shown_hash, "action": "write_file",
-        "message": f"write_file ({approval.risk} risk): {approval.reason}", "input": {"path": "a.txt", "content": "hello"},
+        "message": "Approve? Write a.txt (5 bytes) — asked by alice (Demo agent) (medium risk). Why: Medium risk: Demo agent asks a person before it makes this call.", "input": {"path": "a.txt", "content": "hello"},
         "options": ["approve", "deny", "modify"],
     }
     assert MessageToDict(proto.metadata) == {"interrupt_type": "tool_approval"}

@@ -100,7 +100,7 @@ def test_a_gated_write_ends_the_run_with_an_interrupt_for_its_approval_and_the_s
     ]
     [interrupt] = interrupts(events)
     assert (interrupt["id"], interrupt["reason"], interrupt["toolCallId"]) == (str(approval.pk), "tool_approval", call_id)
-    assert "write_file" in interrupt["message"]
+    assert interrupt["message"].startswith("Approve? Write a.txt (5 bytes) — asked by alice (")
     assert interrupt["preview"] == approval.preview and interrupt["preview"]  # the diff a human reads
     assert interrupt["metadata"]["shownHash"] == approval.shown_hash
     assert interrupt["metadata"]["arguments"] == {"path": "a.txt", "content": "hello"}
