@@ -24,7 +24,7 @@ class AnswerStream:
         self.conversation_id, self.token = conversation_id, token
         self.group = live.conversation_group(conversation_id)
         self.pending: list[str] = []
-        self.last_flush = 0.0
+        self.last_flush = float("-inf")  # the first words go at once, however long the machine has been up
         self.last_renewal = self.last_check = time.monotonic()
         self.sent_any = False
 
