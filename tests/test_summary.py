@@ -107,3 +107,17 @@ def test_a_decision_after_the_expiry_is_refused_and_kept_as_late(alice, agent, a
     late = list(LateDecision.objects.filter(approval=approval).values_list("user__username", "via", "decision"))
     assert late == [("alice", "api", "approve"), ("alice", "chat", "reject")]
     assert Approval.objects.get(pk=approval.pk).status == Approval.Status.EXPIRED
+
+
+def test_an_outside_agents_request_names_the_call_its_arguments_and_who_asked(alice, agent, api_as):
+    agent.require_approval = [*agent.require_approval, "deploy"]
+    agent.save()
+    body = api_as(alice).post(
+        "approval-requests", {"agent": agent.slug, "tool": "deploy", "arguments": {"service": "api", "version": "1.4"}, "reason": "Ship the fix"}
+    ).json()
+
+    summary = body["summary"]
+    assert summary["sentence"] == f"Call deploy on {agent.name} with service=api, version=1.4"
+    assert summary["requester"] == "alice" and summary["why"] == "Ship the fix"
+    approval = Approval.objects.select_related("tool_call", "conversation__agent", "requested_by").get(pk=body["id"])
+    assert summarize(approval).asked_by == f"an outside agent of alice, through {agent.name}"
