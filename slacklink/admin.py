@@ -21,7 +21,7 @@ class SlackMessageAdmin(admin.ModelAdmin):
     list_display = ["approval", "account", "status", "attempts", "last_error", "updated_at"]
     list_filter = ["status"]
     search_fields = ["last_error", "account__user__username"]
-    readonly_fields = ["approval", "account", "channel", "ts", "status", "attempts", "last_error", "shown_hash", "votes_seen"]
+    readonly_fields = ["approval", "account", "channel", "ts", "status", "attempts", "last_error", "shown_hash", "expires_seen", "votes_seen"]
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -32,9 +32,9 @@ class SlackMessageAdmin(admin.ModelAdmin):
 
 @admin.register(Reminder)
 class ReminderAdmin(admin.ModelAdmin):
-    list_display = ["message", "status", "attempts", "last_error", "updated_at"]
-    list_filter = ["status"]
-    readonly_fields = ["message", "status", "attempts", "last_error"]
+    list_display = ["message", "kind", "deadline", "status", "attempts", "last_error", "updated_at"]
+    list_filter = ["status", "kind"]
+    readonly_fields = ["message", "kind", "deadline", "status", "attempts", "last_error"]
 
     def has_add_permission(self, request) -> bool:
         return False

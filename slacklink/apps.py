@@ -11,7 +11,8 @@ class SlackLinkConfig(AppConfig):
 
     def ready(self) -> None:
         from approvals.signals import (
-            approval_edited, approval_requested, approval_voted, approvals_decided, approvals_escalated, approvals_reminded,
+            approval_edited, approval_extended, approval_requested, approval_voted, approvals_decided, approvals_escalated,
+            approvals_expiring, approvals_reminded,
         )
         from profiles.sections import Section, register
 
@@ -26,3 +27,5 @@ class SlackLinkConfig(AppConfig):
         approval_voted.connect(receivers.on_approval_voted, dispatch_uid="slacklink.on_voted")
         approvals_reminded.connect(receivers.on_approvals_reminded, dispatch_uid="slacklink.on_reminded")
         approvals_escalated.connect(receivers.on_approvals_escalated, dispatch_uid="slacklink.on_escalated")
+        approvals_expiring.connect(receivers.on_approvals_expiring, dispatch_uid="slacklink.on_expiring")
+        approval_extended.connect(receivers.on_approval_extended, dispatch_uid="slacklink.on_extended")

@@ -1,54 +1,105 @@
-"""What a Slack message shows: an approval request as Block Kit (every value from the model or a
-tool as plain_text or preformatted rich text, never mrkdwn, so nothing in it formats, links or
-mentions; invisible and direction-changing characters revealed as ⟨U+202E⟩; cut to Slack's limits
-with a link to the site), its buttons, the same request once decided, and the modals that ask for a
-reason, a confirmation or an answer. Pure but for reading the approval's rows."""
-import json
-import re
+"""What a Slack message shows: an approval request rendered from its one summary
+(approvals.summary: the sentence and who asked as its head, why, and the whole details when they
+fit Slack's limits, else cut with a link to the site), its buttons, the same request once decided,
+the warning before its deadline, and the modals that ask for a reason, a confirmation or an answer.
+Every value from the model or a tool is plain_text or preformatted rich text, never mrkdwn, so
+nothing in it formats, links or mentions; invisible characters are revealed as ⟨U+202E⟩ by the
+summary. Pure but for reading the approval's rows."""
+import math
+from dataclasses import dataclass
 
 from django.conf import settings
+from django.utils import timezone
 
 from approvals import votes
 from approvals.models import Approval
 from approvals.outcomes import outcome_line
+from approvals.summary import Summary, summarize
 from approvals.templatetags.approval_tags import route_need
 from hitl.visible import reveal, reveal_line
 
-MAX_DETAIL = 2900  # a block's text may hold 3000 characters; the rest of the message is short
-MAX_LINE = 300  # a one-line field: the agent, the tool, the reason, the hint
+MAX_DETAIL = 2900  # a block's text may hold 3000 characters: the details go in blocks of this many
+# The most details a message carries whole: a few blocks (a message may hold 50), and small enough
+# that the interaction payload (Slack sends the whole message back with each press) stays far below
+# views.MAX_BODY. Past it the message shows the first block, says it was cut, and cannot approve.
+MAX_DETAILS = 12_000
+MAX_LINE = 300  # a one-line field: the reason, the hint
+MAX_HEAD = 2900
 MAX_BUTTON = 75  # a button's or an option's label
 MAX_BUTTONS = 5  # options shown as buttons; more become a select
 MAX_OUTCOME = 1000
-CUT = "… see the site"
+CUT = "… cut here: the rest is on the site"
+# Question types a message answers itself (buttons, a select, a modal); any other goes out generic.
+ANSWERABLE = {"text", "choice", "multi_choice", "number", "date", "confirm"}
 
 # action_ids of the message's elements; a button's value is its rendering's token (SentVersion).
-APPROVE, REJECT, REJECT_WITH_REASON, CHOOSE, SELECT, ANSWER, OPEN = (
-    "approve", "reject", "reject_with_reason", "choose", "select", "answer", "open",
+APPROVE, REJECT, REJECT_WITH_REASON, CHOOSE, SELECT, ANSWER, OPEN, EXTEND = (
+    "approve", "reject", "reject_with_reason", "choose", "select", "answer", "open", "extend",
 )
 # callback_ids of the modals; their private_metadata is the token of the message they came from.
 REASON_VIEW, CONFIRM_VIEW, ANSWER_VIEW = "hitl_reason", "hitl_confirm", "hitl_answer"
 
 
-def request(approval: Approval, token: str) -> tuple[str, list[dict]]:
+class Form:
+    """How much of a call a message carries: everything (whole or cut to fit), the sentence only
+    (HITL_SLACK_SENTENCE_ONLY_RISKS), or a generic notice for a kind it cannot show or answer."""
+
+    DETAILS, SENTENCE_ONLY, GENERIC = "details", "sentence only", "generic"
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a request's message shows of its summary, and whether that is everything Approve decides."""
+
+    summary: Summary
+    form: str
+    detail: str  # the text of its detail blocks ("" for the sentence only and generic forms)
+    complete: bool
+
+
+def shown(approval: Approval) -> Shown:
+    """What a message of `approval` shows. Only a complete one has an Approve (or answer) button,
+    and only a press through a complete one may approve (SentVersion.complete, checked by
+    approvals.services): a cut, sentence-only or generic message can reject or decline, never approve."""
+    summary = summarize(approval)
+    if _is_generic(approval):
+        return Shown(summary, Form.GENERIC, "", complete=False)
+    if approval.risk in settings.HITL_SLACK_SENTENCE_ONLY_RISKS:
+        return Shown(summary, Form.SENTENCE_ONLY, "", complete=False)
+    if approval.kind == Approval.Kind.QUESTION:
+        detail = _question(approval)
+        fits = len(detail) <= MAX_DETAILS
+    else:
+        detail = summary.details
+        fits = summary.fits(MAX_DETAILS) and len(_head_text(summary)) <= MAX_HEAD
+    hint_fits = not approval.confirmation_required or len(reveal(approval.confirmation_hint)) <= MAX_LINE
+    return Shown(summary, Form.DETAILS, detail, complete=fits and hint_fits)
+
+
+def request(approval: Approval, token: str, view: Shown | None = None) -> tuple[str, list[dict]]:
     """(notification text, blocks) of a pending request whose buttons carry `token`."""
-    detail, whole = _detail_block(approval)
-    blocks = _head(approval) + [detail] + _context(approval)
-    return _notification(approval), blocks + [{"type": "actions", "block_id": "decide", "elements": buttons(approval, token, is_whole=whole)}]
+    view = view or shown(approval)
+    blocks = _head(approval, view) + _body(view) + _context(approval, view)
+    return _notification(view), blocks + [{"type": "actions", "block_id": "decide", "elements": buttons(approval, token, view)}]
 
 
 def outcome(approval: Approval) -> tuple[str, list[dict]]:
-    """The request as it was shown, without buttons, and under it what became of it."""
+    """The request as it was shown, without buttons, and under it what became of it (an expired
+    one links to its card on the site, where it can be asked again)."""
+    view = shown(approval)
     line = _short(outcome_line(approval), MAX_OUTCOME)
-    detail, _ = _detail_block(approval)
-    blocks = _head(approval) + [detail] + _context(approval, decided=True) + [_plain(line, block_id="outcome")]
+    blocks = _head(approval, view) + _body(view) + _context(approval, view, decided=True) + [_plain(line, block_id="outcome")]
+    if approval.status == Approval.Status.EXPIRED:
+        blocks.append(_open_link(approval, "Open in hitl to ask again"))
     return _mrkdwn_escape(f"{line} (#{approval.pk})"), blocks
 
 
 def not_yours(approval: Approval) -> tuple[str, list[dict]]:
     """A copy whose reader may no longer decide it (an edit handed it to other approvers)."""
     line = "This call was edited and is now decided by others: see it on the site."
-    detail, _ = _detail_block(approval)
-    return _mrkdwn_escape(line), _head(approval) + [detail, _plain(line, block_id="outcome"), _open_link(approval)]
+    view = shown(approval)
+    content = _head(approval, view) + _body(view) + _context(approval, view, decided=True)
+    return _mrkdwn_escape(line), content + [_plain(line, block_id="outcome"), _open_link(approval)]
 
 
 def too_late(approval: Approval) -> str:
@@ -66,17 +117,41 @@ def reminder(approval: Approval) -> str:
     ) + f"<{conversation_url(approval)}|open the conversation>"
 
 
+def warning(approval: Approval, token: str, *, now=None) -> tuple[str, list[dict]]:
+    """The reply under a request whose deadline is near: when it expires, and an Extend button
+    (once: an approval extended already has none)."""
+    line = f"⏳ {expires_in(approval, now=now)}: decide it above, or extend its deadline once."
+    elements = [] if approval.extended_at else [_button("Extend", EXTEND, token, style="primary")]
+    elements.append(_button("Open on the site", OPEN, url=conversation_url(approval)))
+    blocks = [_plain(line, block_id="warning"), {"type": "actions", "block_id": "extend", "elements": elements}]
+    return _mrkdwn_escape(f"{line} (#{approval.pk})"), blocks
+
+
+def expires_in(approval: Approval, *, now=None) -> str:
+    """"Expires at 12:34 UTC (in 3 min)"."""
+    left = (approval.expires_at - (now or timezone.now())).total_seconds()
+    minutes = math.ceil(left / 60)
+    when = "in less than a minute" if left < 60 else f"in {minutes} min"
+    return f"Expires at {approval.expires_at:%H:%M} UTC ({when})" if left > 0 else f"Expired at {approval.expires_at:%H:%M} UTC"
+
+
+def extended_line(approval: Approval) -> str:
+    return f"Extended: #{approval.pk} now expires at {approval.expires_at:%H:%M} UTC."
+
+
 def counted_line(approval: Approval) -> str:
     return f"Your approval is counted: {votes.summary(approval)}."
 
 
-def buttons(approval: Approval, token: str, *, is_whole: bool = True) -> list[dict]:
-    """The elements of the request's actions block. A message that could not show the call whole
-    only rejects: a press must never approve what was cut."""
+def buttons(approval: Approval, token: str, view: Shown) -> list[dict]:
+    """The elements of the request's actions block. Reject always asks for a reason (a modal);
+    Approve and the answers are there only when the message showed the call whole."""
     open_link = _button("Open on the site", OPEN, url=conversation_url(approval))
+    if view.form == Form.GENERIC:
+        return [_button("Open in hitl", OPEN, url=conversation_url(approval), style="primary")]
     if approval.kind == Approval.Kind.QUESTION:
         decline = _button("Reject (decline to answer)", REJECT, token, style="danger")
-        if not is_whole:
+        if not view.complete:
             return [decline, open_link]
         question = approval.question
         if question["type"] == "confirm":
@@ -90,17 +165,23 @@ def buttons(approval: Approval, token: str, *, is_whole: bool = True) -> list[di
             select = {"type": "static_select", "action_id": SELECT, "placeholder": _text("Choose an answer"), "options": options}
             return [select, decline, open_link]
         return [_button("Answer…", ANSWER, token, style="primary"), decline, open_link]
+    reject = _button("Reject", REJECT, token, style="danger")
+    if not view.complete:
+        return [reject, open_link]
     approve = "Approve (type the confirmation)" if approval.confirmation_required else "Approve"
-    reject = [_button("Reject", REJECT, token, style="danger"), _button("Reject with reason", REJECT_WITH_REASON, token)]
-    if not is_whole:
-        return reject + [open_link]
-    return [_button(approve, APPROVE, token, style="primary")] + reject + [open_link]
+    return [_button(approve, APPROVE, token, style="primary"), reject, open_link]
 
 
 def reason_view(approval: Approval, token: str) -> dict:
-    return _view(REASON_VIEW, f"Reject #{approval.pk}", "Reject", token, [
-        _plain(f"Why reject {_call_name(approval)} (#{approval.pk})? The agent reads your reason."),
-        _input("reason", "Reason", multiline=True, max_length=2000),
+    """Reject's modal: the reason is optional, but the question is always asked."""
+    if approval.kind == Approval.Kind.QUESTION:
+        title, ask = f"Decline #{approval.pk}", "Why decline to answer? The agent reads your reason (optional)."
+    else:
+        title, ask = f"Reject #{approval.pk}", "Why reject it? The agent reads your reason (optional)."
+    sentence = summarize(approval).sentence
+    return _view(REASON_VIEW, title, "Reject", token, [
+        _plain(_short(f"{sentence}\n\n{ask}", MAX_DETAIL)),
+        _input("reason", "Reason", multiline=True, max_length=2000, optional=True),
     ])
 
 
@@ -126,21 +207,48 @@ def conversation_url(approval: Approval) -> str:
     return f"{settings.HITL_BASE_URL}/conversations/{approval.conversation_id}/#tool-call-{approval.tool_call_id}"
 
 
-def _head(approval: Approval) -> list[dict]:
-    agent = _line(approval.conversation.agent.name)
+def _is_generic(approval: Approval) -> bool:
     if approval.kind == Approval.Kind.QUESTION:
-        return [_plain(f"❓ {agent} asks (#{approval.pk})", block_id="head")]
-    title = "Plan to approve" if approval.kind == Approval.Kind.PLAN else "Approval needed"
-    fields = [f"Tool: {_call_name(approval)}", f"Risk: {_line(approval.risk)}", f"Agent: {agent}", f"Why: {_line(approval.reason)}"]
+        return (approval.question or {}).get("type") not in ANSWERABLE
+    return approval.kind != Approval.Kind.ACTION
+
+
+def _head_text(summary: Summary) -> str:
+    return f"{'❓' if summary.kind == Approval.Kind.QUESTION else '🔔'} {summary.head}"
+
+
+def _head(approval: Approval, view: Shown) -> list[dict]:
+    summary = view.summary
+    fields = [f"Why: {_short(summary.why, MAX_LINE)}", f"Risk: {_line(summary.risk)}", f"Tool: {_call_name(approval)}"]
     return [
-        _plain(f"🔔 {title} (#{approval.pk})", block_id="head"),
+        _plain(_short(_head_text(summary), MAX_HEAD), block_id="head"),
         {"type": "section", "block_id": "fields", "fields": [_text(field) for field in fields]},
     ]
 
 
-def _context(approval: Approval, *, decided: bool = False) -> list[dict]:
+def _body(view: Shown) -> list[dict]:
+    """The details as preformatted text in as many blocks as they need; a cut message shows the
+    first block of them and says so."""
+    if view.form != Form.DETAILS:
+        return []
+    pieces = _pieces(view.detail, MAX_DETAIL)
+    if not view.complete and len(view.detail) > MAX_DETAILS:
+        pieces = [_cut_to(pieces[0], MAX_DETAIL - len(CUT) - 1) + "\n" + CUT]
+    return [{"type": "rich_text", "block_id": f"detail-{number}", "elements": [
+        {"type": "rich_text_preformatted", "elements": [{"type": "text", "text": piece or " "}]}]}
+        for number, piece in enumerate(pieces, 1)]
+
+
+def _context(approval: Approval, view: Shown, *, decided: bool = False) -> list[dict]:
     lines = []
-    if approval.kind != Approval.Kind.QUESTION:
+    if not decided:
+        if view.form == Form.SENTENCE_ONLY:
+            lines.append(f"For {_line(approval.risk)} risk, Slack gets the sentence only: open the site to see the whole call and approve it.")
+        elif view.form == Form.GENERIC:
+            lines.append("Slack cannot show this request: open it in hitl to see and decide it.")
+        elif not view.complete:
+            lines.append("Cut: the call is too long for Slack. Open the site to see it whole and approve it; here you can only reject it.")
+    if approval.kind == Approval.Kind.ACTION:
         if approval.confirmation_required:
             lines.append(f"Critical: approving it needs the confirmation {_line(approval.confirmation_hint)}")
         if approval.route_id is not None:
@@ -150,65 +258,48 @@ def _context(approval: Approval, *, decided: bool = False) -> list[dict]:
         if approval.quorum > 1 and not decided:
             lines.append(f"🗳 {votes.summary(approval)}")
     if approval.expires_at and not decided:
-        lines.append(f"Expires: {approval.expires_at:%Y-%m-%d %H:%M} UTC")
+        extended = f", extended by {reveal_line(approval.extended_by.get_username())}" if approval.extended_by_id else ""
+        lines.append(f"Expires at {approval.expires_at:%Y-%m-%d %H:%M} UTC{extended}")
+    lines.append(f"Request #{approval.pk}")
     elements = [_text(_short(line, MAX_OUTCOME)) for line in lines]
-    return [{"type": "context", "block_id": "context", "elements": elements}] if lines else []
+    return [{"type": "context", "block_id": "context", "elements": elements}]
 
 
-def _detail_block(approval: Approval) -> tuple[dict, bool]:
-    """The preview (and every argument it does not show), the question or the plan, as literal
-    preformatted text; cut to MAX_DETAIL, and whether nothing was cut (a hint too long to type counts as cut)."""
-    text = _detail(approval)
-    whole = _units(text) <= MAX_DETAIL and not (approval.confirmation_required and len(reveal(approval.confirmation_hint)) > MAX_LINE)
-    if _units(text) > MAX_DETAIL:
-        text = _cut_to(text, MAX_DETAIL - len(CUT) - 1) + "\n" + CUT
-    element = {"type": "rich_text_preformatted", "elements": [{"type": "text", "text": text}]}
-    return {"type": "rich_text", "block_id": "detail", "elements": [element]}, whole
+def _question(approval: Approval) -> str:
+    question = approval.question
+    text = reveal(question["text"])
+    if question.get("options"):
+        text += "\n\nOptions:\n" + "\n".join(f"{i}. {reveal_line(str(o))}" for i, o in enumerate(question["options"], 1))
+    return text
 
 
-def _detail(approval: Approval) -> str:
-    if approval.kind == Approval.Kind.QUESTION:
-        question = approval.question
-        text = reveal(question["text"])
-        if question.get("options"):
-            text += "\n\nOptions:\n" + "\n".join(f"{i}. {reveal_line(str(o))}" for i, o in enumerate(question["options"], 1))
-        return text
-    if approval.kind == Approval.Kind.PLAN:
-        return "\n".join(f"{step['index']}. {reveal(str(step['action']))}" + (" (optional)" if step.get("optional") else "")
-                         for step in approval.plan["steps"])
-    arguments = approval.edited_arguments if approval.is_edited else approval.tool_call.arguments
-    if not approval.preview:
-        return _json(arguments)
-    preview = reveal(approval.preview["text"])
-    unshown = {k: v for k, v in arguments.items() if not _displays(preview, v)} if isinstance(arguments, dict) else arguments
-    return f"{preview}\n\nAlso in the call:\n{_json(unshown)}" if unshown else preview
+def _pieces(text: str, size: int) -> list[str]:
+    """`text` in pieces of at most `size` UTF-16 units (as Slack counts), each ending at the end of
+    a line where one is near; nothing is lost between them."""
+    pieces = []
+    while _units(text) > size:
+        piece = _cut_to(text, size)  # half a surrogate pair is dropped here and starts the next piece
+        newline = piece.rfind("\n")
+        if newline > len(piece) // 2:
+            pieces.append(piece[:newline])
+            text = text[newline + 1:]
+        else:
+            pieces.append(piece)
+            text = text[len(piece):]
+    return [*pieces, text]
 
 
-def _json(value) -> str:
-    return reveal(json.dumps(value, ensure_ascii=False, indent=1))
-
-
-def _displays(preview: str, value) -> bool:
-    """Whether the preview shows this argument's value whole (a fetch's preview names the host,
-    not the path and query where a secret travels)."""
-    if not isinstance(value, str):
-        return False
-    if not value:
-        return True
-    return any(re.search(rf"(?<!\w){re.escape(form)}(?!\w)", preview) for form in {reveal(value), reveal_line(value)})
-
-
-def _notification(approval: Approval) -> str:
-    what = "asks a question" if approval.kind == Approval.Kind.QUESTION else f"wants to run {_call_name(approval)}"
-    return _mrkdwn_escape(f"{_line(approval.conversation.agent.name)} {what} (#{approval.pk}): decide in Slack or on the site")
+def _notification(view: Shown) -> str:
+    """What the notification says: the head a person reads in one second."""
+    return _mrkdwn_escape(_short(view.summary.head, MAX_LINE))
 
 
 def _call_name(approval: Approval) -> str:
     return _line(approval.tool_call.name)
 
 
-def _open_link(approval: Approval) -> dict:
-    return {"type": "actions", "block_id": "links", "elements": [_button("Open on the site", OPEN, url=conversation_url(approval))]}
+def _open_link(approval: Approval, label: str = "Open on the site") -> dict:
+    return {"type": "actions", "block_id": "links", "elements": [_button(label, OPEN, url=conversation_url(approval))]}
 
 
 def _button(label: str, action_id: str, value: str = "", *, style: str = "", url: str = "") -> dict:
@@ -227,9 +318,9 @@ def _view(callback_id: str, title: str, submit: str, token: str, blocks: list[di
             "submit": _text(submit), "close": _text("Cancel"), "blocks": blocks}
 
 
-def _input(name: str, label: str, *, multiline: bool = False, max_length: int = 3000) -> dict:
+def _input(name: str, label: str, *, multiline: bool = False, max_length: int = 3000, optional: bool = False) -> dict:
     element = {"type": "plain_text_input", "action_id": name, "multiline": multiline, "max_length": max_length}
-    return {"type": "input", "block_id": name, "label": _text(label), "element": element}
+    return {"type": "input", "block_id": name, "label": _text(label), "element": element, "optional": optional}
 
 
 def _plain(text: str, *, block_id: str = "") -> dict:

@@ -45,9 +45,9 @@ def update(channel: str, ts: str, text: str, blocks: list[dict]) -> None:
     web().chat_update(channel=channel, ts=ts, text=text, blocks=blocks)
 
 
-def reply(channel: str, thread_ts: str, text: str) -> None:
-    """A plain reply in a message's thread (a reminder under its request)."""
-    web().chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, unfurl_links=False, unfurl_media=False)
+def reply(channel: str, thread_ts: str, text: str, blocks: list[dict] | None = None) -> None:
+    """A reply in a message's thread (a reminder or a warning under its request)."""
+    web().chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks, unfurl_links=False, unfurl_media=False)
 
 
 def open_view(trigger_id: str, view: dict) -> None:

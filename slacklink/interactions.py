@@ -17,6 +17,8 @@ logger = logging.getLogger(__name__)
 VIA = Approval.Via.SLACK
 NOT_LINKED = "Your Slack account is not linked: get a code on your profile page, then send /hitl link <code>."
 UNKNOWN = "This request is no longer known."
+SHOWN_CUT = "This message showed the call cut: open it on the site to approve:"
+REFUSALS = (services.DecisionError, Approval.DoesNotExist)  # why a press decided nothing, told to the presser
 
 
 class Press:
@@ -62,39 +64,57 @@ def on_actions(payload: dict) -> None:
     version = _version(token, press.account)
     if version is None:
         return press.tell(UNKNOWN)
-    row, shown_hash = version.message, version.shown_hash
+    row = version.message
+    if action_id == blocks.EXTEND:
+        return _extend(press, row)  # pressed on the warning, a reply: its ts is not the request's
     _delivered(row, press)
     approval, user = row.approval, press.account.user
+    # Whatever the buttons were, a press through a rendering that showed the call cut never approves.
+    shown = {"shown_hash": version.shown_hash, "shown_whole": version.complete}
     try:
         if action_id == blocks.APPROVE and approval.kind != Approval.Kind.QUESTION:
             if approval.confirmation_required:
-                services.check_decidable(approval.pk, user, approve=True, shown_hash=shown_hash)
+                services.check_decidable(approval.pk, user, approve=True, via=VIA, **shown)
                 return _open(press, blocks.confirm_view(approval, token), approval)
-            decided = services.decide(approval.pk, user=user, approve=True, via=VIA, shown_hash=shown_hash)
+            decided = services.decide(approval.pk, user=user, approve=True, via=VIA, **shown)
             if decided.status == Approval.Status.PENDING:
                 press.tell(blocks.counted_line(decided))
-        elif action_id == blocks.REJECT and approval.kind == Approval.Kind.QUESTION:
-            services.answer(approval.pk, user=user, via=VIA, shown_hash=shown_hash, decline=True)
-        elif action_id == blocks.REJECT:
-            services.decide(approval.pk, user=user, approve=False, via=VIA, shown_hash=shown_hash)
-        elif action_id == blocks.REJECT_WITH_REASON and approval.kind != Approval.Kind.QUESTION:
-            services.check_decidable(approval.pk, user, approve=False, shown_hash=shown_hash)
+        elif action_id in (blocks.REJECT, blocks.REJECT_WITH_REASON):
+            # Reject always asks why first (the reason may be left empty); so does declining a question.
+            services.check_decidable(approval.pk, user, approve=False, via=VIA, **shown)
             return _open(press, blocks.reason_view(approval, token), approval)
         elif action_id == blocks.ANSWER and approval.kind == Approval.Kind.QUESTION:
-            services.check_decidable(approval.pk, user, approve=True, shown_hash=shown_hash)
+            services.check_decidable(approval.pk, user, approve=True, via=VIA, **shown)
             return _open(press, blocks.answer_view(approval, token), approval)
         elif index is not None and approval.kind == Approval.Kind.QUESTION:
-            services.answer(approval.pk, user=user, via=VIA, shown_hash=shown_hash, value=_option(approval, index))
+            services.answer(approval.pk, user=user, via=VIA, value=_option(approval, index), **shown)
         else:
             press.tell("That button is not one of this request's.")
-    except services.AlreadyDecided as exc:
+    except REFUSALS as exc:
+        _refused(press, row, approval, exc)
+
+
+def _extend(press: Press, row: SlackMessage) -> None:
+    """The warning's Extend: the deadline pushed back once, as the linked user who pressed."""
+    try:
+        extended = services.extend(row.approval_id, user=press.account.user, via=VIA)
+    except REFUSALS as exc:
+        return _refused(press, row, row.approval, exc)
+    press.tell(blocks.extended_line(extended))
+
+
+def _refused(press: Press, row: SlackMessage, approval: Approval, exc: Exception) -> None:
+    """Tell the presser, in an ephemeral, why their press decided nothing."""
+    if isinstance(exc, services.AlreadyDecided):
         _close_now(row)
         press.tell(blocks.too_late(exc.approval))
-    except services.ArgumentsChanged:
+    elif isinstance(exc, services.ShownCut):
+        press.tell(f"{SHOWN_CUT} {blocks.conversation_url(approval)}")
+    elif isinstance(exc, services.ArgumentsChanged):
         press.tell(_changed(approval))
-    except Approval.DoesNotExist:
+    elif isinstance(exc, Approval.DoesNotExist):
         press.tell("You may not decide this request.")
-    except services.DecisionError as exc:
+    else:
         press.tell(str(exc))
 
 
@@ -110,20 +130,25 @@ def on_submission(payload: dict) -> dict | None:
     if version is None:
         return _errors(field, UNKNOWN)
     typed = _typed(view, field)
-    approval, user, shown_hash = version.message.approval, press.account.user, version.shown_hash
+    approval, user = version.message.approval, press.account.user
+    shown = {"shown_hash": version.shown_hash, "shown_whole": version.complete}
     try:
-        if field == "reason":
-            services.decide(approval.pk, user=user, approve=False, via=VIA, shown_hash=shown_hash, reason=typed)
+        if field == "reason" and approval.kind == Approval.Kind.QUESTION:
+            services.answer(approval.pk, user=user, via=VIA, decline=True, reason=typed.strip(), **shown)
+        elif field == "reason":
+            services.decide(approval.pk, user=user, approve=False, via=VIA, reason=typed.strip(), **shown)
         elif field == "confirmation":
-            services.decide(approval.pk, user=user, approve=True, via=VIA, shown_hash=shown_hash, confirmation=typed)
+            services.decide(approval.pk, user=user, approve=True, via=VIA, confirmation=typed, **shown)
         else:
             value = questions.from_text(approval.question, typed)
-            services.answer(approval.pk, user=user, via=VIA, shown_hash=shown_hash, value=value)
+            services.answer(approval.pk, user=user, via=VIA, value=value, **shown)
     except services.ConfirmationRequired:
         return _errors(field, f"That is not it: type {reveal(approval.confirmation_hint)} exactly to approve.")
     except services.AlreadyDecided as exc:
         _close_now(version.message)
         return _errors(field, blocks.too_late(exc.approval))
+    except services.ShownCut:
+        return _errors(field, SHOWN_CUT.rstrip(":") + ".")
     except services.ArgumentsChanged:
         return _errors(field, _changed(approval))
     except Approval.DoesNotExist:
@@ -137,7 +162,9 @@ def _version(token: str, account: SlackAccount) -> SentVersion | None:
     """The rendering whose button was pressed, if it was sent to this very account."""
     if not token or len(token) > 32:
         return None
-    return SentVersion.objects.select_related("message__approval__tool_call").filter(token=token, message__account=account).first()
+    return SentVersion.objects.select_related(
+        "message__approval__tool_call", "message__approval__conversation__agent", "message__approval__requested_by",
+    ).filter(token=token, message__account=account).first()
 
 
 def _open(press: Press, view: dict, approval: Approval) -> None:

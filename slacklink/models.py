@@ -52,6 +52,7 @@ class SlackMessage(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.CharField(max_length=500, blank=True)
     shown_hash = models.CharField(max_length=64, blank=True, help_text="The version its text shows now.")
+    expires_seen = models.DateTimeField(null=True, blank=True, help_text="The deadline its text shows now (an extend moves it).")
     votes_seen = models.PositiveIntegerField(default=0, help_text="The votes its text counts.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -72,12 +73,14 @@ def new_token() -> str:
 
 
 class SentVersion(models.Model):
-    """What the buttons of one rendering of a SlackMessage carry, and the version of the approval
-    that rendering showed: a press decides that version or nothing."""
+    """What the buttons of one rendering of a SlackMessage carry, the version of the approval that
+    rendering showed, and whether it showed the call whole: a press decides that version or
+    nothing, and a rendering that showed it cut (too long, or the sentence only) can reject, never approve."""
 
     message = models.ForeignKey(SlackMessage, on_delete=models.CASCADE, related_name="versions")
     token = models.CharField(max_length=32, unique=True, default=new_token)
     shown_hash = models.CharField(max_length=64, blank=True)
+    complete = models.BooleanField(default=False, help_text="It showed every argument and the preview whole.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -93,9 +96,9 @@ class SeenRequest(models.Model):
 
 
 class Reminder(models.Model):
-    """The one "still waiting" a sent request gets (a reply in its thread) when its routed
-    approval's reminder is due: an outbox row like SlackMessage, so a restart loses none and the
-    sweep sends none twice."""
+    """A reply in a sent request's thread: the one "still waiting" when its routed approval's
+    reminder is due, or the warning (with an Extend button) when its deadline is near, once per
+    deadline. An outbox row like SlackMessage, so a restart loses none and the sweep sends none twice."""
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -103,7 +106,13 @@ class Reminder(models.Model):
         CLOSED = "closed"  # its approval was decided before it went
         FAILED = "failed"
 
-    message = models.OneToOneField(SlackMessage, on_delete=models.CASCADE, related_name="reminder")
+    class Kind(models.TextChoices):
+        STILL_WAITING = "still_waiting"
+        EXPIRING = "expiring"
+
+    message = models.ForeignKey(SlackMessage, on_delete=models.CASCADE, related_name="reminders")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.STILL_WAITING)
+    deadline = models.DateTimeField(null=True, blank=True, help_text="The deadline an expiry warning warns of.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.CharField(max_length=500, blank=True)
@@ -111,7 +120,12 @@ class Reminder(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["message"], condition=models.Q(kind="still_waiting"), name="slacklink_reminder_one_still_waiting"),
+            models.UniqueConstraint(fields=["message", "deadline"], condition=models.Q(kind="expiring"), name="slacklink_reminder_one_warning_per_deadline"),
+            models.CheckConstraint(condition=models.Q(kind__in=["still_waiting", "expiring"]), name="slacklink_reminder_kind"),
+        ]
         indexes = [models.Index(fields=["status", "updated_at"], name="slacklink_rem_status_upd")]
 
     def __str__(self) -> str:
-        return f"reminder of {self.message} ({self.status})"
+        return f"{self.get_kind_display().lower()} of {self.message} ({self.status})"

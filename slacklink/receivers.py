@@ -41,6 +41,19 @@ def on_approvals_reminded(sender, approvals, **kwargs) -> None:
             enqueue_on_commit(send_reminder, reminder_id)
 
 
+def on_approvals_expiring(sender, approvals, **kwargs) -> None:
+    # Each sent copy gets a warning in its thread, with an Extend button.
+    for approval in approvals:
+        for warning_id in reminders.queue_warnings(approval):
+            enqueue_on_commit(send_reminder, warning_id)
+
+
+def on_approval_extended(sender, approval, **kwargs) -> None:
+    # Every copy shows the new deadline.
+    if ids := requests.to_refresh(approval):
+        enqueue_on_commit(refresh_messages, ids)
+
+
 def on_approvals_escalated(sender, approvals, **kwargs) -> None:
     # The escalation groups' members may decide it now: they get the request, as its approvers did.
     for approval in approvals:

@@ -1,6 +1,7 @@
-"""The one reminder each person who was sent a routed request and has not voted gets when its
-route's reminder is due: a reply in the request's thread. Stored before it is sent (Reminder), so
-the sweep sends one a lost task left, and none twice."""
+"""Replies in a sent request's thread: the one reminder each person who was sent a routed request
+and has not voted gets when its route's reminder is due, and the warning (with an Extend button)
+every sent copy gets when its deadline is near. Stored before they are sent (Reminder), so the
+sweep sends one a lost task left, and none twice."""
 import logging
 from datetime import timedelta
 
@@ -25,8 +26,18 @@ def queue(approval: Approval) -> list[int]:
     counted = votes.counted(approval)
     voted = {vote.user_id for vote in counted} | {vote.voter_id for vote in counted}
     sent = SlackMessage.objects.filter(approval=approval, status=SlackMessage.Status.SENT).exclude(account__user_id__in=voted)
-    rows = [Reminder.objects.get_or_create(message=message) for message in sent]
+    rows = [Reminder.objects.get_or_create(message=message, kind=Reminder.Kind.STILL_WAITING) for message in sent]
     return [reminder.pk for reminder, created in rows if created]
+
+
+def queue_warnings(approval: Approval) -> list[int]:
+    """A warning for each sent copy of a pending approval whose deadline is near; the ids to send.
+    Once per deadline: an extended approval is warned again of its new one."""
+    if not client.enabled() or approval.status != Pending or approval.expires_at is None:
+        return []
+    sent = SlackMessage.objects.filter(approval=approval, status=SlackMessage.Status.SENT)
+    rows = [Reminder.objects.get_or_create(message=message, kind=Reminder.Kind.EXPIRING, deadline=approval.expires_at) for message in sent]
+    return [warning.pk for warning, created in rows if created]
 
 
 def send(reminder_id: int) -> str:
@@ -38,11 +49,15 @@ def send(reminder_id: int) -> str:
     if reminder is None or not claimed.filter(attempts=reminder.attempts).update(attempts=reminder.attempts + 1, updated_at=timezone.now()):
         return Sent.NOT_CLAIMED
     row, approval = reminder.message, reminder.message.approval
-    if approval.status != Pending:
+    # A warning of a deadline since extended says nothing true: the new deadline gets its own.
+    if approval.status != Pending or (reminder.kind == Reminder.Kind.EXPIRING and reminder.deadline != approval.expires_at):
         Reminder.objects.filter(pk=reminder.pk, status=Reminder.Status.QUEUED).update(status=Reminder.Status.CLOSED)
         return Sent.CLOSED
     try:
-        client.reply(row.channel, row.ts, blocks.reminder(approval))
+        if reminder.kind == Reminder.Kind.EXPIRING:
+            client.reply(row.channel, row.ts, *blocks.warning(approval, row.versions.order_by("-pk").first().token))
+        else:
+            client.reply(row.channel, row.ts, blocks.reminder(approval))
     except client.ERRORS as exc:
         error = client.error_code(exc)[:500]
         logger.warning("slack: reminding %s of approval %s failed: %s", row.account.slack_user_id, approval.pk, error)

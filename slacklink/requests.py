@@ -18,7 +18,10 @@ logger = logging.getLogger(__name__)
 Status = SlackMessage.Status
 Pending = Approval.Status.PENDING
 # What a message's blocks read with its approval: the tool call, the agent, who decided, the votes, the route.
-RELATED = ("approval__tool_call", "approval__conversation__agent", "approval__decided_by", "account__user")
+RELATED = (
+    "approval__tool_call", "approval__conversation__agent", "approval__requested_by", "approval__decided_by",
+    "approval__extended_by", "account__user",
+)
 VOTES = ("approval__votes__user", "approval__votes__on_behalf_of", "approval__route__approvers", "approval__route__escalate_to")
 
 
@@ -55,16 +58,17 @@ def send(message_id: int) -> str:
         SlackMessage.objects.filter(pk=row.pk, status=Status.QUEUED).update(status=Status.CLOSED)
         return Sent.CLOSED
     # Each send is a version of its own: a copy Slack delivered though its answer was lost keeps
-    # deciding only what it showed.
-    version = SentVersion.objects.create(message=row, shown_hash=approval.shown_hash)
-    text, shown = blocks.request(approval, version.token)
+    # deciding only what it showed, and approving only if it showed it whole.
+    view = blocks.shown(approval)
+    version = SentVersion.objects.create(message=row, shown_hash=approval.shown_hash, complete=view.complete)
+    text, content = blocks.request(approval, version.token, view)
     try:
-        channel, ts = client.post(row.account.slack_user_id, text, shown)
+        channel, ts = client.post(row.account.slack_user_id, text, content)
     except client.ERRORS as exc:
         return _failed(row, exc, f"sending approval {approval.pk}")
     SlackMessage.objects.filter(pk=row.pk).update(
         status=Status.SENT, channel=channel, ts=ts, last_error="", shown_hash=approval.shown_hash,
-        votes_seen=len(approval.votes.all()), updated_at=timezone.now(),
+        expires_seen=approval.expires_at, votes_seen=len(approval.votes.all()), updated_at=timezone.now(),
     )
     return Sent.SENT
 
@@ -103,7 +107,8 @@ def close(message_id: int) -> bool:
 
 
 def to_refresh(approval: Approval) -> list[int]:
-    """The sent messages of a waiting approval to rewrite (a vote was cast, or the call was edited)."""
+    """The sent messages of a waiting approval to rewrite (a vote was cast, the call was edited, its
+    deadline extended)."""
     if not client.enabled():
         return []
     return list(SlackMessage.objects.filter(approval=approval.pk, status=Status.SENT).values_list("pk", flat=True))
@@ -111,7 +116,7 @@ def to_refresh(approval: Approval) -> list[int]:
 
 def refresh(message_id: int) -> bool:
     """Rewrite a sent message of a waiting approval as it stands now: the votes cast, the version
-    an edit made (with buttons for that version; the old ones decide nothing). A reader who may no
+    an edit made (with buttons for that version; the old ones decide nothing), its deadline. A reader who may no
     longer decide it (an edit handed it to approvers) keeps no buttons, and still gets the outcome.
     True once nothing more is needed."""
     row = _row(message_id, status=Status.SENT)
@@ -119,14 +124,15 @@ def refresh(message_id: int) -> bool:
         return True  # closing updates it to the outcome
     approval = row.approval
     seen = len(approval.votes.all())
-    if row.shown_hash == approval.shown_hash and seen <= row.votes_seen:
+    if row.shown_hash == approval.shown_hash and seen <= row.votes_seen and row.expires_seen == approval.expires_at:
         return True
     if row.account.user_id not in {user.pk for user in routing.deciders(approval)}:
         content = blocks.not_yours(approval)
     else:
-        version = row.versions.filter(shown_hash=approval.shown_hash).order_by("-pk").first()
-        version = version or SentVersion.objects.create(message=row, shown_hash=approval.shown_hash)
-        content = blocks.request(approval, version.token)
+        view = blocks.shown(approval)
+        version = row.versions.filter(shown_hash=approval.shown_hash, complete=view.complete).order_by("-pk").first()
+        version = version or SentVersion.objects.create(message=row, shown_hash=approval.shown_hash, complete=view.complete)
+        content = blocks.request(approval, version.token, view)
     try:
         client.update(row.channel, row.ts, *content)
     except client.ERRORS as exc:
@@ -134,7 +140,7 @@ def refresh(message_id: int) -> bool:
         SlackMessage.objects.filter(pk=row.pk).update(last_error=client.error_code(exc)[:500], updated_at=timezone.now())
         return client.is_permanent(exc)
     SlackMessage.objects.filter(pk=row.pk, status=Status.SENT).update(
-        shown_hash=approval.shown_hash, votes_seen=seen, last_error="", updated_at=timezone.now()
+        shown_hash=approval.shown_hash, votes_seen=seen, expires_seen=approval.expires_at, last_error="", updated_at=timezone.now()
     )
     if Approval.objects.filter(pk=approval.pk, status=Pending).exists():
         return True
@@ -154,6 +160,7 @@ def lost(*, now=None, limit: int = 200) -> tuple[list[int], list[int], list[int]
     behind = old.filter(status=Status.SENT, approval__status=Pending).annotate(votes=Count("approval__votes")).filter(
         Q(votes__gt=F("votes_seen"))
         | (Q(approval__edited_arguments__isnull=False) & ~Q(shown_hash=F("approval__edited_arguments_hash")))
+        | (Q(approval__extended_at__isnull=False) & (Q(expires_seen__isnull=True) | ~Q(expires_seen=F("approval__expires_at"))))
     )
     resend = list(to_send.values_list("pk", flat=True)[:limit])
     reclose = list(to_close.values_list("pk", flat=True)[:limit])

@@ -187,7 +187,8 @@ class FakeSlack:
             if (channel, body["thread_ts"]) not in self.messages:
                 return {"ok": False, "error": "thread_not_found"}
             ts = f"{int(time.time())}.{next(self._ids):06d}"
-            self.replies.append({"channel": channel, "ts": ts, "thread_ts": body["thread_ts"], "text": body.get("text", "")})
+            self.replies.append({"channel": channel, "ts": ts, "thread_ts": body["thread_ts"], "text": body.get("text", ""),
+                                 "blocks": body.get("blocks") or []})
             return {"channel": channel, "ts": ts}
         if method == "chat.postMessage":
             channel = dm(body["channel"]) if str(body["channel"]).startswith("U") else body["channel"]

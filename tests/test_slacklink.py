@@ -6,6 +6,7 @@ deciding through approvals.services via "slack", every copy following the outcom
 slack_sdk's WebClient; presses are signed and posted to the site as Slack posts them."""
 import io
 import json
+import re
 import time
 import uuid
 from datetime import timedelta
@@ -23,6 +24,7 @@ from django.utils import timezone
 from approvals import escalation, routemaking
 from approvals import services as approval_services
 from approvals.models import Approval
+from approvals.summary import summarize
 from slacklink import accounts, blocks, reminders, requests, verification
 from slacklink.models import LinkCode, Reminder, SeenRequest, SentVersion, SlackAccount, SlackMessage
 from slacklink.tasks import resend_lost_messages
@@ -61,9 +63,13 @@ def only_pending(conversation) -> Approval:
     return approval
 
 
+def shows(fake, message: dict, approval: Approval) -> bool:
+    return re.search(rf"Request #{approval.pk}\b", fake.text_of(message)) is not None
+
+
 def request_to(fake, slack_id: str, approval: Approval) -> dict | None:
     """The message that shows `approval` in `slack_id`'s messages with the app, as it is now."""
-    return next((m for m in fake.messages_to(slack_id) if f"(#{approval.pk})" in fake.text_of(m)), None)
+    return next((m for m in fake.messages_to(slack_id) if shows(fake, m, approval)), None)
 
 
 def queued_unsent(settings, user, agent, text: str) -> tuple[Approval, SlackMessage]:
@@ -214,18 +220,20 @@ def pending(fake, alice, agent):
 
 
 @through_the_loop
-def test_a_request_shows_agent_tool_risk_reason_arguments_expiry_and_the_buttons(pending, fake):
+def test_a_request_reads_as_the_summary_sentence_and_who_asked_then_why_and_the_whole_details(pending, fake):
     approval, message = pending
+    summary = summarize(Approval.objects.get(pk=approval.pk))
     text = fake.text_of(message)
-    assert "Approval needed" in text and "Tool: write_file" in text and f"Risk: {approval.risk}" in text
-    assert f"Why: {approval.reason}" in text and "a.txt" in text
-    assert list(fake.buttons(message)) == ["Approve", "Reject", "Reject with reason", "Open on the site"]
+    assert text.startswith("🔔 Approve? Write a.txt") and "— asked by alice (Demo agent)" in text.splitlines()[0]
+    assert summary.head in text and f"Why: {summary.why}" in text and summary.why != "write_file"
+    assert f"Risk: {approval.risk}" in text and summary.arguments in text and "Cut" not in text
+    assert list(fake.buttons(message)) == ["Approve", "Reject", "Open on the site"]
     assert fake.buttons(message)["Open on the site"]["url"].endswith(f"#tool-call-{approval.tool_call_id}")
     (post,) = fake.sent("chat.postMessage", channel=ALICE)
-    assert post["text"].startswith("Demo agent wants to run write_file") or "write_file" in post["text"]
+    assert post["text"] == summary.head  # the notification a person reads in one second
     values = {b["value"] for label, b in fake.buttons(message).items() if label != "Open on the site"}
     (version,) = SentVersion.objects.filter(message__approval=approval)
-    assert values == {version.token} and "a.txt" not in version.token
+    assert values == {version.token} and "a.txt" not in version.token and version.complete
 
 
 @through_the_loop
@@ -249,8 +257,9 @@ def test_a_call_too_long_for_slack_is_cut_with_a_link_and_can_only_be_rejected_t
     approval = only_pending(start_conversation(alice, agent, f"call write_file with {json.dumps({'path': 'x.txt', 'content': 'y' * 9000})}"))
     message = request_to(fake, ALICE, approval)
     assert message is not None  # the stand-in refuses a block past 3,000 characters, as Slack does
-    assert blocks.CUT in fake.text_of(message)
-    assert list(fake.buttons(message)) == ["Reject", "Reject with reason", "Open on the site"]
+    assert blocks.CUT in fake.text_of(message) and "Cut: the call is too long for Slack" in fake.text_of(message)
+    assert list(fake.buttons(message)) == ["Reject", "Open on the site"]
+    assert not SentVersion.objects.get(message__approval=approval).complete
 
 
 @through_the_loop
@@ -282,13 +291,14 @@ def test_an_approve_press_decides_as_the_linked_user_via_slack_and_updates_the_m
 
 
 @through_the_loop
-def test_reject_with_reason_opens_a_modal_whose_reason_rejects(pending, fake, alice):
+def test_reject_always_opens_a_modal_asking_why_whose_reason_rejects(pending, fake, alice):
     approval, message = pending
 
-    fake.press(ALICE, message, "Reject with reason")
+    fake.press(ALICE, message, "Reject")
 
     (view,) = fake.views()
     assert view["callback_id"] == blocks.REASON_VIEW and Approval.objects.get(pk=approval.pk).status == "pending"
+    assert "Why reject it?" in json.dumps(view) and "Write a.txt" in json.dumps(view)
     assert fake.submit(ALICE, view, {"reason": "  Legal has <not> signed off "}) == (200, "")
     approval.refresh_from_db()
     assert (approval.status, approval.rejection_reason, approval.decided_via) == ("rejected", "Legal has <not> signed off", "slack")
@@ -312,7 +322,7 @@ def test_a_late_press_is_told_who_decided_first_in_an_ephemeral(pending, fake, a
 @through_the_loop
 def test_a_late_modal_submission_shows_who_decided_first_in_the_modal(pending, fake, alice):
     approval, message = pending
-    fake.press(ALICE, message, "Reject with reason")
+    fake.press(ALICE, message, "Reject")
     approval_services.decide(approval.pk, user=alice, approve=True, via="api", shown_hash=approval.shown_hash)
 
     status, body = fake.submit(ALICE, fake.views()[-1], {"reason": "no"})
@@ -643,7 +653,7 @@ def test_a_signed_body_sent_as_json_is_refused_with_400(fake):
 @through_the_loop
 def test_a_modal_submitted_with_another_persons_token_decides_nothing(pending, fake, alice, mallory):
     approval, message = pending
-    fake.press(ALICE, message, "Reject with reason")
+    fake.press(ALICE, message, "Reject")
     link(fake, mallory, MALLORY)
 
     status, body = fake.submit(MALLORY, fake.views()[-1], {"reason": "mine now"})
@@ -666,6 +676,7 @@ def test_the_card_and_the_history_show_a_decision_made_in_slack_as_via_slack(fak
     link(fake, bob, BOB)
     approval = only_pending(start_conversation(alice, ops_agent, "delete a.txt"))
     fake.press(BOB, request_to(fake, BOB, approval), "Reject")
+    assert fake.submit(BOB, fake.views()[-1], {}) == (200, "")  # the reason left empty
     assert Approval.objects.get(pk=approval.pk).decided_via == "slack"
     card = client_for(alice).get(f"/conversations/{approval.conversation_id}/").content.decode()
     assert "by bob via slack" in card

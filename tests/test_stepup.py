@@ -434,6 +434,7 @@ def test_slack_refuses_to_approve_with_the_sentence_and_rejects(slack, alice, ag
     assert slack.press(ALICE, request_to(slack, ALICE, approval), "Approve")[0] == 200
     assert STEP_UP in slack.ephemerals(ALICE)[-1] and refreshed(approval).status == "pending"
     assert slack.press(ALICE, request_to(slack, ALICE, approval), "Reject")[0] == 200
+    assert slack.submit(ALICE, slack.views()[-1], {"reason": "no"})[0] == 200  # Reject asks why in a modal
     assert refreshed(approval).status == "rejected"
 
 
