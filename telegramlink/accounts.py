@@ -55,6 +55,7 @@ def link(code: str, *, telegram_user_id: int, chat_id: int, telegram_username: s
                     "awaiting": "",
                     "awaiting_approval": None,
                     "awaiting_shown_hash": "",
+                    "awaiting_complete": False,
                 },
             )
         except IntegrityError:

@@ -10,7 +10,8 @@ class TelegramLinkConfig(AppConfig):
 
     def ready(self) -> None:
         from approvals.signals import (
-            approval_edited, approval_requested, approval_voted, approvals_decided, approvals_escalated, approvals_reminded,
+            approval_edited, approval_extended, approval_requested, approval_voted, approvals_decided, approvals_escalated,
+            approvals_expiring, approvals_reminded,
         )
 
         from profiles.sections import Section, register
@@ -26,3 +27,5 @@ class TelegramLinkConfig(AppConfig):
         approval_voted.connect(receivers.on_approval_voted, dispatch_uid="telegramlink.on_voted")
         approvals_reminded.connect(receivers.on_approvals_reminded, dispatch_uid="telegramlink.on_reminded")
         approvals_escalated.connect(receivers.on_approvals_escalated, dispatch_uid="telegramlink.on_escalated")
+        approvals_expiring.connect(receivers.on_approvals_expiring, dispatch_uid="telegramlink.on_expiring")
+        approval_extended.connect(receivers.on_approval_extended, dispatch_uid="telegramlink.on_extended")

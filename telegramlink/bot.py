@@ -55,10 +55,17 @@ def call(work):
 
 
 def keyboard(rows: list[list[tuple[str, str]]]) -> InlineKeyboardMarkup | None:
-    """Rows of (text, callback_data) buttons."""
+    """Rows of (text, callback_data) buttons; one whose data is an http(s) address opens it instead
+    (our callback data are short actions, never an address)."""
     if not rows:
         return None
-    return InlineKeyboardMarkup([[InlineKeyboardButton(text, callback_data=data) for text, data in row] for row in rows])
+    return InlineKeyboardMarkup([[_button(text, data) for text, data in row] for row in rows])
+
+
+def _button(text: str, data: str) -> InlineKeyboardButton:
+    if data.startswith(("https://", "http://")):
+        return InlineKeyboardButton(text, url=data)
+    return InlineKeyboardButton(text, callback_data=data)
 
 
 def send(chat_id: int, text: str, buttons: list[list[tuple[str, str]]] | None = None, *, reply_to: int | None = None) -> int:
@@ -91,9 +98,11 @@ def answer_press(query_id: str, text: str) -> None:
         logger.warning("telegram: answering a press failed: %s", exc)
 
 
-def reply(chat_id: int, text: str) -> None:
-    """A plain message to a chat (the bot's answers to commands and typed replies); best effort."""
+def reply(chat_id: int, text: str, buttons: list[list[tuple[str, str]]] | None = None) -> None:
+    """A message to a chat (the bot's answers to commands, presses and typed replies); best effort."""
     try:
-        call(lambda bot: bot.send_message(chat_id, text, parse_mode=ParseMode.HTML, disable_web_page_preview=True))
+        call(lambda bot: bot.send_message(
+            chat_id, text, parse_mode=ParseMode.HTML, disable_web_page_preview=True, reply_markup=keyboard(buttons or []),
+        ))
     except TelegramError as exc:
         logger.warning("telegram: a reply to %s failed: %s", chat_id, exc)

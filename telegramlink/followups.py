@@ -1,8 +1,9 @@
-"""What a sent request gets while its routed approval waits: an edit each time someone votes (every
-copy counts the votes, "1 of 2 approvals: dana", and keeps its buttons for the others), and one
-"still waiting" reply when the route's reminder is due. Both are stored before they are sent
-(`ApprovalMessage.votes_seen`, Reminder), so the sweep finds what a lost task left and a restart
-sends no reminder twice."""
+"""What a sent request gets while its approval waits: an edit each time someone votes (every copy
+counts the votes, "1 of 2 approvals: dana", and keeps its buttons for the others) or its deadline
+is extended; one "still waiting" reply when a route's reminder is due; and one "expires soon"
+reply with an Extend button when its warning is due (approvals_expiring). Each is stored before it
+is sent (`ApprovalMessage.votes_seen`, Reminder, ExpiryWarning), so the sweep finds what a lost
+task left and a restart sends none twice."""
 import logging
 from datetime import timedelta
 
@@ -14,42 +15,48 @@ from approvals import votes
 from approvals.models import Approval
 
 from . import bot, texts
-from .models import ApprovalMessage, Reminder, SentVersion
-from .requests import VOTES, Sent, close, max_attempts, recipients
+from .models import ApprovalMessage, ExpiryWarning, Reminder, SentVersion
+from .requests import SHOWN, VOTES, Sent, close, max_attempts, recipients
 
 logger = logging.getLogger(__name__)
 Pending = Approval.Status.PENDING
 
 
-def to_show_votes(approval: Approval) -> list[int]:
-    """The sent messages of `approval` to edit now that someone voted."""
+def to_rewrite(approval: Approval) -> list[int]:
+    """The sent messages of `approval` to edit now that someone voted or extended it."""
     if not bot.enabled():
         return []
     return list(ApprovalMessage.objects.filter(approval=approval.pk, status=ApprovalMessage.Status.SENT).values_list("pk", flat=True))
 
 
 def show_votes(message_id: int) -> bool:
-    """Edit a sent request of a waiting approval to count the votes cast since it was written; its
-    buttons stay, for those who have not voted. True once nothing more is needed."""
-    row = ApprovalMessage.objects.select_related("approval__tool_call", "approval__conversation__agent").prefetch_related(
-        *VOTES
-    ).filter(pk=message_id, status=ApprovalMessage.Status.SENT, message_id__isnull=False).first()
+    """Edit a sent request of a waiting approval to count the votes cast since it was written."""
+    return rewrite(message_id, for_votes=True)
+
+
+def rewrite(message_id: int, *, for_votes: bool = False) -> bool:
+    """Edit a sent request of a waiting approval to what it shows now (the votes cast; `for_votes`
+    False: whatever changed, a new deadline); its buttons stay, for those who have not decided.
+    True once nothing more is needed."""
+    row = ApprovalMessage.objects.select_related(*SHOWN).prefetch_related(*VOTES).filter(
+        pk=message_id, status=ApprovalMessage.Status.SENT, message_id__isnull=False
+    ).first()
     if row is None or row.approval.status != Pending:
         return True  # never sent, or decided: closing edits it to the outcome
     approval = row.approval
     seen = len(approval.votes.all())
-    if seen <= row.votes_seen:
+    if for_votes and seen <= row.votes_seen:
         return True
-    # The buttons decide what the text shows: the version of this send, or a new one if it was edited.
-    version = row.versions.filter(shown_hash=approval.shown_hash).order_by("-pk").first()
-    version = version or SentVersion.objects.create(message=row, shown_hash=approval.shown_hash)
     shown = texts.request(approval)
+    # The buttons decide what the text shows: the version of this send, or a new one if it changed.
+    version = row.versions.filter(shown_hash=approval.shown_hash, complete=shown.complete).order_by("-pk").first()
+    version = version or SentVersion.objects.create(message=row, shown_hash=approval.shown_hash, complete=shown.complete)
     try:
-        bot.edit(row.chat_id, row.message_id, shown.text, texts.buttons(approval, version.token, is_whole=shown.is_whole))
+        bot.edit(row.chat_id, row.message_id, shown.text, texts.buttons(approval, version.token, complete=shown.complete))
     except bot.BadRequest as exc:  # the message is gone from the chat: nothing to edit, ever
-        logger.warning("telegram: showing the votes of approval %s to %s failed: %s", approval.pk, row.chat_id, exc)
+        logger.warning("telegram: editing the request of approval %s to %s failed: %s", approval.pk, row.chat_id, exc)
     except bot.TelegramError as exc:
-        logger.warning("telegram: showing the votes of approval %s to %s failed: %s", approval.pk, row.chat_id, exc)
+        logger.warning("telegram: editing the request of approval %s to %s failed: %s", approval.pk, row.chat_id, exc)
         ApprovalMessage.objects.filter(pk=row.pk).update(last_error=str(exc)[:500], updated_at=timezone.now())
         return False
     ApprovalMessage.objects.filter(pk=row.pk, votes_seen__lt=seen).update(votes_seen=seen, updated_at=timezone.now())
@@ -76,47 +83,104 @@ def queue_reminders(approval: Approval) -> list[int]:
 
 def remind(reminder_id: int) -> str:
     """Send one queued reminder, as a reply to its request, if its approval still waits."""
-    claimed = Reminder.objects.filter(pk=reminder_id, status=Reminder.Status.QUEUED, attempts__lt=max_attempts())
-    reminder = claimed.select_related(
-        "message__approval__tool_call", "message__approval__conversation__agent"
-    ).prefetch_related(*(f"message__{name}" for name in VOTES)).first()
-    if reminder is None or not claimed.filter(attempts=reminder.attempts).update(attempts=reminder.attempts + 1, updated_at=timezone.now()):
-        return Sent.NOT_CLAIMED
-    row, approval = reminder.message, reminder.message.approval
-    if approval.status != Pending:
-        Reminder.objects.filter(pk=reminder.pk, status=Reminder.Status.QUEUED).update(status=Reminder.Status.CLOSED)
-        return Sent.CLOSED
+    outcome, _ = _send_reply(Reminder, reminder_id, lambda reminder: (texts.reminder(reminder.message.approval), []))
+    return outcome
+
+
+def queue_warnings(approval: Approval) -> list[int]:
+    """A warning for each sent request of a pending approval whose deadline nears; the ids to send.
+    Once per message and deadline: an extended deadline is warned of again, a repeated signal not."""
+    if not bot.enabled() or approval.status != Pending or approval.expires_at is None:
+        return []
+    sent = ApprovalMessage.objects.filter(approval=approval, status=ApprovalMessage.Status.SENT, message_id__isnull=False)
+    rows = [ExpiryWarning.objects.get_or_create(message=message, expires_at=approval.expires_at) for message in sent]
+    return [warning.pk for warning, created in rows if created]
+
+
+def warn(warning_id: int) -> str:
+    """Send one queued warning, as a reply to its request with an Extend button, if its approval
+    still waits for the deadline it warns of."""
+    outcome, reply_id = _send_reply(ExpiryWarning, warning_id, _warning)
+    if reply_id is not None:
+        ExpiryWarning.objects.filter(pk=warning_id).update(reply_id=reply_id)
+    return outcome
+
+
+def _warning(warning: ExpiryWarning) -> tuple[str, list] | None:
+    approval = warning.message.approval
+    if approval.expires_at != warning.expires_at:
+        return None  # extended since it was queued: the new deadline gets its own
+    version = warning.message.versions.order_by("-pk").first()  # names the approval; Extend decides nothing
+    return texts.warning(approval), texts.warning_buttons(approval, version.token) if version else []
+
+
+def retire_warnings(message_id: int) -> None:
+    """Edit the sent warnings of a request whose Extend button is spent (extended, or decided) to
+    say so, without it. Best effort: a press on one left behind is answered, and changes nothing."""
+    spent = ExpiryWarning.objects.select_related("message__approval__extended_by", "message__approval__decided_by").filter(
+        message=message_id, status=ExpiryWarning.Status.SENT, reply_id__isnull=False
+    )
+    for warning in spent:
+        approval = warning.message.approval
+        if approval.status == Pending and approval.expires_at == warning.expires_at:
+            continue  # still the deadline it warns of: its button works
+        try:
+            bot.edit(warning.message.chat_id, warning.reply_id, texts.warning_spent(approval))
+        except bot.TelegramError as exc:
+            logger.warning("telegram: retiring the warning of approval %s failed: %s", approval.pk, exc)
+            continue
+        ExpiryWarning.objects.filter(pk=warning.pk, status=ExpiryWarning.Status.SENT).update(status=ExpiryWarning.Status.CLOSED)
+
+
+def _send_reply(model, row_id: int, render) -> tuple[str, int | None]:
+    """Claim one queued reply to a request (a Reminder or an ExpiryWarning: the same outbox) by a
+    conditional update and send it while its approval waits; `render(row)` gives (text, buttons),
+    or None when it is no longer to be sent. (What happened, the sent message's id.)"""
+    claimed = model.objects.filter(pk=row_id, status=model.Status.QUEUED, attempts__lt=max_attempts())
+    row = claimed.select_related(*(f"message__{name}" for name in SHOWN)).prefetch_related(
+        *(f"message__{name}" for name in VOTES)
+    ).first()
+    if row is None or not claimed.filter(attempts=row.attempts).update(attempts=row.attempts + 1, updated_at=timezone.now()):
+        return Sent.NOT_CLAIMED, None
+    message, approval = row.message, row.message.approval
+    shown = render(row) if approval.status == Pending else None
+    if shown is None:
+        model.objects.filter(pk=row.pk, status=model.Status.QUEUED).update(status=model.Status.CLOSED)
+        return Sent.CLOSED, None
     try:
-        bot.send(row.chat_id, texts.reminder(approval), reply_to=row.message_id)
+        sent_id = bot.send(message.chat_id, *shown, reply_to=message.message_id)
     except bot.Forbidden as exc:
-        Reminder.objects.filter(pk=reminder.pk, status=Reminder.Status.QUEUED).update(status=Reminder.Status.FAILED, last_error=str(exc)[:500])
-        return Sent.FAILED
+        model.objects.filter(pk=row.pk, status=model.Status.QUEUED).update(status=model.Status.FAILED, last_error=str(exc)[:500])
+        return Sent.FAILED, None
     except bot.TelegramError as exc:
-        logger.warning("telegram: reminding %s of approval %s failed: %s", row.chat_id, approval.pk, exc)
-        failed = {"status": Reminder.Status.FAILED} if reminder.attempts + 1 >= max_attempts() else {}
-        Reminder.objects.filter(pk=reminder.pk, status=Reminder.Status.QUEUED).update(
+        logger.warning("telegram: a %s to %s of approval %s failed: %s", model._meta.verbose_name, message.chat_id, approval.pk, exc)
+        failed = {"status": model.Status.FAILED} if row.attempts + 1 >= max_attempts() else {}
+        model.objects.filter(pk=row.pk, status=model.Status.QUEUED).update(
             last_error=f"{exc.__class__.__name__}: {exc}"[:500], updated_at=timezone.now(), **failed
         )
-        return Sent.FAILED
-    Reminder.objects.filter(pk=reminder.pk).update(status=Reminder.Status.SENT, last_error="", updated_at=timezone.now())
-    return Sent.SENT
+        return Sent.FAILED, None
+    model.objects.filter(pk=row.pk).update(status=model.Status.SENT, last_error="", updated_at=timezone.now())
+    return Sent.SENT, sent_id
 
 
-def lost(*, now=None, limit: int = 200) -> tuple[list[int], list[int]]:
-    """(reminders to send again, messages to edit again for votes they do not count yet): untouched
-    for HITL_TELEGRAM_STALE_SECONDS while their task should have moved them."""
+def lost(*, now=None, limit: int = 200) -> tuple[list[int], list[int], list[int]]:
+    """(reminders and warnings to send again, messages to edit again for votes they do not count
+    yet): untouched for HITL_TELEGRAM_STALE_SECONDS while their task should have moved them."""
     now = now or timezone.now()
     stale = now - timedelta(seconds=settings.HITL_TELEGRAM_STALE_SECONDS)
-    reminders = Reminder.objects.filter(
-        updated_at__lt=stale, status=Reminder.Status.QUEUED, attempts__lt=max_attempts(), message__approval__status=Pending
+    reminders, warnings = (
+        model.objects.filter(updated_at__lt=stale, status=model.Status.QUEUED, attempts__lt=max_attempts(), message__approval__status=Pending)
+        for model in (Reminder, ExpiryWarning)
     )
     behind = ApprovalMessage.objects.filter(
         updated_at__lt=stale, status=ApprovalMessage.Status.SENT, message_id__isnull=False,
         approval__status=Pending, approval__quorum__gt=1,
     ).annotate(votes=Count("approval__votes")).filter(votes__gt=F("votes_seen"))
     resend = list(reminders.values_list("pk", flat=True)[:limit])
+    rewarn = list(warnings.values_list("pk", flat=True)[:limit])
     reshow = list(behind.values_list("pk", flat=True)[:limit])
     # Stamped, so the next sweep leaves them to the tasks enqueued now.
     Reminder.objects.filter(pk__in=resend).update(updated_at=now)
+    ExpiryWarning.objects.filter(pk__in=rewarn).update(updated_at=now)
     ApprovalMessage.objects.filter(pk__in=reshow).update(updated_at=now)
-    return resend, reshow
+    return resend, rewarn, reshow

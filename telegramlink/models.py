@@ -26,6 +26,8 @@ class TelegramAccount(models.Model):
     )
     # The version the pressed message showed: what the typed reply decides, or nothing if it changed.
     awaiting_shown_hash = models.CharField(max_length=64, blank=True)
+    # Whether that message showed the call whole: a typed confirmation after a cut one approves nothing.
+    awaiting_complete = models.BooleanField(default=False)
 
     def __str__(self) -> str:
         return f"{self.user} ↔ telegram {self.telegram_user_id}"
@@ -85,6 +87,9 @@ class SentVersion(models.Model):
     message = models.ForeignKey(ApprovalMessage, on_delete=models.CASCADE, related_name="versions")
     token = models.CharField(max_length=32, unique=True, default=new_token, help_text="What its buttons carry.")
     shown_hash = models.CharField(max_length=64, blank=True, help_text="Approval.shown_hash as the text rendered it.")
+    complete = models.BooleanField(
+        default=False, help_text="Whether its text showed the whole call: a press on a cut one can reject, never approve."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -114,3 +119,31 @@ class Reminder(models.Model):
 
     def __str__(self) -> str:
         return f"reminder of {self.message} ({self.status})"
+
+
+class ExpiryWarning(models.Model):
+    """The "expires soon" reply a sent request gets when its approval's warning is due
+    (approvals_expiring), with an Extend button: an outbox row like Reminder, one per message and
+    deadline, so a restart sends none twice and an extended deadline gets a warning of its own."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        SENT = "sent"
+        CLOSED = "closed"  # decided, extended or sent for another deadline before it went; or its Extend button retired
+        FAILED = "failed"
+
+    message = models.ForeignKey(ApprovalMessage, on_delete=models.CASCADE, related_name="warnings")
+    expires_at = models.DateTimeField(help_text="The deadline it warns of.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    reply_id = models.BigIntegerField(null=True, blank=True, help_text="The warning's own message, edited once its Extend button is spent.")
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["message", "expires_at"], name="telegramlink_one_warning_per_deadline")]
+        indexes = [models.Index(fields=["status", "updated_at"], name="telegramlink_warn_status_upd")]
+
+    def __str__(self) -> str:
+        return f"expiry warning of {self.message} ({self.status})"

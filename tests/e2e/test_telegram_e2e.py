@@ -125,9 +125,9 @@ def test_linking_then_approving_with_a_press_resumes_the_run_and_edits_the_messa
 
     conversation_id = start_on(tg, alice, "write hello to a.txt")
     request = request_to(tg, ALICE_TG, conversation_id)
-    assert "write_file" in request["text"] and "a.txt" in request["text"] and "Open the conversation" in request["text"]
+    assert "Approve? Write a.txt" in request["text"] and "asked by alice" in request["text"] and "Open in hitl" in request["text"]
     buttons = tg.fake.buttons(request)
-    assert [text.split(" ")[0] for text in buttons] == ["Approve", "Reject", "Reject"]
+    assert list(buttons) == ["Approve", "Reject"]
     assert all(len(data.encode()) <= 64 and "a.txt" not in data for data in buttons.values())
 
     pressed = tg.fake.press(ALICE_TG, buttons["Approve"])
@@ -149,7 +149,7 @@ def test_reject_with_a_typed_reason_is_quoted_by_the_model(tg, alice, agent):
     conversation_id = start_on(tg, alice, "email bob@example.com about the merger")
     buttons = tg.fake.buttons(request_to(tg, ALICE_TG, conversation_id))
 
-    answer(tg, tg.fake.press(ALICE_TG, buttons["Reject with reason"]))
+    answer(tg, tg.fake.press(ALICE_TG, buttons["Reject"]))
     wait_until(lambda: any("Why reject" in m["text"] for m in tg.fake.sent("sendMessage", chat_id=ALICE_TG)), message="the question")
     tg.fake.say(ALICE_TG, "Legal has not signed off")
 
@@ -251,7 +251,7 @@ def test_a_fetch_shows_its_whole_url_and_a_question_past_telegrams_limit_still_a
     padded = json.dumps({"question": "Shall I go on?" + "\u200b" * 1980, "type": "confirm"})
     asked = start_on(tg, alice, f"call ask_human with {padded}")
     request = request_to(tg, ALICE_TG, asked)  # the stand-in refuses past 4,096 characters, as Telegram does
-    assert "… see the site" in request["text"] and "Open the conversation" in request["text"]
+    assert "… see the site" in request["text"] and "Open in hitl" in request["text"]
     assert list(tg.fake.buttons(request)) == ["Reject (decline to answer)"]
     assert answer(tg, tg.fake.press(ALICE_TG, tg.fake.buttons(request)["Reject (decline to answer)"])) == "Declined."
     edited_to(tg, ALICE_TG, "Declined by alice via telegram")
