@@ -11,7 +11,8 @@ class PushLinkConfig(AppConfig):
 
     def ready(self) -> None:
         from approvals.signals import (
-            approval_edited, approval_requested, approvals_decided, approvals_escalated, approvals_reminded,
+            approval_edited, approval_extended, approval_requested, approvals_decided, approvals_escalated, approvals_expiring,
+            approvals_reminded,
         )
 
         from profiles.sections import Section, register
@@ -26,3 +27,5 @@ class PushLinkConfig(AppConfig):
         approvals_escalated.connect(receivers.on_approvals_escalated, dispatch_uid="pushlink.on_escalated")
         approvals_reminded.connect(receivers.on_approvals_escalated, dispatch_uid="pushlink.on_reminded")
         approvals_decided.connect(receivers.on_approvals_decided, dispatch_uid="pushlink.on_decided")
+        approvals_expiring.connect(receivers.on_approvals_expiring, dispatch_uid="pushlink.on_expiring")
+        approval_extended.connect(receivers.on_approval_extended, dispatch_uid="pushlink.on_extended")

@@ -34,9 +34,14 @@ BROWSERS = [("Edg/", "Edge"), ("OPR/", "Opera"), ("Firefox/", "Firefox"), ("Chro
 
 
 class PushNotification(models.Model):
-    """The outbox: one approval's notification to one device. Queued, sent (its actions work while
-    the approval waits), then closed (replaced by the outcome, or never sent because the approval
-    was decided first), or failed (the push service refused it; shown to operators)."""
+    """The outbox: one approval's notification of one kind to one device. Queued, sent (its actions
+    work while the approval waits), then closed (replaced by the outcome, or never sent because the
+    approval was decided first), or failed (the push service refused it; shown to operators).
+    A request asks for the decision; a warning, sent once as its deadline nears, replaces it."""
+
+    class Kind(models.TextChoices):
+        REQUEST = "request"
+        WARNING = "warning"
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -49,8 +54,12 @@ class PushNotification(models.Model):
     subscription = models.ForeignKey(PushSubscription, null=True, on_delete=models.SET_NULL, related_name="notifications")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     device = models.CharField(max_length=200, blank=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.REQUEST)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     shown_hash = models.CharField(max_length=64, blank=True, help_text="The version its last send showed.")
+    complete = models.BooleanField(
+        default=False, help_text="Whether its last send showed the whole call: only then could it approve (else reject only)."
+    )
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -58,10 +67,11 @@ class PushNotification(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["approval", "subscription"], name="pushlink_one_notification_per_device"),
+            models.UniqueConstraint(fields=["approval", "subscription", "kind"], name="pushlink_one_notification_per_device"),
             models.CheckConstraint(condition=models.Q(status__in=["queued", "sent", "closed", "failed"]), name="pushlink_notification_status_valid"),
+            models.CheckConstraint(condition=models.Q(kind__in=["request", "warning"]), name="pushlink_notification_kind_valid"),
         ]
         indexes = [models.Index(fields=["status", "updated_at"], name="pushlink_status_upd")]
 
     def __str__(self) -> str:
-        return f"approval #{self.approval_id} to {self.device or 'a removed device'} ({self.status})"
+        return f"approval #{self.approval_id}'s {self.kind} to {self.device or 'a removed device'} ({self.status})"

@@ -24,6 +24,18 @@ def on_approvals_escalated(sender, approvals=(), **kwargs) -> None:
         on_approval_requested(sender, approval)
 
 
+def on_approvals_expiring(sender, approvals=(), **kwargs) -> None:
+    # Each device that got the request is warned once, in place of the request (same tag).
+    for notification_id in requests.queue_warnings(approvals):
+        enqueue_on_commit(send_notification, notification_id)
+
+
+def on_approval_extended(sender, approval=None, **kwargs) -> None:
+    # The request again, with its actions, in place of the warning; the new deadline warns anew.
+    for notification_id in requests.requeue_extended(approval):
+        enqueue_on_commit(send_notification, notification_id)
+
+
 def on_approvals_decided(sender, approvals=(), **kwargs) -> None:
     if not pushservice.enabled():
         return

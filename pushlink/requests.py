@@ -1,21 +1,27 @@
 """Whose devices get a request, and the life of each notification: queued, sent (claimed by a
-conditional update, so a retry and the sweep never both send), then replaced by the outcome."""
+conditional update, so a retry and the sweep never both send), then replaced by the outcome. A
+device that got the request gets one warning as its deadline nears (a row of its own, so a restart
+never warns twice), and the request again once the deadline is extended."""
 import logging
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core import signing
 from django.db.models import Q
 from django.utils import timezone
 
 from approvals import routing, tokens
 from approvals.models import Approval
+from approvals.summary import summarize
 
 from . import pushservice, texts
 from .models import PushNotification, PushSubscription
 
 logger = logging.getLogger(__name__)
-Status = PushNotification.Status
+Status, Kind = PushNotification.Status, PushNotification.Kind
 DEFAULT_TTL = 24 * 3600
+EXTEND_SALT = "pushlink.extend"
 
 
 class Sent:
@@ -34,11 +40,43 @@ def queue(approval: Approval) -> list[int]:
         return []
     rows = [
         PushNotification.objects.get_or_create(
-            approval=approval, subscription=subscription, defaults={"user_id": subscription.user_id, "device": subscription.device}
+            approval=approval, subscription=subscription, kind=Kind.REQUEST,
+            defaults={"user_id": subscription.user_id, "device": subscription.device},
         )
         for subscription in recipients(approval)
     ]
     return [row.pk for row, created in rows if created]
+
+
+def queue_warnings(approvals) -> list[int]:
+    """A queued warning for each device that was sent the request of these pending approvals, once
+    per approval and device (a second round for the same deadline finds the rows made)."""
+    if not pushservice.enabled():
+        return []
+    made = []
+    for approval in approvals:
+        if approval.status != Approval.Status.PENDING:
+            continue
+        sent = PushNotification.objects.filter(approval=approval, kind=Kind.REQUEST, status=Status.SENT, subscription__isnull=False)
+        for row in sent.select_related("subscription"):
+            warning, created = PushNotification.objects.get_or_create(
+                approval=approval, subscription=row.subscription, kind=Kind.WARNING, defaults={"user_id": row.user_id, "device": row.device}
+            )
+            if created:
+                made.append(warning.pk)
+    return made
+
+
+def requeue_extended(approval: Approval) -> list[int]:
+    """After an extend: the warnings of the old deadline are forgotten (the new one gets its own),
+    and each device shown the request gets it again in place of the warning, with its actions."""
+    if not pushservice.enabled() or approval.status != Approval.Status.PENDING:
+        return []
+    PushNotification.objects.filter(approval=approval, kind=Kind.WARNING).delete()
+    shown = PushNotification.objects.filter(approval=approval, kind=Kind.REQUEST, status=Status.SENT)
+    again = list(shown.values_list("pk", flat=True))
+    PushNotification.objects.filter(pk__in=again).update(status=Status.QUEUED, attempts=0, last_error="", updated_at=timezone.now())
+    return again
 
 
 def requeue_edited(approval: Approval) -> list[int]:
@@ -47,7 +85,7 @@ def requeue_edited(approval: Approval) -> list[int]:
     if not pushservice.enabled() or approval.status != Approval.Status.PENDING:
         return []
     deciders = [subscription.pk for subscription in recipients(approval)]
-    shown = PushNotification.objects.filter(approval=approval, subscription_id__in=deciders).exclude(status=Status.CLOSED)
+    shown = PushNotification.objects.filter(approval=approval, kind=Kind.REQUEST, subscription_id__in=deciders).exclude(status=Status.CLOSED)
     # attempts=0 also voids a send in flight: its final conditional update finds nothing to mark.
     again = list(shown.values_list("pk", flat=True))
     PushNotification.objects.filter(pk__in=again).update(status=Status.QUEUED, attempts=0, last_error="", updated_at=timezone.now())
@@ -57,7 +95,9 @@ def requeue_edited(approval: Approval) -> list[int]:
 def send(notification_id: int) -> str:
     """Send one queued notification, if it is still to be sent and its approval still waits."""
     claimed = PushNotification.objects.filter(pk=notification_id, status=Status.QUEUED, attempts__lt=max_attempts())
-    row = claimed.select_related("subscription", "user", "approval__tool_call", "approval__conversation__agent").first()
+    row = claimed.select_related(
+        "subscription", "user", "approval__tool_call", "approval__conversation__agent", "approval__requested_by"
+    ).first()
     if row is None or not claimed.filter(attempts=row.attempts).update(attempts=row.attempts + 1, updated_at=timezone.now()):
         return Sent.NOT_CLAIMED
     mine = PushNotification.objects.filter(pk=row.pk, status=Status.QUEUED, attempts=row.attempts + 1)
@@ -65,18 +105,50 @@ def send(notification_id: int) -> str:
     if subscription is None:
         mine.update(status=Status.CLOSED, last_error="The device was removed.")
         return Sent.CLOSED
-    if approval.status != Approval.Status.PENDING:
+    if approval.status != Approval.Status.PENDING or (row.kind == Kind.WARNING and ttl(approval) == 0):
         mine.update(status=Status.CLOSED)
         return Sent.CLOSED
-    offered = None
-    if texts.offers_actions(approval):
-        offered = {decision: tokens.issue(approval, row.user, channel="push") for decision in ("approve", "reject")}
+    summary = summarize(approval)
+    whole = texts.shows_whole(summary)
+    if row.kind == Kind.WARNING:
+        payload = texts.warning(approval, summary, extend_token(row) if approval.extended_at is None else None)
+    else:
+        payload = texts.request(approval, summary, offered_tokens(approval, row.user, whole=whole))
     try:
-        pushservice.push(subscription.subscription_info(), texts.request(approval, offered), ttl=ttl(approval), topic=texts.tag(approval))
+        pushservice.push(subscription.subscription_info(), payload, ttl=ttl(approval), topic=texts.tag(approval))
     except pushservice.PushFailed as exc:
         return _failed(row, mine, exc)
-    mine.update(status=Status.SENT, shown_hash=approval.shown_hash, last_error="", updated_at=timezone.now())
+    shown_whole = whole and row.kind == Kind.REQUEST
+    mine.update(status=Status.SENT, shown_hash=approval.shown_hash, complete=shown_whole, last_error="", updated_at=timezone.now())
     return Sent.SENT
+
+
+def offered_tokens(approval: Approval, user, *, whole: bool) -> dict[str, str] | None:
+    """The actions' tokens: none for a call decided on the site only (texts.offers_actions); a
+    reject token always (issued as cut: it can reject, never approve, whatever POSTs it); an approve
+    token only when the notification shows the whole call."""
+    if not texts.offers_actions(approval):
+        return None
+    offered = {"reject": tokens.issue(approval, user, channel="push", complete=False)}
+    if whole:
+        offered["approve"] = tokens.issue(approval, user, channel="push", complete=True)
+    return offered
+
+
+def extend_token(row: PushNotification) -> str:
+    """The warning's Extend: names the approval and the warned device's owner, who extends it via push; signed."""
+    return signing.dumps({"a": row.approval_id, "u": row.user_id}, salt=EXTEND_SALT, compress=False)
+
+
+def open_extend_token(value: str) -> tuple[int, object] | None:
+    """(approval id, user) an Extend token names, if this site signed it and that person is active."""
+    try:
+        data = signing.loads(value, salt=EXTEND_SALT, max_age=tokens.DEFAULT_LIFETIME)
+        approval_id, user_id = int(data["a"]), int(data["u"])
+    except (signing.BadSignature, KeyError, TypeError, ValueError):
+        return None
+    user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
+    return (approval_id, user) if user is not None else None
 
 
 def close(notification_id: int) -> bool:
@@ -89,6 +161,10 @@ def close(notification_id: int) -> bool:
         return True
     approval = row.approval
     if approval.status == Approval.Status.PENDING:
+        return True
+    if row.kind == Kind.WARNING:
+        # The request's row pushes the outcome under the same tag: it replaces the warning too.
+        PushNotification.objects.filter(pk=row.pk, status__in=(Status.QUEUED, Status.SENT)).update(status=Status.CLOSED)
         return True
     if row.status == Status.QUEUED:
         if PushNotification.objects.filter(pk=row.pk, status=Status.QUEUED).update(status=Status.CLOSED):

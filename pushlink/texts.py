@@ -1,16 +1,24 @@
-"""What a notification says: the tool, its risk and a one-line summary (every invisible or
-direction-changing character revealed, cut to fit a notification), the actions it offers, and the
-outcome that replaces it. Plain data: the service worker renders it."""
-import json
-
+"""What a notification says, made from the one summary of the call (approvals.summary): the title
+asks and names the risk, the body says in words what Approve does and who asked, then the whole
+details when they fit. Approve is offered only when the notification shows the whole call; a
+notification that shows it cut (too long, or a risk that carries the sentence only) offers
+"Approve on the site" and Reject, whose token can reject, never approve. Plain data: the service
+worker renders it."""
 from django.conf import settings
 
 from approvals import outcomes
 from approvals.models import Approval
+from approvals.summary import Summary
 from hitl.visible import reveal_line
 
-MAX_SUMMARY_CHARS = 160
+# The most of the sentence and details a notification carries whole. Android shows an expanded
+# notification's body in about eight lines of forty characters, desktop Chrome (Windows, GNOME)
+# about as much once expanded: past ~300 characters a person no longer sees the call whole, so
+# Approve would decide what was not read. The encrypted payload (4 KB) holds far more.
+NOTIFICATION_LIMIT = 300
 MAX_TITLE_CHARS = 80
+MAX_LINE_CHARS = 240  # an outcome's line
+ASK = {Approval.Kind.ACTION: "Approve?", Approval.Kind.QUESTION: "Answer?", Approval.Kind.PLAN: "Approve the plan?"}
 VERBS = {"approved": "Approved", "rejected": "Rejected", "answered": "Answered", "declined": "Declined",
          "expired": "Expired", "cancelled": "Cancelled"}
 
@@ -18,7 +26,8 @@ VERBS = {"approved": "Approved", "rejected": "Rejected", "answered": "Answered",
 def offers_actions(approval: Approval) -> bool:
     """Approve and Reject from the notification only for a plain call one person decides. A critical
     call needs its typed confirmation, a four-eyes or routed call (or one needing several approvals)
-    deserves the whole card, and a question or a plan is answered on the site: those offer View only."""
+    deserves the whole card, and a question, a plan or any other kind is answered on the site: those
+    offer View only."""
     return (
         approval.kind == Approval.Kind.ACTION
         and not approval.confirmation_required
@@ -28,8 +37,18 @@ def offers_actions(approval: Approval) -> bool:
     )
 
 
+def sentence_only(summary: Summary) -> bool:
+    """Privacy-minimal: for these risks the lock screen shows what the call does, never its arguments."""
+    return summary.risk in settings.HITL_PUSH_SENTENCE_ONLY_RISKS
+
+
+def shows_whole(summary: Summary) -> bool:
+    """Whether the notification carries the whole call (sentence and details), so it may approve."""
+    return summary.kind == Approval.Kind.ACTION and not sentence_only(summary) and summary.fits(NOTIFICATION_LIMIT)
+
+
 def tag(approval: Approval) -> str:
-    """One notification per approval on a device: the outcome replaces the request."""
+    """One notification per approval on a device: the warning and the outcome replace the request."""
     return f"approval-{approval.pk}"
 
 
@@ -37,28 +56,59 @@ def view_url(approval: Approval) -> str:
     return f"{settings.HITL_BASE_URL}/conversations/{approval.conversation_id}/#tool-call-{approval.tool_call_id}"
 
 
-def request(approval: Approval, tokens: dict[str, str] | None) -> dict:
-    """The notification of a pending approval; `tokens` ({"approve": ..., "reject": ...}) or None for View only."""
-    call, agent = approval.tool_call, approval.conversation.agent
-    if approval.kind == Approval.Kind.QUESTION:
-        title = f"{agent.name} asks"
+def request(approval: Approval, summary: Summary, tokens: dict[str, str] | None) -> dict:
+    """The notification of a pending approval. `tokens`: {"approve": ..., "reject": ...} when the
+    whole call is shown, {"reject": ...} when it is cut, None for View only."""
+    tokens = tokens or {}
+    whole = shows_whole(summary)
+    ask = ASK.get(summary.kind)
+    body = [first_line(summary)]
+    if summary.kind != Approval.Kind.ACTION:  # a question, a plan, a kind added later: on the site
+        body.append(f"Open in hitl to {'answer' if summary.kind == Approval.Kind.QUESTION else 'decide'}.")
+    elif whole:
+        body.append(summary.details)
+    elif sentence_only(summary):
+        body.append("Open hitl to see the whole call" + (" and approve it." if tokens else "."))
     else:
-        title = f"{call.name} · {approval.risk} risk"
-    why = []
-    if approval.confirmation_required:
-        why.append("critical: confirm on the site")
-    elif approval.route_id is not None or approval.approver_required or approval.quorum > 1:
-        why.append("four eyes: decide on the site")
-    actions = [{"action": "approve", "title": "Approve"}, {"action": "reject", "title": "Reject"}] if tokens else []
+        cut = max(NOTIFICATION_LIMIT - len(summary.sentence), 0)
+        body.append(_short(summary.details, cut) + "\n(Cut: open hitl to see the whole call" + (" and approve it.)" if tokens else ".)"))
+    if not tokens and summary.kind == Approval.Kind.ACTION:
+        body.append(_why_on_the_site(approval))
+    actions = []
+    if "approve" in tokens:
+        actions.append({"action": "approve", "title": "Approve"})
+    elif tokens:
+        actions.append({"action": "open", "title": "Approve on the site"})
+    if "reject" in tokens:
+        actions.append({"action": "reject", "title": "Reject…"})
     return {
         "type": "request",
         "approval_id": approval.pk,
         "tag": tag(approval),
-        "title": _short(reveal_line(title), MAX_TITLE_CHARS),
-        "body": _short(" · ".join([f"#{approval.pk} {reveal_line(agent.name)}: {summary(approval)}", *why]), MAX_SUMMARY_CHARS + 80),
+        "title": _short(f"{ask or 'Open in hitl'} · {summary.risk} risk", MAX_TITLE_CHARS),
+        "body": "\n\n".join(part for part in body if part),
+        "complete": whole,
         "url": view_url(approval),
         "actions": actions + [{"action": "view", "title": "View"}],
-        "tokens": tokens or {},
+        "tokens": tokens,
+    }
+
+
+def warning(approval: Approval, summary: Summary, extend_token: str | None) -> dict:
+    """The warning that replaces the request as its deadline nears: when it expires, what it does;
+    View to decide on the site, and Extend when its recipient may push the deadline back."""
+    at = approval.expires_at.strftime("%H:%M UTC") if approval.expires_at else "soon"
+    actions = [{"action": "extend", "title": "Extend"}] if extend_token else []
+    return {
+        "type": "warning",
+        "approval_id": approval.pk,
+        "tag": tag(approval),
+        "title": _short(f"Expires at {at}: {summary.sentence}", MAX_TITLE_CHARS),
+        "body": f"Expires at {at}: {first_line(summary)}\n\nOpen hitl to decide it before then.",
+        "complete": False,
+        "url": view_url(approval),
+        "actions": actions + [{"action": "view", "title": "View"}],
+        "tokens": {"extend": extend_token} if extend_token else {},
     }
 
 
@@ -76,23 +126,22 @@ def decided(approval: Approval) -> dict:
     }
 
 
-def summary(approval: Approval) -> str:
-    """One line: a question's text, the preview's first line, else the arguments as JSON."""
-    if approval.kind == Approval.Kind.QUESTION:
-        text = str((approval.question or {}).get("text", ""))
-    elif approval.kind == Approval.Kind.PLAN:
-        text = str((approval.plan or {}).get("title", "a plan"))
-    elif approval.preview and str(approval.preview.get("text") or "").strip():
-        text = str(approval.preview["text"]).strip().splitlines()[0]
-    else:
-        arguments = approval.edited_arguments if approval.is_edited else approval.tool_call.arguments
-        text = json.dumps(arguments, ensure_ascii=False)
-    return _short(reveal_line(text), MAX_SUMMARY_CHARS)
+def first_line(summary: Summary) -> str:
+    """The sentence and who asked: what a person reads first."""
+    return f"{summary.sentence} — asked by {summary.asked_by}"
+
+
+def _why_on_the_site(approval: Approval) -> str:
+    if approval.confirmation_required:
+        return "Critical: confirm it on the site."
+    if approval.route_id is not None or approval.approver_required or approval.quorum > 1:
+        return "Four eyes: decide it on the site."
+    return ""
 
 
 def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
 
 
 def outcome_line(approval: Approval) -> str:
-    return _short(outcomes.outcome_line(approval, icon=False, reveal_text=reveal_line), MAX_SUMMARY_CHARS + 80)
+    return _short(outcomes.outcome_line(approval, icon=False, reveal_text=reveal_line), MAX_LINE_CHARS)

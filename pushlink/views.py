@@ -1,5 +1,6 @@
 """The service worker at the site root, storing and removing a browser's subscription (a session
-and its CSRF token), and the decisions a notification's actions POST (the token is the proof)."""
+and its CSRF token), the decisions a notification's actions POST (the token is the proof), the
+reject form a notification's Reject opens, and a warning's Extend."""
 import json
 import logging
 from pathlib import Path
@@ -8,12 +9,15 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from approvals import services, tokens
+from approvals.models import Approval
+from approvals.summary import summarize
 
-from . import keys, pushservice, subscriptions
+from . import keys, pushservice, requests, subscriptions, texts
 from .texts import outcome_line
 from .models import PushSubscription
 
@@ -87,34 +91,114 @@ def decide(request) -> JsonResponse:
             raise ValueError
     except (ValueError, AttributeError, subscriptions.BadSubscription):
         return _answer(400, "bad request", 'Send {"token": ..., "decision": "approve" or "reject"}.')
+    return _answer(*redeem(value, approve=decision == "approve", reason=reason))
+
+
+def redeem(value: str, *, approve: bool, reason: str = "") -> tuple[int, str, str, Approval | None]:
+    """Decide with a notification's token: (HTTP status, outcome, message, approval)."""
+    opened = None
     try:
         opened = tokens.open_token(value)
         if opened.token.channel != "push":
             raise tokens.TokenInvalid
-        approval = tokens.redeem(value, approve=decision == "approve", reason=reason.strip()[:MAX_REASON_CHARS])
+        approval = tokens.redeem(value, approve=approve, reason=reason.strip()[:MAX_REASON_CHARS])
     except tokens.TokenInvalid:
-        return _answer(403, "invalid", "This notification's action is not valid.")
+        return 403, "invalid", "This notification's action is not valid.", None
     except tokens.TokenExpired:
-        return _answer(403, "expired", "This notification has expired: open the site.")
+        return 403, "expired", "This notification has expired: open the site.", None
     except tokens.TokenUsed:
-        return _answer(409, "used", "This notification was already used.", opened.approval)
+        return 409, "used", "This notification was already used.", opened.approval
+    except services.AlreadyDecided as exc:
+        return 409, "already decided", f"Too late: {outcome_line(exc.approval)}.", exc.approval
+    except services.ShownCut:
+        # A forged approve with the token of a notification that showed the call cut: the site shows it whole.
+        return 409, "decide on the site", services.SHOWN_CUT, opened.approval
+    except services.ArgumentsChanged:
+        return 409, "changed", "The call was edited after this notification: open the site to see it.", None
+    except services.AlreadyVoted:
+        return 409, "already voted", "Your vote is already counted.", None
+    except services.StepUpRequired as exc:
+        return 409, "decide on the site", str(exc), None
+    except (services.ConfirmationRequired, services.WrongKind, services.InvalidAnswer):
+        return 409, "decide on the site", "Decide this one on the site.", None
+    except services.NotAllowed:
+        return 403, "not allowed", "You may not decide this call.", None
+    except services.DecisionError:
+        return 409, "refused", "The decision was refused: open the site.", None
+    if approval.status == approval.Status.PENDING:
+        return 200, "voted", "Your approval is counted; it waits for more.", approval
+    return 200, approval.status, f"{approval.status.capitalize()}.", approval
+
+
+@require_http_methods(["GET", "POST"])
+def reject(request) -> HttpResponse:
+    """The reject form a notification's Reject opens (browsers' notifications have no inline reply):
+    it asks why, and its POST rejects. The token travels in the page's #fragment, which no request
+    line, log or trace carries; static/pushlink/reject.js moves it into the form. GET decides nothing."""
+    if request.method == "GET":
+        return TemplateResponse(request, "pushlink/reject.html", {"state": "form"})
+    value, reason = request.POST.get("token", ""), request.POST.get("reason", "")
+    if not value or len(value) > 500 or len(reason) > MAX_REASON_CHARS * 2:
+        return TemplateResponse(request, "pushlink/reject.html", {"state": "invalid", "message": "This reject form is not valid."}, status=400)
+    status, outcome, message, approval = redeem(value, approve=False, reason=reason)
+    if status == 200:
+        message = outcome_line(approval)
+    context = {"state": "done" if status == 200 else outcome, "message": message, "approval": approval,
+               "url": texts.view_url(approval) if approval is not None else "/"}
+    return TemplateResponse(request, "pushlink/reject.html", context, status=status)
+
+
+@csrf_exempt  # the reject page's script reads what its token rejects: the token is the proof
+@require_POST
+def reject_call(request) -> JsonResponse:
+    """What the reject form's token would reject, in words (its sentence and who asked), or why it cannot."""
+    try:
+        value = _json(request).get("token")
+        if not isinstance(value, str):
+            raise ValueError
+        opened = tokens.open_token(value)
+        if opened.token.channel != "push":
+            raise tokens.TokenInvalid
+    except (ValueError, AttributeError, subscriptions.BadSubscription, tokens.TokenInvalid):
+        return JsonResponse({"state": "invalid", "message": "This reject form is not valid: open the site."}, status=403)
+    approval = Approval.objects.select_related("tool_call", "conversation__agent", "requested_by").get(pk=opened.approval.pk)
+    body = {"approval_id": approval.pk, "url": texts.view_url(approval), "state": "form"}
+    if approval.status != Approval.Status.PENDING:
+        body |= {"state": "already decided", "message": f"Already decided: {outcome_line(approval)}."}
+    elif opened.used:
+        body |= {"state": "used", "message": "This notification was already used."}
+    elif opened.expired:
+        body |= {"state": "expired", "message": "This notification has expired: open the site."}
+    elif opened.changed:
+        body |= {"state": "changed", "message": "The call was edited after this notification: open the site to see it."}
+    else:
+        summary = summarize(approval)
+        body |= {"sentence": summary.sentence, "asked_by": summary.asked_by, "risk": summary.risk}
+    return JsonResponse(body)
+
+
+@csrf_exempt  # the service worker posts the warning's signed token: it is the proof
+@require_POST
+def extend(request) -> JsonResponse:
+    """A warning's Extend: pushes the deadline back once, as the warned device's owner, via push."""
+    try:
+        value = _json(request).get("token")
+        if not isinstance(value, str):
+            raise ValueError
+    except (ValueError, AttributeError, subscriptions.BadSubscription):
+        return _answer(400, "bad request", 'Send {"token": ...}.')
+    named = requests.open_extend_token(value)
+    if named is None:
+        return _answer(403, "invalid", "This notification's action is not valid.")
+    try:
+        approval = services.extend(named[0], user=named[1], via="push")
+    except (Approval.DoesNotExist, services.NotAllowed):
+        return _answer(403, "not allowed", "You may not extend this call's deadline.")
     except services.AlreadyDecided as exc:
         return _answer(409, "already decided", f"Too late: {outcome_line(exc.approval)}.", exc.approval)
-    except services.ArgumentsChanged:
-        return _answer(409, "changed", "The call was edited after this notification: open the site to see it.")
-    except services.AlreadyVoted:
-        return _answer(409, "already voted", "Your vote is already counted.")
-    except services.StepUpRequired as exc:
-        return _answer(409, "decide on the site", str(exc))
-    except (services.ConfirmationRequired, services.WrongKind, services.InvalidAnswer):
-        return _answer(409, "decide on the site", "Decide this one on the site.")
-    except services.NotAllowed:
-        return _answer(403, "not allowed", "You may not decide this call.")
-    except services.DecisionError:
-        return _answer(409, "refused", "The decision was refused: open the site.")
-    if approval.status == approval.Status.PENDING:
-        return _answer(200, "voted", "Your approval is counted; it waits for more.", approval)
-    return _answer(200, approval.status, f"{approval.status.capitalize()}.", approval)
+    except services.NotExtendable as exc:
+        return _answer(409, "not extendable", str(exc))
+    return _answer(200, "extended", f"Extended: it now expires at {approval.expires_at:%H:%M} UTC.", approval)
 
 
 def _json(request):

@@ -15,6 +15,8 @@ from django.utils import timezone
 from approvals import services as approval_services
 from approvals import tokens
 from approvals.models import Approval, DecisionToken
+from approvals.signals import approvals_expiring
+from approvals.summary import summarize
 from pushlink import keys, requests, texts
 from pushlink.models import PushNotification, PushSubscription
 from tests.conftest import client_for, pending_approvals, start_conversation
@@ -237,8 +239,8 @@ def test_a_request_reaches_each_device_of_its_owner_encrypted_with_approve_rejec
 
     (on_phone,), (on_laptop,) = requests_to(fake, phone, approval), requests_to(fake, laptop, approval)
     assert not requests_to(fake, bobs, approval)
-    assert on_phone["title"] == "write_file · medium risk"
-    assert "a.txt" in on_phone["body"] and on_phone["body"].startswith(f"#{approval.pk} ")
+    assert on_phone["title"] == "Approve? · medium risk"
+    assert on_phone["body"].startswith("Write a.txt (5 bytes) — asked by alice (Demo agent)\n\n")
     assert [a["action"] for a in on_phone["actions"]] == ["approve", "reject", "view"]
     assert on_phone["url"] == f"{settings.HITL_BASE_URL}/conversations/{approval.conversation_id}/#tool-call-{approval.tool_call_id}"
     assert on_phone["tag"] == f"approval-{approval.pk}" and set(on_phone["tokens"]) == {"approve", "reject"}
@@ -360,7 +362,8 @@ def test_a_late_action_after_another_surface_decided_says_by_whom_and_changes_no
 
 
 @through_the_loop
-def test_an_edit_after_sending_voids_the_old_tokens_and_sends_the_new_version(pending, fake, alice):
+def test_an_edit_after_sending_voids_the_old_tokens_and_sends_the_new_version(pending, fake, alice, settings):
+    settings.HITL_PUSH_SENTENCE_ONLY_RISKS = ["critical"]  # the edit makes it high risk: shown whole all the same
     approval, shown, phone = pending
     # An invisible character makes the edit riskier: stricter, so it waits for a decision on the new version.
     approval_services.approve_edited(approval.pk, user=alice, arguments={"path": "b\u200b.txt", "content": "hello"}, via="chat",
@@ -386,6 +389,276 @@ def test_a_quorum_vote_from_a_notification_is_impossible_routed_calls_offer_view
     Approval.objects.filter(pk=approval.pk).update(quorum=2)
 
     assert not texts.offers_actions(Approval.objects.get(pk=approval.pk))
+
+
+# --- What a notification shows, and what it may approve (issue 35) ----------------------------------
+
+
+@through_the_loop
+def test_a_call_that_fits_is_shown_whole_from_the_summary_and_only_then_offers_approve(pending):
+    approval, shown, _ = pending
+    summary = summarize(Approval.objects.select_related("tool_call", "conversation__agent", "requested_by").get(pk=approval.pk))
+
+    assert summary.fits(texts.NOTIFICATION_LIMIT)
+    assert shown["body"] == f"{summary.sentence} — asked by {summary.asked_by}\n\n{summary.details}"
+    assert "Arguments:" in shown["body"] and '"content": "hello"' in shown["body"] and shown["complete"] is True
+    assert PushNotification.objects.get().complete is True
+    assert dict(DecisionToken.objects.values_list("complete", "channel")) == {True: "push", False: "push"}  # approve whole, reject cut
+
+
+@through_the_loop
+def test_a_call_too_long_for_a_notification_is_cut_and_offers_approve_on_the_site_and_reject(fake, alice, agent):
+    phone = subscribe(fake, alice)
+
+    approval = only_pending(start_conversation(alice, agent, "write " + "x" * 400 + " to setup.sh"))
+
+    (shown,) = requests_to(fake, phone, approval)
+    assert shown["body"].startswith("Write setup.sh (400 bytes) — asked by alice (Demo agent)")
+    assert "(Cut: open hitl to see the whole call and approve it.)" in shown["body"] and "x" * 400 not in shown["body"]
+    assert [a["title"] for a in shown["actions"]] == ["Approve on the site", "Reject…", "View"]
+    assert set(shown["tokens"]) == {"reject"} and shown["complete"] is False
+    row = PushNotification.objects.get()
+    assert (row.complete, row.shown_hash) == (False, approval.shown_hash)
+    assert list(DecisionToken.objects.values_list("complete", flat=True)) == [False]
+
+
+@through_the_loop
+def test_a_forged_approve_with_a_cut_notifications_token_is_refused_409_and_nothing_decided(fake, alice, agent):
+    """The attack of issue 35: a notification that showed a write_file cut approved its whole content in one tap."""
+    phone = subscribe(fake, alice)
+    approval = only_pending(start_conversation(alice, agent, "write " + "x" * 400 + " to setup.sh"))
+    (shown,) = requests_to(fake, phone, approval)
+
+    status, answer = decide(shown["tokens"]["reject"], "approve")
+
+    assert (status, answer["outcome"], answer["message"]) == (409, "decide on the site", approval_services.SHOWN_CUT)
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+    assert not DecisionToken.objects.filter(used_at__isnull=False).exists()  # unspent: it can still reject
+    assert decide(shown["tokens"]["reject"], "reject", reason="too long to read")[0] == 200
+    assert Approval.objects.get(pk=approval.pk).status == "rejected"
+
+
+@through_the_loop
+def test_a_fetch_names_its_whole_url_where_the_preview_says_only_the_host(fake, alice, agent):
+    phone = subscribe(fake, alice)
+
+    approval = only_pending(start_conversation(alice, agent, "fetch https://attacker.test/x?y=1"))
+
+    (shown,) = requests_to(fake, phone, approval)
+    assert shown["body"].startswith("Fetch https://attacker.test/x?y=1 — asked by alice")
+
+
+@through_the_loop
+def test_a_sentence_only_risk_carries_no_arguments_nor_preview_and_no_approve(fake, alice, agent, settings):
+    phone = subscribe(fake, alice)
+    settings.HITL_PUSH_SENTENCE_ONLY_RISKS = ["medium"]
+
+    approval = only_pending(start_conversation(alice, agent, "write secret-content to a.txt"))
+
+    (shown,) = requests_to(fake, phone, approval)
+    assert shown["body"] == "Write a.txt (14 bytes) — asked by alice (Demo agent)\n\nOpen hitl to see the whole call and approve it."
+    assert "secret-content" not in json.dumps(shown)
+    assert set(shown["tokens"]) == {"reject"} and PushNotification.objects.get().complete is False
+    assert decide(shown["tokens"]["reject"], "approve")[0] == 409
+
+
+@through_the_loop
+def test_high_risk_calls_are_sentence_only_by_default(fake, alice, agent):
+    phone = subscribe(fake, alice)
+
+    approval = only_pending(start_conversation(alice, agent, "email bob@example.com about lunch"))
+
+    (shown,) = requests_to(fake, phone, approval)
+    assert approval.risk == "high" and "bob@example.com" in shown["body"]
+    assert "Hello, this is about" not in json.dumps(shown) and "Arguments" not in shown["body"] and "approve" not in shown["tokens"]
+
+
+@through_the_loop
+@pytest.mark.parametrize("text, title, ending", [
+    ("ask me what to call the file", "Answer? · low risk", "Open in hitl to answer."),
+    ("plan a tidy-up of the notes", "Approve the plan? · low risk", "Open in hitl to decide."),
+])
+def test_a_question_or_a_plan_goes_out_with_its_sentence_and_view(fake, alice, agent, text, title, ending):
+    phone = subscribe(fake, alice)
+
+    approval = only_pending(start_conversation(alice, agent, text))
+
+    (shown,) = requests_to(fake, phone, approval)
+    summary = summarize(Approval.objects.select_related("tool_call", "conversation__agent", "requested_by").get(pk=approval.pk))
+    assert (shown["title"], shown["body"]) == (title, f"{summary.sentence} — asked by alice (Demo agent)\n\n{ending}")
+    assert [a["action"] for a in shown["actions"]] == ["view"] and shown["tokens"] == {}
+
+
+@through_the_loop
+def test_a_kind_added_later_goes_out_as_a_generic_notification_never_dropped(pending):
+    approval, _, _ = pending
+    later = Approval.objects.select_related("tool_call", "conversation__agent", "requested_by").get(pk=approval.pk)
+    later.kind = "survey"  # a pause kind this channel was never taught
+
+    shown = texts.request(later, summarize(later), requests.offered_tokens(later, later.requested_by, whole=True))
+
+    assert shown["title"] == "Open in hitl · medium risk" and shown["body"].endswith("\n\nOpen in hitl to decide.")
+    assert "Write a.txt" in shown["body"] and [a["action"] for a in shown["actions"]] == ["view"] and shown["tokens"] == {}
+
+
+# --- The reject form a notification's Reject opens ---------------------------------------------------
+
+
+def reject_form(token: str, reason: str):
+    """As a browser does: GET the page (its CSRF cookie), read the call, POST the form."""
+    browser = Client(enforce_csrf_checks=True)
+    page = browser.get("/push/reject/")
+    csrf = browser.cookies["csrftoken"].value
+    called = browser.post("/push/reject/call", json.dumps({"token": token}), content_type="application/json")
+    return page, called, browser.post("/push/reject/", {"token": token, "reason": reason, "csrfmiddlewaretoken": csrf})
+
+
+@through_the_loop
+def test_the_reject_form_names_the_call_asks_why_and_rejects_with_the_reason(pending, alice):
+    approval, shown, _ = pending
+
+    page, called, posted = reject_form(shown["tokens"]["reject"], "  wrong file ")
+
+    assert page.status_code == 200 and 'name="reason"' in page.content.decode() and "pushlink/reject.js" in page.content.decode()
+    assert called.json() | {} == {"approval_id": approval.pk, "url": texts.view_url(approval), "state": "form",
+                                  "sentence": "Write a.txt (5 bytes)", "asked_by": "alice (Demo agent)", "risk": "medium"}
+    assert posted.status_code == 200 and "Rejected by alice via push" in posted.content.decode()
+    approval.refresh_from_db()
+    assert (approval.status, approval.rejection_reason, approval.decided_by, approval.decided_via) == ("rejected", "wrong file", alice, "push")
+
+
+@through_the_loop
+def test_opening_the_reject_form_decides_nothing_and_a_post_without_csrf_is_refused(pending):
+    approval, shown, _ = pending
+
+    assert Client().get("/push/reject/").status_code == 200
+    assert Client().post("/push/reject/call", json.dumps({"token": shown["tokens"]["reject"]}), content_type="application/json").status_code == 200
+    assert Client(enforce_csrf_checks=True).post("/push/reject/", {"token": shown["tokens"]["reject"]}).status_code == 403
+
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+    assert not DecisionToken.objects.filter(used_at__isnull=False).exists()
+
+
+@through_the_loop
+def test_the_reject_form_with_a_bad_used_or_foreign_token_says_so_and_decides_nothing(pending, alice):
+    approval, shown, _ = pending
+    email_token = tokens.issue(approval, alice, channel="email")
+
+    for forged in ("garbage", email_token, ""):
+        _, called, posted = reject_form(forged, "no")
+        assert called.status_code == 403 and called.json()["state"] == "invalid"
+        assert posted.status_code in (400, 403) and "Nothing was rejected" in posted.content.decode()
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+    assert reject_form(shown["tokens"]["reject"], "once")[2].status_code == 200
+    _, called, posted = reject_form(shown["tokens"]["reject"], "twice")
+    assert called.json()["state"] == "already decided" and called.json()["message"].startswith("Already decided: Rejected by alice")
+    assert posted.status_code == 409 and Approval.objects.get(pk=approval.pk).rejection_reason == "once"
+
+
+# --- The warning before expiry, and Extend -----------------------------------------------------------
+
+
+def expiring(approval: Approval) -> None:
+    """As the expiry sweep does once the warning is due."""
+    approvals_expiring.send(sender=Approval, approvals=[Approval.objects.get(pk=approval.pk)])
+
+
+def with_deadline(approval: Approval) -> Approval:
+    """The demo agent waits forever: give this approval the deadline of a 30-minute timeout."""
+    Approval.objects.filter(pk=approval.pk).update(expires_at=approval.requested_at + timedelta(minutes=30))
+    return Approval.objects.get(pk=approval.pk)
+
+
+def warnings_to(fake: FakePush, subscription: dict, approval: Approval) -> list[dict]:
+    return [m for m in fake.messages(subscription["endpoint"]) if m["approval_id"] == approval.pk and m["type"] == "warning"]
+
+
+@through_the_loop
+def test_each_device_that_got_the_request_is_warned_once_in_its_place(fake, alice, bob, agent):
+    phone, laptop, bobs = subscribe(fake, alice), subscribe(fake, alice), subscribe(fake, bob)
+    approval = with_deadline(only_pending(start_conversation(alice, agent, "write hello to a.txt")))
+    at = f"{approval.expires_at:%H:%M} UTC"
+
+    expiring(approval)
+    expiring(approval)  # a second round, or a restart: nothing more
+
+    (warned,), (other,) = warnings_to(fake, phone, approval), warnings_to(fake, laptop, approval)
+    assert not warnings_to(fake, bobs, approval)
+    assert warned["tag"] == f"approval-{approval.pk}" and warned["body"].startswith(f"Expires at {at}: Write a.txt (5 bytes) — asked by alice")
+    assert warned["title"] == f"Expires at {at}: Write a.txt (5 bytes)"
+    assert [a["action"] for a in warned["actions"]] == ["extend", "view"] and set(warned["tokens"]) == {"extend"}
+    assert other["body"] == warned["body"]
+    assert PushNotification.objects.filter(kind="warning", status="sent").count() == 2
+
+
+@through_the_loop
+def test_a_device_never_sent_the_request_is_not_warned(fake, alice, agent, settings):
+    subscribe(fake, alice)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+
+    expiring(approval)
+
+    assert not PushNotification.objects.filter(kind="warning").exists() and not fake.received
+
+
+@through_the_loop
+def test_a_warning_lost_with_its_task_is_sent_once_by_the_sweep(fake, alice, agent, settings):
+    phone = subscribe(fake, alice)
+    approval = with_deadline(only_pending(start_conversation(alice, agent, "write hello to a.txt")))
+    (warning_id,) = requests.queue_warnings([approval])  # queued, its task lost (a worker killed)
+    settings.HITL_PUSH_STALE_SECONDS = 0
+    from pushlink.tasks import resend_lost_notifications
+
+    resend_lost_notifications.delay()
+    resend_lost_notifications.delay()
+    expiring(approval)
+
+    assert len(warnings_to(fake, phone, approval)) == 1 and PushNotification.objects.get(pk=warning_id).status == "sent"
+
+
+@through_the_loop
+def test_extend_from_the_warning_pushes_the_deadline_back_once_and_sends_the_request_again(fake, alice, agent):
+    phone = subscribe(fake, alice)
+    approval = with_deadline(only_pending(start_conversation(alice, agent, "write hello to a.txt")))
+    expiring(approval)
+    (warned,) = warnings_to(fake, phone, approval)
+
+    response = Client().post("/push/extend", json.dumps({"token": warned["tokens"]["extend"]}), content_type="application/json")
+
+    extended = Approval.objects.get(pk=approval.pk)
+    assert response.status_code == 200 and response.json()["outcome"] == "extended"
+    assert response.json()["message"] == f"Extended: it now expires at {extended.expires_at:%H:%M} UTC."
+    assert extended.expires_at > approval.expires_at and extended.extended_by == alice
+    first, again = requests_to(fake, phone, approval)
+    assert set(again["tokens"]) == {"approve", "reject"} and again["tag"] == first["tag"]
+    assert not PushNotification.objects.filter(kind="warning").exists()  # the new deadline warns anew
+    second = Client().post("/push/extend", json.dumps({"token": warned["tokens"]["extend"]}), content_type="application/json")
+    assert (second.status_code, second.json()["outcome"]) == (409, "not extendable")
+
+    expiring(extended)
+    (warned_again,) = warnings_to(fake, phone, approval)[1:]
+    assert [a["action"] for a in warned_again["actions"]] == ["view"]  # extended once: no Extend now
+    assert decide(again["tokens"]["approve"], "approve")[0] == 200
+
+
+@pytest.mark.parametrize("body", ["", "{}", '{"token": 5}', '{"token": "garbage"}'])
+def test_an_extend_that_is_no_warnings_token_decides_nothing(body):
+    response = Client().post("/push/extend", body, content_type="application/json")
+
+    assert response.status_code in (400, 403) and response.json()["outcome"] in ("bad request", "invalid")
+
+
+@through_the_loop
+def test_a_decided_approvals_warning_is_replaced_by_the_outcome(fake, alice, agent):
+    phone = subscribe(fake, alice)
+    approval = with_deadline(only_pending(start_conversation(alice, agent, "write hello to a.txt")))
+    expiring(approval)
+
+    approval_services.decide(approval.pk, user=alice, approve=False, via="chat", shown_hash=approval.shown_hash)
+
+    assert [m["type"] for m in fake.messages(phone["endpoint"])] == ["request", "warning", "decided"]
+    assert set(PushNotification.objects.values_list("status", flat=True)) == {"closed"}
 
 
 BAD_BODIES = ["", "{", "[]", '"token"', '{"token": 1, "decision": "approve"}', '{"token": "x", "decision": "maybe"}',

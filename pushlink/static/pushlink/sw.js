@@ -1,6 +1,8 @@
 /* hitl's service worker (served at /sw.js, scope /): shows an approval request pushed to this
-   device with its actions, POSTs the pressed action's single-use token to /push/decide, opens the
-   conversation on View or a tap, and shows the outcome in place of the request. */
+   device with its actions; Approve POSTs its single-use token to /push/decide, Reject opens the
+   reject form on the site (browsers' notifications have no inline reply: the form asks why),
+   a warning's Extend POSTs its token to /push/extend; "Approve on the site", View or a tap open
+   the conversation. The outcome is shown in place of the request. */
 "use strict";
 
 self.addEventListener("install", () => self.skipWaiting());
@@ -21,7 +23,7 @@ function show(data) {
     body: data.body || "",
     tag: data.tag || undefined,
     renotify: Boolean(data.tag),
-    requireInteraction: data.type === "request",
+    requireInteraction: data.type === "request" || data.type === "warning",
     actions: actions.map((a) => ({ action: a.action, title: a.title })),
     data: { url: data.url || "/", tokens: data.tokens || {}, approval_id: data.approval_id },
   });
@@ -36,15 +38,15 @@ async function open(url) {
   return self.clients.openWindow(url);
 }
 
-async function decide(notification, decision, reason) {
+async function post(notification, path, body) {
   const data = notification.data || {};
   let answer;
   try {
-    const response = await fetch("/push/decide", {
+    const response = await fetch(path, {
       method: "POST",
       credentials: "omit",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ token: data.tokens[decision], decision: decision, reason: reason || "" }),
+      body: JSON.stringify(body),
     });
     answer = await response.json();
   } catch (error) {
@@ -57,9 +59,15 @@ async function decide(notification, decision, reason) {
 self.addEventListener("notificationclick", (event) => {
   const notification = event.notification;
   const data = notification.data || {};
+  const tokens = data.tokens || {};
   notification.close();
-  if ((event.action === "approve" || event.action === "reject") && data.tokens && data.tokens[event.action]) {
-    event.waitUntil(decide(notification, event.action, event.reply));
+  if (event.action === "approve" && tokens.approve) {
+    event.waitUntil(post(notification, "/push/decide", { token: tokens.approve, decision: "approve" }));
+  } else if (event.action === "reject" && tokens.reject) {
+    // The token rides in the #fragment: no request line, log or trace holds it.
+    event.waitUntil(self.clients.openWindow("/push/reject/#" + encodeURIComponent(tokens.reject)));
+  } else if (event.action === "extend" && tokens.extend) {
+    event.waitUntil(post(notification, "/push/extend", { token: tokens.extend }));
   } else {
     event.waitUntil(open(data.url || "/"));
   }
