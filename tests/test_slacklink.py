@@ -749,3 +749,239 @@ def test_any_signed_payload_is_answered_without_a_500_and_decides_nothing(pendin
 
     check()
     assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+
+# --- Issue 35: only what was shown whole is approved; every kind; warned before it expires ---------------
+
+
+def forge(fake, slack_id: str, message: dict, action_id: str, value: str) -> tuple[int, str]:
+    """A press of a button the message does not have, correctly signed: what an attacker who read the message sends."""
+    return fake.act(slack_id, message, {"type": "button", "action_id": action_id, "block_id": "decide", "value": value})
+
+
+def long_write(user, agent) -> Approval:
+    return only_pending(start_conversation(user, agent, f"call write_file with {json.dumps({'path': 'setup.sh', 'content': 'y' * 13000})}"))
+
+
+@through_the_loop
+def test_a_forged_signed_approve_press_on_a_cut_message_is_refused_and_decides_nothing(fake, alice, agent):
+    link(fake, alice, ALICE)
+    approval = long_write(alice, agent)
+    message = request_to(fake, ALICE, approval)
+    token = fake.buttons(message)["Reject"]["value"]
+    assert "Approve" not in fake.buttons(message)
+
+    assert forge(fake, ALICE, message, blocks.APPROVE, token)[0] == 200
+
+    assert fake.ephemerals(ALICE)[-1].startswith("This message showed the call cut: open it on the site to approve:")
+    assert blocks.conversation_url(approval) in fake.ephemerals(ALICE)[-1]
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by) == ("pending", None)
+    assert SlackMessage.objects.get(approval=approval).status == "sent" and fake.buttons(request_to(fake, ALICE, approval))
+    approval_services.decide(approval.pk, user=alice, approve=True, via="chat", shown_hash=approval.shown_hash)  # the site, whole
+    assert Approval.objects.get(pk=approval.pk).status == "approved"
+
+
+@through_the_loop
+def test_a_forged_confirmation_of_a_cut_critical_call_is_refused_in_the_press_and_in_the_modal(fake, alice, agent, settings):
+    link(fake, alice, ALICE)
+    settings.HITL_SLACK_SENTENCE_ONLY_RISKS = ["critical"]
+    approval = only_pending(start_conversation(alice, agent, "delete all files"))
+    message = request_to(fake, ALICE, approval)
+    token = fake.buttons(message)["Reject"]["value"]
+
+    forge(fake, ALICE, message, blocks.APPROVE, token)
+    status, body = fake.submit(ALICE, {"callback_id": blocks.CONFIRM_VIEW, "private_metadata": token}, {"confirmation": "DELETE"})
+
+    assert fake.ephemerals(ALICE)[-1].startswith("This message showed the call cut") and not fake.views()
+    assert status == 200 and json.loads(body)["errors"]["confirmation"] == "This message showed the call cut: open it on the site to approve."
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+
+@through_the_loop
+def test_for_a_sentence_only_risk_the_message_carries_the_sentence_and_no_arguments_or_preview(fake, alice, agent, settings):
+    settings.HITL_SLACK_SENTENCE_ONLY_RISKS = ["medium"]
+    link(fake, alice, ALICE)
+    secret = "the-secret-content-of-the-file"
+    approval = only_pending(start_conversation(alice, agent, f"call write_file with {json.dumps({'path': 'notes.txt', 'content': secret})}"))
+    assert approval.risk == "medium"
+    message = request_to(fake, ALICE, approval)
+
+    everything = json.dumps(fake.sent("chat.postMessage", channel=ALICE))
+    assert summarize(Approval.objects.get(pk=approval.pk)).head in fake.text_of(message) and "notes.txt" in fake.text_of(message)
+    assert secret not in everything and "Arguments" not in everything and "Preview" not in everything
+    assert "Slack gets the sentence only" in fake.text_of(message)
+    assert list(fake.buttons(message)) == ["Reject", "Open on the site"]
+    assert not SentVersion.objects.get(message__approval=approval).complete
+    forge(fake, ALICE, message, blocks.APPROVE, fake.buttons(message)["Reject"]["value"])
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+    approval_services.decide(approval.pk, user=alice, approve=False, via="chat", shown_hash=approval.shown_hash)
+    assert secret not in json.dumps(request_to(fake, ALICE, approval))  # nor once decided
+
+
+@through_the_loop
+def test_a_plan_goes_out_as_a_generic_message_with_its_sentence_and_open_in_hitl(fake, alice, agent):
+    link(fake, alice, ALICE)
+    approval = only_pending(start_conversation(alice, agent, "plan a tidy-up of the notes"))
+    assert approval.kind == "plan"
+
+    message = request_to(fake, ALICE, approval)
+
+    summary = summarize(Approval.objects.get(pk=approval.pk))
+    assert message is not None and summary.head in fake.text_of(message) and "Slack cannot show this request" in fake.text_of(message)
+    assert list(fake.buttons(message)) == ["Open in hitl"]
+    assert fake.buttons(message)["Open in hitl"]["url"] == blocks.conversation_url(approval)
+    forge(fake, ALICE, message, blocks.APPROVE, SentVersion.objects.get(message__approval=approval).token)
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+
+@through_the_loop
+def test_a_question_of_a_type_slack_cannot_answer_goes_out_generic(fake, alice, agent, settings):
+    link(fake, alice, ALICE)
+    approval, row = queued_unsent(settings, alice, agent, "ask me for a date")
+    Approval.objects.filter(pk=approval.pk).update(question={**approval.question, "type": "file"})  # a type added later
+
+    assert requests.send(row.pk) == requests.Sent.SENT
+
+    message = request_to(fake, ALICE, approval)
+    assert "question: Which date?" in fake.text_of(message) and list(fake.buttons(message)) == ["Open in hitl"]
+
+
+@through_the_loop
+def test_a_kind_added_later_renders_generic_and_slack_takes_it(fake, alice, agent):
+    approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
+    approval = Approval.objects.select_related("tool_call", "conversation__agent", "requested_by").get(pk=approval.pk)
+    approval.kind = "handoff"  # not a kind yet: what a later one meets
+
+    text, content = blocks.request(approval, "token")
+
+    assert text and "Write a.txt" in text
+    assert [e["text"]["text"] for b in content if b["type"] == "actions" for e in b["elements"]] == ["Open in hitl"]
+    from slacklink import client
+    assert client.post(ALICE, text, content)[1]  # the stand-in checks Block Kit's limits as Slack does
+
+
+@through_the_loop
+def test_a_call_that_fits_over_several_blocks_is_shown_whole_and_approvable(fake, alice, agent):
+    link(fake, alice, ALICE)
+    content = "\n".join(f"line {n}: " + "z" * 60 for n in range(100))  # about 7,000 characters: three blocks
+    approval = only_pending(start_conversation(alice, agent, f"call write_file with {json.dumps({'path': 'big.txt', 'content': content})}"))
+    message = request_to(fake, ALICE, approval)
+
+    details = "\n".join(b["elements"][0]["elements"][0]["text"] for b in message["blocks"] if b["type"] == "rich_text")
+    assert len([b for b in message["blocks"] if b["type"] == "rich_text"]) >= 3
+    assert details.replace("\n", "") == summarize(Approval.objects.get(pk=approval.pk)).details.replace("\n", "")
+    fake.press(ALICE, message, "Approve")
+    assert Approval.objects.get(pk=approval.pk).status == "approved"
+
+
+def test_details_are_split_in_pieces_slack_takes_and_nothing_is_lost():
+    text = "a" * 2899 + "😀" + "b\n" * 3000 + "c" * 5000
+    pieces = blocks._pieces(text, blocks.MAX_DETAIL)
+    assert all(blocks._units(piece) <= blocks.MAX_DETAIL for piece in pieces)
+    assert "".join(pieces).replace("\n", "") == text.replace("\n", "")
+
+
+@through_the_loop
+def test_a_declined_question_asks_why_and_the_reason_is_kept(fake, alice, agent):
+    link(fake, alice, ALICE)
+    approval = only_pending(start_conversation(alice, agent, "ask me to choose between tea, coffee and water"))
+    fake.press(ALICE, request_to(fake, ALICE, approval), "Reject (decline to answer)")
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+    assert fake.submit(ALICE, fake.views()[-1], {"reason": "ask someone else"}) == (200, "")
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.rejection_reason, approval.decided_via) == ("declined", "ask someone else", "slack")
+
+
+def expiring(approval: Approval) -> None:
+    """What the expiry sweep does when the warning is due: the signal, after its commit."""
+    from approvals.signals import approvals_expiring
+
+    approvals_expiring.send(sender=Approval, approvals=[Approval.objects.get(pk=approval.pk)])
+
+
+@through_the_loop
+def test_a_due_warning_replies_once_under_each_copy_with_when_it_expires_and_an_extend_button(pending, fake, alice):
+    approval, message = pending
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() + timedelta(minutes=3, seconds=30))
+
+    expiring(approval)
+    expiring(approval)  # a second signal for the same deadline
+    sweep()
+
+    (warning,) = fake.replies_to(ALICE)
+    deadline = Approval.objects.get(pk=approval.pk).expires_at
+    assert warning["thread_ts"] == message["ts"]
+    assert fake.text_of(warning).startswith(f"⏳ Expires at {deadline:%H:%M} UTC (in 4 min)")
+    assert list(fake.buttons(warning)) == ["Extend", "Open on the site"]
+    assert Reminder.objects.get().kind == "expiring"
+
+
+@through_the_loop
+def test_extend_on_the_warning_pushes_the_deadline_back_as_the_presser_and_every_copy_shows_it(pending, fake, alice):
+    approval, message = pending
+    before = timezone.now() + timedelta(minutes=2)
+    Approval.objects.filter(pk=approval.pk).update(expires_at=before)
+    expiring(approval)
+    (warning,) = fake.replies_to(ALICE)
+
+    assert fake.press(ALICE, warning, "Extend")[0] == 200
+
+    approval.refresh_from_db()
+    assert approval.expires_at > before and approval.extended_by == alice
+    assert fake.ephemerals(ALICE)[-1] == f"Extended: #{approval.pk} now expires at {approval.expires_at:%H:%M} UTC."
+    now = request_to(fake, ALICE, approval)
+    assert now["ts"] == message["ts"]
+    assert f"Expires at {approval.expires_at:%Y-%m-%d %H:%M} UTC, extended by alice" in fake.text_of(now)
+    assert SlackMessage.objects.get(approval=approval).ts == message["ts"]  # the reply's ts never replaced the request's
+
+    fake.press(ALICE, warning, "Extend")
+    assert "already extended once" in fake.ephemerals(ALICE)[-1]
+    expiring(approval)  # the new deadline's warning: no second extend offered
+    assert list(fake.buttons(fake.replies_to(ALICE)[-1])) == ["Open on the site"] and len(fake.replies_to(ALICE)) == 2
+
+
+@through_the_loop
+def test_extend_is_refused_for_someone_else_and_for_an_expired_approval(pending, fake, alice, mallory):
+    approval, message = pending
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() + timedelta(minutes=2))
+    expiring(approval)
+    (warning,) = fake.replies_to(ALICE)
+    link(fake, mallory, MALLORY)
+    fake.press(MALLORY, warning, "Extend")
+    assert fake.ephemerals(MALLORY)[-1] == "This request is no longer known."
+
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    fake.press(ALICE, warning, "Extend")
+
+    assert fake.ephemerals(ALICE)[-1].startswith("too late: expired")
+    assert Approval.objects.get(pk=approval.pk).extended_at is None
+
+
+@through_the_loop
+def test_an_expired_message_says_so_and_links_to_its_card_to_ask_again(pending, fake, alice):
+    approval, message = pending
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+
+    assert approval_services.expire_overdue() == [approval.pk]
+
+    now = request_to(fake, ALICE, approval)
+    assert "Expired" in fake.text_of(now) and list(fake.buttons(now)) == ["Open in hitl to ask again"]
+    assert fake.buttons(now)["Open in hitl to ask again"]["url"] == blocks.conversation_url(approval)
+
+
+@through_the_loop
+def test_a_warning_lost_with_its_task_is_sent_by_the_sweep_once_and_never_after_the_decision(pending, fake, alice):
+    approval, message = pending
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() + timedelta(minutes=2))
+    (lost,) = reminders.queue_warnings(Approval.objects.get(pk=approval.pk))  # queued, its task lost
+
+    sweep()
+    sweep()
+
+    assert Reminder.objects.get(pk=lost).status == "sent" and len(fake.replies_to(ALICE)) == 1
+    Reminder.objects.filter(pk=lost).update(status="queued")
+    approval_services.decide(approval.pk, user=alice, approve=False, via="chat", shown_hash=approval.shown_hash)
+    assert reminders.send(lost) == requests.Sent.CLOSED and len(fake.replies_to(ALICE)) == 1
