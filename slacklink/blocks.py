@@ -71,7 +71,7 @@ def shown(approval: Approval) -> Shown:
         fits = len(detail) <= MAX_DETAILS
     else:
         detail = summary.details
-        fits = summary.fits(MAX_DETAILS) and len(_head_text(summary)) <= MAX_HEAD
+        fits = summary.fits(MAX_DETAILS) and len(summary.head) <= MAX_HEAD
     hint_fits = not approval.confirmation_required or len(reveal(approval.confirmation_hint)) <= MAX_LINE
     return Shown(summary, Form.DETAILS, detail, complete=fits and hint_fits)
 
@@ -120,7 +120,7 @@ def reminder(approval: Approval) -> str:
 def warning(approval: Approval, token: str, *, now=None) -> tuple[str, list[dict]]:
     """The reply under a request whose deadline is near: when it expires, and an Extend button
     (once: an approval extended already has none)."""
-    line = f"⏳ {expires_in(approval, now=now)}: decide it above, or extend its deadline once."
+    line = f"{expires_in(approval, now=now)}: decide it above, or extend its deadline once."
     elements = [] if approval.extended_at else [_button("Extend", EXTEND, token, style="primary")]
     elements.append(_button("Open on the site", OPEN, url=conversation_url(approval)))
     blocks = [_plain(line, block_id="warning"), {"type": "actions", "block_id": "extend", "elements": elements}]
@@ -213,16 +213,13 @@ def _is_generic(approval: Approval) -> bool:
     return approval.kind != Approval.Kind.ACTION
 
 
-def _head_text(summary: Summary) -> str:
-    return f"{'❓' if summary.kind == Approval.Kind.QUESTION else '🔔'} {summary.head}"
-
-
 def _head(approval: Approval, view: Shown) -> list[dict]:
+    """The summary's head ("Approve? Write setup.sh (87 bytes) — asked by demo (Demo agent)"), then why."""
     summary = view.summary
-    fields = [f"Why: {_short(summary.why, MAX_LINE)}", f"Risk: {_line(summary.risk)}", f"Tool: {_call_name(approval)}"]
+    fields = [f"Risk: {_line(summary.risk)}", f"Tool: {_call_name(approval)}"]
     return [
-        _plain(_short(_head_text(summary), MAX_HEAD), block_id="head"),
-        {"type": "section", "block_id": "fields", "fields": [_text(field) for field in fields]},
+        _plain(_short(summary.head, MAX_HEAD), block_id="head"),
+        {"type": "section", "block_id": "why", "text": _text(f"Why: {_short(summary.why, MAX_LINE)}"), "fields": [_text(f) for f in fields]},
     ]
 
 

@@ -224,7 +224,7 @@ def test_a_request_reads_as_the_summary_sentence_and_who_asked_then_why_and_the_
     approval, message = pending
     summary = summarize(Approval.objects.get(pk=approval.pk))
     text = fake.text_of(message)
-    assert text.startswith("🔔 Approve? Write a.txt") and "— asked by alice (Demo agent)" in text.splitlines()[0]
+    assert text.startswith("Approve? Write a.txt") and "— asked by alice (Demo agent)" in text.splitlines()[0]
     assert summary.head in text and f"Why: {summary.why}" in text and summary.why != "write_file"
     assert f"Risk: {approval.risk}" in text and summary.arguments in text and "Cut" not in text
     assert list(fake.buttons(message)) == ["Approve", "Reject", "Open on the site"]
@@ -914,7 +914,7 @@ def test_a_due_warning_replies_once_under_each_copy_with_when_it_expires_and_an_
     (warning,) = fake.replies_to(ALICE)
     deadline = Approval.objects.get(pk=approval.pk).expires_at
     assert warning["thread_ts"] == message["ts"]
-    assert fake.text_of(warning).startswith(f"⏳ Expires at {deadline:%H:%M} UTC (in 4 min)")
+    assert fake.text_of(warning).startswith(f"Expires at {deadline:%H:%M} UTC (in 4 min)")
     assert list(fake.buttons(warning)) == ["Extend", "Open on the site"]
     assert Reminder.objects.get().kind == "expiring"
 

@@ -4,6 +4,7 @@ plays Slack: it sends `/hitl link <code>`, presses buttons and submits modals, s
 to daphne as Slack posts them, and reads what the app sent to the stand-in."""
 import io
 import json
+import re
 import time
 from urllib.parse import urlencode
 
@@ -11,7 +12,7 @@ import pytest
 from django.core.management import call_command
 
 from approvals.models import Approval
-from chat.models import Conversation, Message
+from chat.models import Agent, Conversation, Message
 from slacklink.models import SlackAccount, SlackMessage
 from tests.conftest import wait_until
 from tests.e2e.conftest import BIN, Api, free_port, port_open, start
@@ -99,8 +100,7 @@ def request_to(sl, slack_id: str, conversation_id: str, *, containing: str = "")
     approval = approval_of(conversation_id)
 
     def shown():
-        return next((m for m in sl.fake.messages_to(slack_id)
-                     if f"(#{approval.pk})" in sl.fake.text_of(m) and containing in sl.fake.text_of(m)), None)
+        return next((m for m in sl.fake.messages_to(slack_id) if shows(sl, m, approval) and containing in sl.fake.text_of(m)), None)
 
     return wait_until(shown, timeout=20, message=f"the request in Slack {containing!r}\n{sl.logs()}")
 
@@ -109,16 +109,20 @@ def status_of(conversation_id: str) -> str:
     return Conversation.objects.get(pk=conversation_id).status
 
 
+def shows(sl, message: dict, approval: Approval) -> bool:
+    return re.search(rf"Request #{approval.pk}\b", sl.fake.text_of(message)) is not None
+
+
 def copies_of(sl, slack_id: str, approval: Approval) -> list[dict]:
-    return [m for m in sl.fake.messages_to(slack_id) if f"(#{approval.pk})" in sl.fake.text_of(m)]
+    return [m for m in sl.fake.messages_to(slack_id) if shows(sl, m, approval)]
 
 
 def test_linking_then_approving_with_a_press_resumes_the_run_and_updates_the_message(sl, alice, agent):
     link(sl, alice, ALICE)
     conversation_id = start_on(sl, alice, "write hello to a.txt")
     message = request_to(sl, ALICE, conversation_id)
-    assert "write_file" in sl.fake.text_of(message) and "a.txt" in sl.fake.text_of(message)
-    assert [label.split(" ")[0] for label in sl.fake.buttons(message)][:3] == ["Approve", "Reject", "Reject"]
+    assert sl.fake.text_of(message).startswith("Approve? Write a.txt") and "asked by alice (Demo agent)" in sl.fake.text_of(message)
+    assert list(sl.fake.buttons(message)) == ["Approve", "Reject", "Open on the site"]
     assert all("a.txt" not in button.get("value", "") for button in sl.fake.buttons(message).values())
 
     assert sl.fake.press(ALICE, message, "Approve") == (200, "")
@@ -133,8 +137,8 @@ def test_linking_then_approving_with_a_press_resumes_the_run_and_updates_the_mes
 def test_reject_with_a_reason_in_a_modal_is_quoted_by_the_model(sl, alice, agent):
     link(sl, alice, ALICE)
     conversation_id = start_on(sl, alice, "email bob@example.com about the merger")
-    sl.fake.press(ALICE, request_to(sl, ALICE, conversation_id), "Reject with reason")
-    (view,) = sl.fake.views()
+    sl.fake.press(ALICE, request_to(sl, ALICE, conversation_id), "Reject")
+    (view,) = sl.fake.views()  # Reject asks why
 
     assert sl.fake.submit(ALICE, view, {"reason": "Legal has not signed off"}) == (200, "")
 
@@ -240,7 +244,7 @@ def test_slack_down_then_back_loses_nothing_and_sends_nothing_twice(sl, alice, a
     sl.fake.failing = set()
 
     request_to(sl, ALICE, conversation_id, containing="Approved by alice via api")
-    assert len([b for b in sl.fake.sent("chat.postMessage", channel=ALICE) if f"(#{approval.pk})" in json.dumps(b["blocks"])]) == 1
+    assert len([b for b in sl.fake.sent("chat.postMessage", channel=ALICE) if f"Request #{approval.pk}\"" in json.dumps(b["blocks"])]) == 1
     assert len(copies_of(sl, ALICE, approval)) == 1 and message["ts"] == copies_of(sl, ALICE, approval)[0]["ts"]
     assert SlackMessage.objects.get(approval=approval).status == "closed"
 
@@ -256,3 +260,42 @@ def test_a_question_gets_a_button_per_option_and_a_press_answers_it(sl, alice, a
     wait_until(lambda: status_of(conversation_id) == "idle", timeout=20, message="the run to go on")
     assert Message.objects.filter(conversation_id=conversation_id, role="assistant").last().content == "You answered: coffee."
     request_to(sl, ALICE, conversation_id, containing="Answered by alice via slack")
+
+
+def test_a_cut_call_is_refused_from_slack_and_approved_on_the_site_and_a_warned_one_is_extended_from_its_warning(sl, alice, agent):
+    link(sl, alice, ALICE)
+    content = "y" * 13000
+    cut_id = start_on(sl, alice, f"call write_file with {json.dumps({'path': 'setup.sh', 'content': content})}")
+    cut = request_to(sl, ALICE, cut_id, containing="Cut: the call is too long for Slack")
+    assert list(sl.fake.buttons(cut)) == ["Reject", "Open on the site"]
+    token = sl.fake.buttons(cut)["Reject"]["value"]
+
+    forged = {"type": "button", "action_id": "approve", "block_id": "decide", "value": token}  # signed, as alice
+    assert sl.fake.act(ALICE, cut, forged) == (200, "")
+
+    assert sl.fake.ephemerals(ALICE)[-1].startswith("This message showed the call cut: open it on the site to approve")
+    approval = Approval.objects.get(conversation_id=cut_id)
+    assert approval.status == "pending"
+    site = Api(sl.base_url, alice).post(f"approvals/{approval.pk}/decision", {"decision": "approve", "shown_hash": approval.shown_hash})
+    assert site.status_code == 200, site.text
+    wait_until(lambda: status_of(cut_id) == "idle", timeout=20, message="the run to go on")
+    request_to(sl, ALICE, cut_id, containing="Approved by alice via api")
+
+    # A wait shorter than a minute is warned of at once: beat's sweep warns, the worker replies.
+    Agent.objects.filter(pk=agent.pk).update(approval_timeout_seconds=50)
+    warned_id = start_on(sl, alice, "write hello to b.txt")
+    message = request_to(sl, ALICE, warned_id)
+    warning = wait_until(lambda: next((r for r in sl.fake.replies_to(ALICE) if r["thread_ts"] == message["ts"]), None), timeout=20, message=f"the warning\n{sl.logs()}")
+    assert warning["thread_ts"] == message["ts"] and sl.fake.text_of(warning).startswith("Expires at ")
+    before = Approval.objects.get(conversation_id=warned_id).expires_at
+
+    sl.fake.press(ALICE, warning, "Extend")
+
+    extended = Approval.objects.get(conversation_id=warned_id)
+    assert extended.expires_at > before and extended.extended_by == alice
+    assert sl.fake.ephemerals(ALICE)[-1].startswith(f"Extended: #{extended.pk} now expires at")
+    shown = request_to(sl, ALICE, warned_id, containing="extended by alice")
+    assert f"Expires at {extended.expires_at:%Y-%m-%d %H:%M} UTC" in sl.fake.text_of(shown)
+    sl.fake.press(ALICE, shown, "Approve")
+    wait_until(lambda: status_of(warned_id) == "idle", timeout=20, message="the run to go on")
+    assert Approval.objects.get(pk=extended.pk).decided_via == "slack"
