@@ -14,7 +14,7 @@ from hitl.admin import ReadOnlyAdminMixin
 from .policy_admin import PolicyHistoryAdmin
 
 from . import routemaking, votes
-from .models import Approval, Delegation, Outcome, PolicyVersion, Route, Rule, Vote, Webhook, WebhookDelivery
+from .models import Approval, Delegation, LateDecision, Outcome, PolicyVersion, Route, Rule, Vote, Webhook, WebhookDelivery
 from .permissions import may_manage_routes
 from .templatetags.approval_tags import edit_diff
 
@@ -24,7 +24,7 @@ EXPORT_COLUMNS = [
     "id", "status", "tool", "arguments", "risk", "reason", "approver_required", "agent", "conversation",
     "requested_by", "requested_at", "expires_at", "decided_by", "decided_via", "decided_at", "rejection_reason",
     "comment", "edited_by", "edited_arguments", "preview", "chain_position", "previous_hash", "decision_hash",
-    "kind", "question", "plan", "answer",
+    "kind", "question", "plan", "answer", "extended_by", "extended_at", "asked_again_from", "late_decisions",
 ]
 # A cell starting with one of these is a formula to a spreadsheet (OWASP, "CSV Injection").
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -65,6 +65,35 @@ class OutcomeInline(ReadOnlyAdminMixin, admin.StackedInline):
         return outcome.shown_hash[:12] + "…"
 
 
+class LateDecisionInline(ReadOnlyAdminMixin, admin.TabularInline):
+    """Decisions that came after the approval expired: refused (the expiry stands), kept for the audit."""
+
+    model = LateDecision
+    fields = ["user", "decision", "via", "arrived_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+
+@admin.register(LateDecision)
+class LateDecisionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Decisions that came too late, for auditors: "they answered, after it expired", never "nobody answered"."""
+
+    list_display = ["approval", "tool_name", "user", "decision", "via", "arrived_at", "expired_at"]
+    list_filter = ["decision", "via", ("user", admin.RelatedOnlyFieldListFilter), "arrived_at"]
+    search_fields = ["=approval__id", "approval__tool_call__name", "user__username"]
+    list_select_related = ["approval__tool_call", "user"]
+    date_hierarchy = "arrived_at"
+
+    @admin.display(description="tool", ordering="approval__tool_call__name")
+    def tool_name(self, late: LateDecision) -> str:
+        return late.approval.tool_call.name
+
+    @admin.display(description="expired at", ordering="approval__decided_at")
+    def expired_at(self, late: LateDecision):
+        return late.approval.decided_at
+
+
 @admin.register(Outcome)
 class OutcomeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Outcomes reported by outside agents, for auditors: what they say happened when they ran an approved call."""
@@ -88,14 +117,31 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = [
         "kind", "status", "risk", "decided_via", "approver_required", ("conversation__agent", admin.RelatedOnlyFieldListFilter),
         "tool_call__name", ("decided_by", admin.RelatedOnlyFieldListFilter), ("route", admin.RelatedOnlyFieldListFilter),
-        "requested_at", "decided_at",
+        "requested_at", "decided_at", ("extended_by", admin.RelatedOnlyFieldListFilter),
     ]
-    inlines = [VoteInline, OutcomeInline]
+    inlines = [VoteInline, OutcomeInline, LateDecisionInline]
     search_fields = ["tool_call__name", "reason", "rejection_reason", "comment", "requested_by__username", "decided_by__username", "=conversation__id"]
     list_select_related = ["tool_call", "requested_by", "decided_by"]
     date_hierarchy = "requested_at"
     actions = ["export_csv"]
-    readonly_fields = ["edit_as_diff", "votes_counted"]
+    readonly_fields = ["edit_as_diff", "votes_counted", "deadline", "asked_again_as"]
+
+    @admin.display(description="deadline")
+    def deadline(self, approval: Approval) -> str:
+        """When it expires (or expired), and the one extension, if any: who and when."""
+        if approval.expires_at is None:
+            return "none: it waits until decided"
+        text = f"{approval.expires_at:%Y-%m-%d %H:%M:%S} UTC"
+        if approval.extended_at:
+            text += f", extended once by {approval.extended_by.get_username()} at {approval.extended_at:%Y-%m-%d %H:%M:%S} UTC"
+        if approval.warned_at:
+            text += f"; warned at {approval.warned_at:%H:%M:%S} UTC"
+        return text
+
+    @admin.display(description="asked again as")
+    def asked_again_as(self, approval: Approval) -> str:
+        again = approval.asked_again.first()
+        return f"approval #{again.pk} ({again.status})" if again else "—"
 
     @admin.display(description="votes counted")
     def votes_counted(self, approval: Approval) -> str:
@@ -115,7 +161,8 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         response["Content-Disposition"] = f'attachment; filename="decisions-{timezone.now():%Y%m%d-%H%M%S}.csv"'
         writer = csv.writer(response)
         writer.writerow(EXPORT_COLUMNS)
-        rows = queryset.select_related("tool_call", "conversation__agent", "requested_by", "decided_by", "edited_by")
+        rows = queryset.select_related("tool_call", "conversation__agent", "requested_by", "decided_by", "edited_by", "extended_by")
+        rows = rows.prefetch_related("late_decisions__user")
         for a in rows.order_by("pk"):
             # Every cell: the model writes the arguments, users the reasons, and so on.
             writer.writerow(neutralised(cell) for cell in [
@@ -126,6 +173,9 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 a.edited_by.get_username() if a.edited_by else "", a.edited_arguments if a.is_edited else "",
                 a.preview["text"] if a.preview else "", a.chain_position, a.previous_hash, a.decision_hash,
                 a.kind, *("" if value is None else json.dumps(value, ensure_ascii=False) for value in (a.question, a.plan, a.answer)),
+                a.extended_by.get_username() if a.extended_by else "", a.extended_at.isoformat() if a.extended_at else "",
+                a.asked_again_from_id or "",
+                "; ".join(f"{late.user.get_username()} {late.decision} via {late.via} at {late.arrived_at.isoformat()}" for late in a.late_decisions.all()),
             ])
         return response
 

@@ -1,5 +1,5 @@
 """Approvals in the JSON API: list what the caller may see, read one (waiting for its decision),
-decide one, decide many, claim one."""
+decide one, decide many, claim one, extend one's deadline, ask an expired one again."""
 import asyncio
 from datetime import datetime
 from datetime import timezone as dt_timezone
@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import Prefetch, prefetch_related_objects
+from django.db.models import OuterRef, Prefetch, Subquery, prefetch_related_objects
 from django.http import Http404
-from ninja import Field, Router, Schema
+from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
 from hitl.db import thread_pool
@@ -19,7 +19,10 @@ from hitl.live import Listening, conversation_group
 from . import explain, routing, votes
 from .models import Approval, Vote
 from .summary import summarize
-from .services import AlreadyVoted, answer, approve_edited, claim, decide, decide_many, decide_remembering, unclaim
+from .services import (
+    AlreadyVoted, CannotAskAgain, NotExpired, NotExtendable, answer, approve_edited, ask_again, claim, decide, decide_many,
+    decide_remembering, extend, unclaim,
+)
 
 router = Router(tags=["approvals"])
 MAX_OFFSET = 10**9  # far past any real list, and far inside what every database's integers hold
@@ -127,6 +130,10 @@ class ApprovalOut(Schema):
         None, description="How the approved call ended, once it ran (for a request from outside: as its caller reported); null while not known."
     )
     summary: SummaryOut = Field(description="The call in words, as every surface shows it (approvals.summary).")
+    extended_at: datetime | None = Field(None, description="When its deadline was extended (once at most: POST /{id}/extend); null: never.")
+    extended_by: str | None = Field(None, description="Who extended its deadline; null: nobody.")
+    asked_again_from: int | None = Field(None, description="The expired approval this one asks again (POST /{id}/ask-again); null: a first ask.")
+    asked_again: int | None = Field(None, description="Once expired: the approval that asks it again, if someone did; else null.")
 
 
 class ToolCallSummary(Schema):
@@ -239,7 +246,20 @@ def approval_out(approval: Approval) -> dict:
         "escalated_at": approval.escalated_at,
         "outcome": _outcome(approval.tool_call) if approval.status == Approval.Status.APPROVED else None,
         "summary": summarize(approval).as_json(),
+        "extended_at": approval.extended_at,
+        "extended_by": approval.extended_by.get_username() if approval.extended_by_id else None,
+        "asked_again_from": approval.asked_again_from_id,
+        "asked_again": _asked_again(approval),
     }
+
+
+def _asked_again(approval: Approval) -> int | None:
+    """Only an expired approval is asked again: read from visible_approvals()' annotation, else looked up."""
+    if approval.status != Approval.Status.EXPIRED:
+        return None
+    if hasattr(approval, "asked_again_id"):
+        return approval.asked_again_id
+    return Approval.objects.filter(asked_again_from=approval).values_list("pk", flat=True).first()
 
 
 def _outcome(call) -> dict | None:
@@ -260,9 +280,11 @@ def approval_item(approval: Approval) -> dict:
 
 def visible_approvals(user):
     approvals = Approval.objects.select_related(
-        "tool_call", "decided_by", "edited_by", "claimed_by", "on_behalf_of", "requested_by", "conversation__agent"
+        "tool_call", "decided_by", "edited_by", "claimed_by", "on_behalf_of", "requested_by", "extended_by", "conversation__agent"
     )
-    return approvals.filter(routing.visible_filter(user)).prefetch_related(VOTES)
+    # Which approval asks each one again, in the same query as the page (only expired ones are).
+    asked_again = Approval.objects.filter(asked_again_from=OuterRef("pk")).order_by().values("pk")[:1]
+    return approvals.filter(routing.visible_filter(user)).annotate(asked_again_id=Subquery(asked_again)).prefetch_related(VOTES)
 
 
 # Each approval's votes with their voters, in one query for a page of approvals.
@@ -402,6 +424,45 @@ def _claimed(request, approval_id: int, change) -> dict:
     except Approval.DoesNotExist:
         raise Http404("No such approval.") from None
     return approval_item(visible_approvals(request.auth).get(pk=approval_id))
+
+
+class ExtendIn(Schema):
+    seconds: int | None = Field(
+        None, ge=1, le=10**9, description="How much later it expires; left out: by the agent's approval timeout, which is also the most."
+    )
+
+
+@router.post("/{approval_id}/extend", response=ApprovalItem)
+def extend_approval(request, approval_id: ApprovalId, payload: ExtendIn | None = None):
+    """Push a pending approval's deadline back, once (by `seconds`, at most and by default the
+    agent's approval timeout): for its requester or someone who may approve it. It gets a new
+    warning before the new deadline. 409 when it has no deadline, was extended already, or is
+    decided or expired (ask it again instead: POST /{id}/ask-again); 403 if you may see it but not
+    extend it; 404 if you may not see it."""
+    try:
+        extend(approval_id, user=request.auth, via=Approval.Via.API, seconds=payload.seconds if payload else None)
+    except Approval.DoesNotExist:
+        raise Http404("No such approval.") from None
+    except NotExtendable as exc:
+        raise HttpError(409, str(exc)) from None
+    return approval_item(visible_approvals(request.auth).get(pk=approval_id))
+
+
+@router.post("/{approval_id}/ask-again", response={201: ApprovalItem})
+def ask_approval_again(request, approval_id: ApprovalId):
+    """Ask an expired approval again: a new pending approval (201) for the same call and version
+    (the same `shown_hash`, `asked_again_from` the old one, which then names it in `asked_again`),
+    without asking the model again; once decided, the call runs as any call does. For its requester
+    or someone who may approve it. 409 when it is not expired, was asked again already, or its
+    conversation is busy (a turn running, other calls waiting), or for an MCP client's call (its
+    client was told it timed out); 403, 404 as for a decision."""
+    try:
+        asked = ask_again(approval_id, user=request.auth, via=Approval.Via.API)
+    except Approval.DoesNotExist:
+        raise Http404("No such approval.") from None
+    except (NotExpired, CannotAskAgain) as exc:
+        raise HttpError(409, str(exc)) from None
+    return Status(201, approval_item(visible_approvals(request.auth).get(pk=asked.pk)))
 
 
 RECHECK_SECONDS = 1.0

@@ -1,5 +1,6 @@
 """Writes on approvals: request one, decide one (first decision wins), decide several."""
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -16,7 +17,7 @@ from .models import Approval, LateDecision, Risk, Route, Rule, Vote, Webhook
 from .models import Outcome as ReportedOutcome  # `Outcome` here is what deciding several approvals did
 from .permissions import can_decide, can_see
 from .policy import RISKS
-from .signals import approval_claimed, approval_edited, approval_extended, approval_requested, approval_voted
+from .signals import approval_claimed, approval_edited, approval_extended, approval_requested, approval_voted, approvals_expiring
 
 logger = logging.getLogger(__name__)
 
@@ -135,14 +136,21 @@ def request_approval(
     route: Route | None = None,
     rule: Rule | None = None,
     explanation: list | None = None,
+    asked_again_from: Approval | None = None,
 ) -> Approval:
     """A pause for a human: a gated call (`action`), or with `kind` and `request` a question or a
     plan (approvals.pauses). A gated call's `route` (approvals.routing.match) decides who approves
     it, how many must, and when they are reminded and it escalates; a routed call always needs an
     approver other than its requester. `rule`: the ask rule that holds it for a human; `explanation`:
-    how it came to be asked (approvals.explain)."""
+    how it came to be asked (approvals.explain). `asked_again_from`: the expired approval this one
+    asks again (ask_again): its edit, if any, is kept, so the version shown is the same."""
     now = timezone.now()
+    edit = {}
+    if asked_again_from is not None and asked_again_from.is_edited:
+        edit = {name: getattr(asked_again_from, name) for name in ("edited_arguments", "edited_arguments_hash", "edited_by", "edited_at")}
     approval = Approval.objects.create(
+        asked_again_from=asked_again_from,
+        **edit,
         route=route,
         quorum=route.quorum if route is not None else 1,
         **routing.deadlines(route, now),
@@ -240,7 +248,8 @@ def _vote(approval: Approval, *, user, via: str, comment: str = "", stepped_up: 
     with transaction.atomic():
         head = audit.lock_head()  # every decider and voter takes it first: the count below is exact
         if not _undecided(approval).exists():
-            _expire_if_overdue(approval.pk)
+            if _expire_if_overdue(approval.pk):
+                record_late([approval.pk], user=user, via=via, approve=True)
             decided = None
         else:
             counted = list(Vote.objects.filter(approval=approval, shown_hash=approval.shown_hash))
@@ -408,8 +417,8 @@ def _store_decision(approval: Approval, decision: dict, *, user, via: str, annou
             for name, value in decision.items():
                 setattr(approval, name, value)
             _announce_on_commit([approval], here=announce_here)
-        else:
-            _expire_if_overdue(approval.pk)
+        elif _expire_if_overdue(approval.pk):  # the deadline passed while it was on its way: late
+            record_late([approval.pk], user=user, via=via, approve=decision["status"] in (Approval.Status.APPROVED, Approval.Status.ANSWERED))
     return _stored(approval, updated, user=user, status=decision["status"], via=via)
 
 
@@ -424,7 +433,7 @@ def approve_edited(
     writes an edit does not also check it), the edit is stored and the approval stays pending for
     whoever may decide it. Returns the approval, approved or still pending. Raises InvalidArguments
     (nothing stored) for arguments the tool refuses, EditForbidden for an edit the rules refuse."""
-    approval = _decidable(approval_id, user, approve=True, shown_hash=shown_hash)
+    approval = _decidable(approval_id, user, approve=True, shown_hash=shown_hash, via=via)
     if approval.kind != Approval.Kind.ACTION:
         raise WrongKind("Only a tool call's arguments are edited; a question is answered and a plan's steps chosen.")
     checked = calls.checker().check(approval, arguments)
@@ -480,8 +489,8 @@ def approve_edited(
             _announce_on_commit([approval])
         elif updated:
             transaction.on_commit(lambda: approval_edited.send(sender=Approval, approval=approval), robust=True)
-        else:
-            _expire_if_overdue(approval_id)
+        elif _expire_if_overdue(approval_id):
+            record_late([approval_id], user=user, via=via, approve=True)
     approval = _stored(approval, updated, user=user, status=Approval.Status.APPROVED if decision else "edited", via=via)
     if not decision and not screening.asks and (rule := rules.first_allow(screening)):
         # A stricter edit left pending meets the allow rules as the model's call would have (an ask beats them).
@@ -598,15 +607,25 @@ def _decidable(approval_id: int, user, *, approve: bool, shown_hash: str, shown_
     try:
         _refuse_if_settled(approval)
     except AlreadyDecided:
-        if approval.status == Approval.Status.EXPIRED and via:
-            LateDecision.objects.create(approval=approval, user=user, via=via, decision="approve" if approve else "reject")
-            logger.info("approval %s: a late %s by %s via %s, after it expired", approval.pk, "approve" if approve else "reject", user, via)
+        if approval.status == Approval.Status.EXPIRED:
+            record_late([approval.pk], user=user, via=via, approve=approve)
         raise
     if _unseen(approval, shown_hash, approve=approve):
         raise ArgumentsChanged(CHANGED)
     if approve and not shown_whole:
         raise ShownCut
     return approval
+
+
+def record_late(approval_ids: list[int], *, user, via: str, approve: bool) -> None:
+    """Keep decisions that came after their approvals expired (LateDecision): refused, the expiry
+    stands, and the audit says "they answered, too late", never "nobody answered". Only a person's
+    decision through a surface (`via`) is one."""
+    if not (approval_ids and via and user is not None):
+        return
+    decision = "approve" if approve else "reject"
+    LateDecision.objects.bulk_create(LateDecision(approval_id=pk, user=user, via=via, decision=decision) for pk in approval_ids)
+    logger.info("approvals %s: a late %s by %s via %s, after they expired", approval_ids, decision, user, via)
 
 
 def _why_not(approval: Approval) -> str:
@@ -764,6 +783,8 @@ class Outcome:
     needs_answer: list[int] = field(default_factory=list)
     # Approvals this decision voted on toward their quorum: still pending, waiting for more votes.
     voted: list[Approval] = field(default_factory=list)
+    # Of `already_decided`, those that had expired: the decision came too late (kept as LateDecision).
+    late: list[int] = field(default_factory=list)
 
 
 def decide_many(shown: dict[int, str], *, user, approve: bool, via: str, reason: str = "") -> Outcome:
@@ -774,7 +795,7 @@ def decide_many(shown: dict[int, str], *, user, approve: bool, via: str, reason:
     ids = sorted(set(shown))
     approvals = {a.pk: a for a in Approval.objects.select_related("conversation__agent").filter(pk__in=ids)}
     powers = routing.Powers(user)  # read once for the batch, not once per approval
-    allowed, one_by_one = [], []
+    allowed, one_by_one, found_expired = [], [], []
     for approval_id in ids:
         approval = approvals.get(approval_id)
         acting = routing.acting_as(user, approval, approve=approve, powers=powers) if approval is not None else None
@@ -784,6 +805,8 @@ def decide_many(shown: dict[int, str], *, user, approve: bool, via: str, reason:
             outcome.not_allowed.append(approval_id)
         elif approval.status != Approval.Status.PENDING:
             outcome.already_decided.append(approval_id)
+            if approval.status == Approval.Status.EXPIRED:
+                found_expired.append(approval_id)
         elif _unseen(approval, shown[approval_id], approve=approve):
             outcome.changed.append(approval_id)
         elif approve and approval.kind != Approval.Kind.ACTION:
@@ -794,6 +817,8 @@ def decide_many(shown: dict[int, str], *, user, approve: bool, via: str, reason:
             one_by_one.append(approval_id)  # a vote toward a quorum, or a decision on someone's behalf
         else:
             allowed.append(approval_id)
+    record_late(found_expired, user=user, via=via, approve=approve)
+    outcome.late.extend(found_expired)
     if allowed:
         _decide_together(approvals, allowed, outcome, user=user, approve=approve, via=via, reason=reason)
     for approval_id in one_by_one:
@@ -805,7 +830,11 @@ def _decide_alone(approval_id: int, shown_hash: str, outcome: Outcome, *, user, 
     """One approval of a bulk decision that is decided on its own: a vote, or on someone's behalf."""
     try:
         approval = decide(approval_id, user=user, approve=approve, via=via, shown_hash=shown_hash, reason=reason)
-    except (AlreadyDecided, AlreadyVoted):
+    except AlreadyDecided as exc:
+        outcome.already_decided.append(approval_id)
+        if exc.approval.status == Approval.Status.EXPIRED:
+            outcome.late.append(approval_id)  # decide() kept it as a LateDecision
+    except AlreadyVoted:
         outcome.already_decided.append(approval_id)
     except ArgumentsChanged:
         outcome.changed.append(approval_id)
@@ -850,6 +879,8 @@ def _decide_together(approvals: dict, allowed: list[int], outcome: Outcome, *, u
                     setattr(approval, name, value)
         if pending or overdue:
             _announce_on_commit(pending + overdue)
+        record_late([a.pk for a in overdue], user=user, via=via, approve=approve)  # they expire now: this came too late
+        outcome.late.extend(a.pk for a in overdue)
     decided_ids = {a.pk for a in pending} | set(outcome.changed)
     outcome.decided = pending
     outcome.already_decided = sorted(outcome.already_decided + [i for i in allowed if i not in decided_ids])
@@ -887,11 +918,7 @@ def extend(approval_id: int, *, user, via: str, seconds: int | None = None) -> A
     agent's timeout), for its requester or someone who may approve it. The new deadline gets its own
     warning. Raises Approval.DoesNotExist (not theirs to see), NotAllowed, AlreadyDecided (an
     expired one: ask again instead) or NotExtendable."""
-    approval = Approval.objects.select_related("conversation__agent").filter(pk=approval_id).first()
-    if approval is None or not can_see(user, approval):
-        raise Approval.DoesNotExist
-    if approval.requested_by_id != user.pk and routing.acting_as(user, approval, approve=True) is None:
-        raise NotAllowed("Only its requester or someone who may approve it can extend its deadline.")
+    approval = _requesters_or_deciders(approval_id, user, "extend its deadline")
     _refuse_if_settled(approval)
     if approval.expires_at is None:
         raise NotExtendable("This approval has no deadline to extend.")
@@ -914,3 +941,78 @@ def extend(approval_id: int, *, user, via: str, seconds: int | None = None) -> A
     logger.info("approval %s: deadline extended by %s s to %s by %s via %s", approval.pk, by, deadline.isoformat(), user, via)
     transaction.on_commit(lambda: approval_extended.send(sender=Approval, approval=approval), robust=True)
     return approval
+
+
+def _requesters_or_deciders(approval_id: int, user, doing: str) -> Approval:
+    """The approval, for its requester or someone who may approve it (what extend and ask_again
+    allow). Raises Approval.DoesNotExist (not theirs to see) or NotAllowed."""
+    approval = Approval.objects.select_related("tool_call", "conversation__agent", "route").filter(pk=approval_id).first()
+    if approval is None or not can_see(user, approval):
+        raise Approval.DoesNotExist
+    if approval.requested_by_id != user.pk and routing.acting_as(user, approval, approve=True) is None:
+        raise NotAllowed(f"Only its requester or someone who may approve it can {doing}.")
+    return approval
+
+
+def warn_expiring(*, now=None, limit: int = 500) -> list[int]:
+    """Mark pending approvals whose warning is due (warn_at passed, deadline not yet) as warned,
+    each by a conditional update on the warning it was read with, and send approvals_expiring once
+    with them after the commit: two sweeps, or a sweep restarted midway, never warn twice, and an
+    extend that moved the warning meanwhile wins (its own warning comes later)."""
+    now = now or timezone.now()
+    due = Approval.objects.filter(
+        status=Approval.Status.PENDING, warned_at__isnull=True, warn_at__lte=now, expires_at__gt=now
+    ).select_related("tool_call", "conversation__agent", "requested_by", "extended_by")
+    warned = []
+    with transaction.atomic():
+        for approval in due.order_by("warn_at")[:limit]:
+            if Approval.objects.filter(
+                pk=approval.pk, status=Approval.Status.PENDING, warned_at__isnull=True, warn_at=approval.warn_at, expires_at=approval.expires_at
+            ).update(warned_at=now):
+                approval.warned_at = now
+                warned.append(approval)
+        if warned:
+            transaction.on_commit(lambda: approvals_expiring.send(sender=Approval, approvals=warned), robust=True)
+    if warned:
+        logger.info("warned that approvals %s expire soon", [a.pk for a in warned])
+    return [a.pk for a in warned]
+
+
+class NotExpired(DecisionError):
+    """Only an expired approval is asked again (a pending one waits still; a decided one was decided)."""
+
+
+class CannotAskAgain(DecisionError):
+    """An expired approval that cannot be asked again: asked again already, its conversation is busy,
+    or its caller was told it timed out (an MCP client's call)."""
+
+
+# Makes the new call and approval that ask an expired approval again: chat registers it (chat.apps),
+# since the call lives in a conversation, and approvals never imports chat (as approvals.calls' checker).
+AskAgain = Callable[..., Approval]
+_asker: AskAgain | None = None
+
+
+def register_asker(asker: AskAgain) -> None:
+    global _asker
+    _asker = asker
+
+
+def ask_again(approval_id: int, *, user, via: str) -> Approval:
+    """Ask an expired approval again, for its requester or someone who may approve it: a new pending
+    approval for the same call and version (`asked_again_from` the old one), without asking the model
+    again; once decided, the call runs (or its rejection is reported) as any call does. An approval
+    past its deadline that the sweep has not reached yet expires now. Raises Approval.DoesNotExist,
+    NotAllowed, NotExpired or CannotAskAgain."""
+    approval = _requesters_or_deciders(approval_id, user, "ask it again")
+    try:
+        _refuse_if_settled(approval)
+    except AlreadyDecided:
+        pass
+    if approval.status != Approval.Status.EXPIRED:
+        raise NotExpired(f"Approval {approval.pk} is {approval.status}: only an expired approval is asked again.")
+    if _asker is None:
+        raise RuntimeError("Nothing asks approvals again (the chat app registers it in ready()).")
+    asked = _asker(approval, user=user)
+    logger.info("approval %s asked again as %s by %s via %s", approval.pk, asked.pk, user, via)
+    return asked

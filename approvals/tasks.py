@@ -1,5 +1,5 @@
 """Thin Celery tasks: deliver a webhook (with retries and backoff), resend deliveries whose task was
-lost, expire overdue approvals, remind and escalate routed ones."""
+lost, warn of approvals about to expire and expire overdue ones, remind and escalate routed ones."""
 from celery import shared_task
 from django.conf import settings
 
@@ -31,6 +31,13 @@ def resend_lost_webhooks() -> None:
 @shared_task(ignore_result=True)
 def expire_overdue_approvals() -> None:
     services.expire_overdue()
+
+
+@shared_task(ignore_result=True)
+def warn_expiring_approvals() -> None:
+    # Each warning is marked by a conditional update before it is sent: a restarted beat, or two
+    # sweeps at once, never warn twice.
+    services.warn_expiring()
 
 
 @shared_task(ignore_result=True)

@@ -24,17 +24,24 @@ from .services import (
     AlreadyDecided,
     AlreadyVoted,
     ArgumentsChanged,
+    CannotAskAgain,
     ConfirmationRequired,
     DecisionError,
     EditForbidden,
     InvalidAnswer,
     NotAllowed,
+    NotExpired,
+    NotExtendable,
     answer,
     approve_edited,
+    ask_again,
+    check_decidable,
     claim,
     decide,
     decide_many,
     decide_remembering,
+    extend,
+    record_late,
     unclaim,
 )
 
@@ -129,6 +136,8 @@ def group_decide(request):
             if len(outcome.decided) != len(shown):
                 raise GroupRefused(outcome)
     except GroupRefused as refused:
+        # Rolled back with the rest: what came after an expiry is kept all the same.
+        record_late(refused.outcome.late, user=request.user, via=Approval.Via.DASHBOARD, approve=decision == "approve")
         context = {"outcome": refused.outcome, "decision": decision, "refused": True}
         response = render(request, "partials/bulk_outcome.html", context, status=409)
         response["HX-Trigger"] = "inbox-changed"  # nothing was decided, so no push: re-read the list here
@@ -213,6 +222,36 @@ def claim_view(request, approval_id: int, via: str = Approval.Via.CHAT, release:
     return _decided(request, approval, via)  # the card's controls, its claim line with them
 
 
+@login_required
+@require_POST
+def extend_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> HttpResponse:
+    """The warned card's Extend: its deadline pushed back once, by the agent's timeout, for its
+    requester or someone who may approve it; the card shows the new deadline and who extended it."""
+    _check_channel(request, via)
+    try:
+        extend(approval_id, user=request.user, via=via)
+    except Approval.DoesNotExist:
+        raise Http404("No such approval.") from None
+    except DecisionError as exc:
+        return _refused(request, approval_id, exc, via)
+    return _decided(request, _approval_for(request.user, approval_id), via)
+
+
+@login_required
+@require_POST
+def ask_again_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> HttpResponse:
+    """The expired card's Ask again: a new approval for the same call and version, whose card the
+    conversation's socket brings; this card then says it was asked again."""
+    _check_channel(request, via)
+    try:
+        ask_again(approval_id, user=request.user, via=via)
+    except Approval.DoesNotExist:
+        raise Http404("No such approval.") from None
+    except DecisionError as exc:
+        return _refused(request, approval_id, exc, via)
+    return _decided(request, _approval_for(request.user, approval_id), via)
+
+
 def _remember(request, approval_id: int) -> dict | None:
     """The card's "Always…" form: the scope to remember the decision in, and its argument
     conditions (`cond:<argument>`; an emptied one is left out, matching any value); or its
@@ -273,6 +312,11 @@ def edit_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> HttpRe
     _check_channel(request, via)
     approval = _approval_for(request.user, approval_id)
     if approval.status != Approval.Status.PENDING:
+        if request.method == "POST":  # an approve after the expiry is kept as late (LateDecision), then refused
+            try:
+                check_decidable(approval_id, request.user, approve=True, shown_hash=request.POST.get("shown_hash", ""), via=via)
+            except DecisionError as exc:
+                return _refused(request, approval_id, exc, via)
         return _refused(request, approval_id, AlreadyDecided(approval), via)
     if not can_decide(request.user, approval):
         return _refused(request, approval_id, NotAllowed("Only an approver other than the requester may approve this call."), via)
@@ -339,7 +383,7 @@ def _refused(request, approval_id: int, exc: Exception, via: str) -> HttpRespons
     """The card again, as stored now, with why nothing was decided."""
     if isinstance(exc, NotAllowed):
         return HttpResponse(str(exc), status=403)
-    status = 409 if isinstance(exc, (AlreadyDecided, AlreadyVoted, ArgumentsChanged)) else 400
+    status = 409 if isinstance(exc, (AlreadyDecided, AlreadyVoted, ArgumentsChanged, NotExtendable, NotExpired, CannotAskAgain)) else 400
     if not request.htmx:
         return HttpResponse(str(exc), status=status)
     approval = Approval.objects.select_related("tool_call", "decided_by", "edited_by", "on_behalf_of").get(pk=approval_id)

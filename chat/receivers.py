@@ -24,3 +24,14 @@ def on_approvals_decided(sender, approvals, **kwargs) -> None:
 def on_approval_edited(sender, approval, **kwargs) -> None:
     """An edit left the call pending (stricter now): every tab shows the new arguments and rule."""
     loop.push_card(approval.tool_call_id)
+
+
+def on_approvals_expiring(sender, approvals, **kwargs) -> None:
+    """Their deadline is near: every tab shows the card's warning, with its Extend button."""
+    for approval in approvals:
+        loop.push_card(approval.tool_call_id)
+
+
+def on_approval_extended(sender, approval, **kwargs) -> None:
+    """Every tab shows the new deadline, and who extended it."""
+    loop.push_card(approval.tool_call_id)
