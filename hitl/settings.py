@@ -250,6 +250,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "approvals.tasks.expire_overdue_approvals",
         "schedule": float(os.environ.get("HITL_EXPIRY_SWEEP_SECONDS", "5")),
     },
+    "warn-expiring-approvals": {
+        "task": "approvals.tasks.warn_expiring_approvals",
+        "schedule": float(os.environ.get("HITL_EXPIRY_SWEEP_SECONDS", "5")),
+    },
     "remind-and-escalate-approvals": {
         "task": "approvals.tasks.remind_and_escalate",
         "schedule": float(os.environ.get("HITL_ESCALATION_SWEEP_SECONDS", "5")),
