@@ -2,12 +2,15 @@
 worker pushes through pywebpush to a local push service (tests/fake_push.py), which checks the VAPID
 signature and decrypts each notification with the subscription's keys. A test plays the browser: it
 logs in, reads the VAPID key from the profile page, stores a subscription with its session and CSRF
-token, and presses an action as the service worker does (POST /push/decide with the token)."""
+token, and presses an action as the service worker does (POST /push/decide with the token), or
+fills the reject form a notification's Reject opens."""
 import os
 import re
+from datetime import timedelta
 
 import httpx
 import pytest
+from django.utils import timezone
 
 from approvals.models import Approval
 from chat.models import Conversation
@@ -48,6 +51,7 @@ def push_stack(django_db_setup, django_db_blocker, tmp_path_factory):
         "HITL_PUSH_SWEEP_SECONDS": "1",
         "HITL_PUSH_STALE_SECONDS": "2",
         "HITL_PUSH_TIMEOUT": "3",
+        "HITL_EXPIRY_SWEEP_SECONDS": "1",
         "HITL_BASE_URL": f"http://127.0.0.1:{web_port}",
     }
     processes = {}
@@ -61,7 +65,7 @@ def push_stack(django_db_setup, django_db_blocker, tmp_path_factory):
                                                     "--without-gossip", "--hostname", "push@%h"], env, work)
         stack = PushStack(f"http://127.0.0.1:{web_port}", fake, processes)
         try:
-            wait_until(lambda: port_open(web_port), timeout=30, message="daphne")
+            wait_until(lambda: port_open(web_port), timeout=60, message="daphne")
             wait_until(lambda: "ready." in processes["worker"].log.read_text(), timeout=60, message="the worker")
             yield stack
         finally:
@@ -140,7 +144,8 @@ def test_approving_from_the_notification_resumes_the_run_and_replaces_it_with_th
     conversation_id = start_on(push, alice, "write hello to a.txt")
     approval = approval_of(conversation_id)
     shown = notified(push, phone, approval)
-    assert shown["title"] == "write_file · medium risk" and "a.txt" in shown["body"]
+    assert shown["title"] == "Approve? · medium risk" and shown["body"].startswith("Write a.txt (5 bytes) — asked by alice (Demo agent)")
+    assert '"content": "hello"' in shown["body"] and shown["complete"] is True
     assert shown["url"] == f"{push.base_url}/conversations/{conversation_id}/#tool-call-{approval.tool_call_id}"
 
     response = press(push, shown["tokens"]["approve"], "approve")
@@ -156,19 +161,64 @@ def test_approving_from_the_notification_resumes_the_run_and_replaces_it_with_th
     assert '<td data-label="Via">push</td>' in Browser(push, bob).http.get("/approvals/history/").text  # an approver's history
 
 
-def test_rejecting_with_a_reason_from_the_notification(push, alice, agent):
+def test_rejecting_with_a_reason_through_the_form_the_notification_opens(push, alice, agent):
     phone = devices(push, alice)["alice"]
     conversation_id = start_on(push, alice, "write hello to a.txt")
     approval = approval_of(conversation_id)
     shown = notified(push, phone, approval)
+    form = httpx.Client(base_url=push.base_url, timeout=10)  # the window the service worker opens, logged in or not
+    page = form.get("/push/reject/")  # the token rides in the #fragment: never in a request line
+    assert page.status_code == 200 and 'name="reason"' in page.text
+    called = form.post("/push/reject/call", json={"token": shown["tokens"]["reject"]}).json()
+    assert (called["state"], called["sentence"]) == ("form", "Write a.txt (5 bytes)")
+    assert Approval.objects.get(pk=approval.pk).status == "pending"  # opening the form decided nothing
 
-    response = press(push, shown["tokens"]["reject"], "reject", reason="wrong file")
+    response = form.post("/push/reject/", data={"token": shown["tokens"]["reject"], "reason": "wrong file",
+                                                "csrfmiddlewaretoken": form.cookies["csrftoken"]})
 
-    assert response.status_code == 200
+    assert response.status_code == 200 and "Rejected by alice via push" in response.text
     wait_until(lambda: status_of(conversation_id) == "idle", timeout=20, message="the run to go on")
     approval.refresh_from_db()
     assert (approval.status, approval.rejection_reason, approval.decided_via) == ("rejected", "wrong file", "push")
     assert notified(push, phone, approval, "decided")["body"].endswith(": wrong file")
+
+
+def test_a_call_too_long_for_the_notification_is_approved_on_the_site_after_a_warning_and_an_extend(push, alice, agent):
+    """The attack of issue 35 on the real stack: a cut notification's token cannot approve."""
+    browser = Browser(push, alice)
+    phone = browser.turn_on_notifications()
+    conversation_id = start_on(push, alice, "write " + "x" * 400 + " to setup.sh")
+    approval = approval_of(conversation_id)
+    shown = notified(push, phone, approval)
+    assert "(Cut: open hitl to see the whole call and approve it.)" in shown["body"] and shown["complete"] is False
+    assert [a["action"] for a in shown["actions"]] == ["open", "reject", "view"] and set(shown["tokens"]) == {"reject"}
+
+    forged = press(push, shown["tokens"]["reject"], "approve")
+
+    assert (forged.status_code, forged.json()["outcome"]) == (409, "decide on the site")
+    assert "open the site" in forged.json()["message"] and Approval.objects.get(pk=approval.pk).status == "pending"
+
+    # The deadline nears: the beat's sweep warns this device once, in place of the request.
+    soon = timezone.now()
+    Approval.objects.filter(pk=approval.pk).update(expires_at=soon + timedelta(minutes=10), warn_at=soon)
+    warned = notified(push, phone, approval, "warning")
+    assert warned["tag"] == shown["tag"] and warned["body"].startswith("Expires at ") and "Write setup.sh (400 bytes)" in warned["body"]
+    extended = httpx.post(f"{push.base_url}/push/extend", json={"token": warned["tokens"]["extend"]}, timeout=10)
+    assert (extended.status_code, extended.json()["outcome"]) == (200, "extended"), extended.text
+    again = notified(push, phone, approval, count=2)  # the request again, in place of the warning
+    assert again["tag"] == shown["tag"] and Approval.objects.get(pk=approval.pk).extended_by == alice
+    assert len(notifications(push, phone, approval, "warning")) == 1
+
+    # On the site the card shows the whole call, and approves it.
+    assert "x" * 400 in browser.http.get(f"/conversations/{conversation_id}/").text
+    approval.refresh_from_db()
+    decided = browser.http.post(f"/approvals/{approval.pk}/decide/", data={"decision": "approve", "shown_hash": approval.shown_hash},
+                                headers={"X-CSRFToken": browser.http.cookies["csrftoken"], "HX-Request": "true"})  # as the card's button
+    assert decided.status_code == 200 and "Approved" in decided.text, decided.text
+    wait_until(lambda: status_of(conversation_id) == "idle", timeout=20, message="the run to go on")
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_via) == ("approved", "chat")
+    assert notified(push, phone, approval, "decided")["body"].startswith("Approved by alice via chat")
 
 
 def test_a_late_press_after_the_api_decided_is_told_who_decided_and_changes_nothing(push, alice, agent):
@@ -209,11 +259,13 @@ def test_an_edit_after_sending_voids_the_old_actions_and_sends_the_new_version(p
 
     new = notified(push, phone, approval, count=2)
 
-    assert "⟨U+200B⟩" in new["body"] and new["tag"] == old["tag"]
+    # The edit made it high risk: its notification says the sentence only, so it can reject, never approve.
+    assert "⟨U+200B⟩" in new["body"] and new["tag"] == old["tag"] and set(new["tokens"]) == {"reject"}
     assert press(push, old["tokens"]["approve"], "approve").json()["outcome"] == "changed"
-    assert press(push, new["tokens"]["approve"], "approve").status_code == 200
+    assert press(push, new["tokens"]["reject"], "approve").json()["outcome"] == "decide on the site"
+    assert press(push, new["tokens"]["reject"], "reject", reason="not that file").status_code == 200
     approval.refresh_from_db()
-    assert (approval.status, approval.approved_arguments["path"]) == ("approved", "b\u200b.txt")
+    assert (approval.status, approval.rejection_reason) == ("rejected", "not that file")
 
 
 def test_a_critical_call_offers_view_only(push, alice, agent):

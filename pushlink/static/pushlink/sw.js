@@ -56,6 +56,18 @@ async function post(notification, path, body) {
                 approval_id: data.approval_id });
 }
 
+async function openForm(url) {
+  // A new window for the reject form; where the browser refuses one (it no longer counts the click
+  // as the person's), an open tab of the site shows the form instead.
+  try {
+    return await self.clients.openWindow(url);
+  } catch (error) {
+    const windows = await self.clients.matchAll({ type: "window" });
+    if (!windows.length) throw error;
+    return windows[0].navigate(url);
+  }
+}
+
 self.addEventListener("notificationclick", (event) => {
   const notification = event.notification;
   const data = notification.data || {};
@@ -65,7 +77,7 @@ self.addEventListener("notificationclick", (event) => {
     event.waitUntil(post(notification, "/push/decide", { token: tokens.approve, decision: "approve" }));
   } else if (event.action === "reject" && tokens.reject) {
     // The token rides in the #fragment: no request line, log or trace holds it.
-    event.waitUntil(self.clients.openWindow("/push/reject/#" + encodeURIComponent(tokens.reject)));
+    event.waitUntil(openForm("/push/reject/#" + encodeURIComponent(tokens.reject)));
   } else if (event.action === "extend" && tokens.extend) {
     event.waitUntil(post(notification, "/push/extend", { token: tokens.extend }));
   } else {
