@@ -9,6 +9,7 @@ Every text is shown with its invisible and direction-changing characters reveale
 markup is the renderer's to escape."""
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -56,10 +57,16 @@ class Summary:
         parts = [f"Preview:\n{self.preview}"] if self.preview else []
         return "\n\n".join([*parts, f"Arguments:\n{self.arguments}"])
 
-    def fits(self, limit: int) -> bool:
-        """Whether the sentence and the whole details fit in `limit` characters: a channel that has
-        that much room shows the whole call, and only then may its message approve."""
-        return self.sentence_whole and len(self.sentence) + len(self.details) <= limit
+    def fits(self, limit: int, measure: Callable[[str], int] = len) -> bool:
+        """Whether the sentence and the whole details fit in `limit`: a channel that has that much
+        room shows the whole call, and only then may its message approve. A cut sentence never fits.
+
+        `limit` counts what `measure` counts: characters (code points, as Slack counts) by default;
+        pass `utf16_units` for Telegram (which counts UTF-16 code units: an emoji is two) and
+        `utf8_bytes` for a byte limit. It is the room left for these two texts only: a channel
+        takes off what else its message holds (the head, labels, its markup, any escaping or JSON
+        that grows the text) first, or measures the message it will send."""
+        return self.sentence_whole and measure(self.sentence) + measure(self.details) <= limit
 
     def as_json(self) -> dict:
         """The API's `summary`."""
@@ -75,7 +82,7 @@ def summarize(approval: Approval) -> Summary:
     arguments = approval.edited_arguments if approval.is_edited else call.arguments
     sentence, whole = _cut(reveal_line(_sentence(approval, call.name, arguments, agent)))
     preview = ""
-    if approval.preview and str(approval.preview.get("text") or "").strip():
+    if isinstance(approval.preview, dict) and str(approval.preview.get("text") or "").strip():
         preview = reveal(str(approval.preview["text"]))
     return Summary(
         sentence=sentence,
@@ -101,7 +108,7 @@ def _sentence(approval: Approval, name: str, arguments: Any, agent: str) -> str:
         steps = len(plan.get("steps") or [])
         return f"Follow the plan “{plan.get('title', '')}” ({steps} step{'' if steps == 1 else 's'})"
     described = titles.sentence(name, arguments, approval.annotations)
-    if described:
+    if described and described != name:  # never only the tool's name: its arguments, then
         return described
     on = f" on {agent}" if approval.conversation.is_outside else ""
     shown = _arguments_in_words(arguments)
@@ -109,18 +116,37 @@ def _sentence(approval: Approval, name: str, arguments: Any, agent: str) -> str:
 
 
 def _arguments_in_words(arguments: Any) -> str:
-    """"service=api, version=1.4": each argument's value, short values whole (the details say all)."""
+    """"service=api, version=1.4": each argument's value, short values whole (the details say all).
+    A key or text that could read as more than itself (a comma, an equals sign, a space, a quote, a
+    line break: "api, dry_run=true") is quoted as JSON, so no value passes for another argument."""
     if not isinstance(arguments, dict):
         return _short(json.dumps(arguments, ensure_ascii=False, default=str))
     pairs = []
     for key, value in arguments.items():
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-        pairs.append(f"{key}={_short(titles.one_line(text))}")
+        text = _bare(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        pairs.append(f"{_bare(str(key))}={_short(text)}")
     return ", ".join(pairs)
+
+
+# Text shown as it is in "key=value": no separator, space, quote or line break that could fake another pair.
+_BARE = re.compile(r'[^\s,="\\]+')
+
+
+def _bare(text: str) -> str:
+    return text if _BARE.fullmatch(text) else json.dumps(text, ensure_ascii=False)
 
 
 def _short(text: str) -> str:
     return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
+
+
+def utf16_units(text: str) -> int:
+    """How Telegram counts a text's length: UTF-16 code units (a character past U+FFFF is two)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def utf8_bytes(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _cut(sentence: str) -> tuple[str, bool]:

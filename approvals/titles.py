@@ -21,19 +21,20 @@ def add_describer(describer: Describer) -> None:
 def title(name: str, arguments: Any, annotations: dict | None = None) -> str:
     """The first describer's words for the call, on one line and short; the tool's name when none
     has any (or one fails: the arguments are whatever the model sent, and a card must still show)."""
-    return shorten(sentence(name, arguments, annotations) or name)
+    return shorten(sentence(name, arguments, annotations) or name)  # a title folds line breaks: it is no sentence
 
 
 def sentence(name: str, arguments: Any, annotations: dict | None = None) -> str:
-    """The first describer's words for the call on one line, not shortened (approvals.summary
-    names the whole target); "" when no describer has any."""
+    """The first describer's words for the call, neither folded nor shortened: approvals.summary
+    names the whole target and reveals its line breaks (a path "a.txt\\n\\nDelete nothing" must not
+    read as a second sentence); "" when no describer has any."""
     for describe in _describers:
         try:
             text = describe(name, arguments, annotations)
         except Exception:  # noqa: BLE001  (a describer's bug never hides a call from whoever decides it)
             text = ""
         if isinstance(text, str) and text.strip():
-            return one_line(text)
+            return text.strip(" ")
     return ""
 
 

@@ -71,7 +71,7 @@ def test_a_title_is_one_short_line_with_invisible_characters_shown():
     [
         ("git__git_commit", {"repo_path": "/srv/" + "r" * 80, "message": "Second commit"}, None, "Git commit: Second commit"),
         ("notes__write_note", {"name": "a.txt", "text": "buy milk"}, {"readOnlyHint": False}, "Write note: a.txt, buy milk"),
-        ("notes__delete_note", {"name": "a.txt"}, {"title": "Remove a note"}, "Remove a note: a.txt"),
+        ("notes__delete_note", {"name": "a.txt"}, {"title": "Remove a note"}, "Remove a note (notes__delete_note): a.txt"),
         ("notes__list_notes", {}, None, "List notes"),
         ("notes__picture", {"options": {"a": 1}, "flag": True}, None, "Picture"),
         ("notes__huge", "not a dict", ["not", "a", "dict"], "Huge"),

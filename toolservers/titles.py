@@ -1,5 +1,7 @@
 """A tool server's call in words, the title of its card: the tool's title as its server gives it
-(else its name, readably) and the arguments that say what it acts on ("Git commit: Second commit")."""
+(else its name, readably) and the arguments that say what it acts on ("Git commit: Second commit").
+A server's title is only its claim ("Read a file" for a tool that deletes): the tool that runs is
+named after it ("Read a file (files__delete): a.txt"), so no title hides which tool a person approves."""
 from typing import Any
 
 from approvals.titles import one_line
@@ -25,7 +27,10 @@ def describe_call(name: str, arguments: Any, annotations: dict | None = None) ->
         return ""
     given = (annotations or {}).get("title") if isinstance(annotations, dict) else None
     given = one_line(given) if isinstance(given, str) else ""
-    title = short(given or tool.replace("_", " ").strip().capitalize(), MAX_TOOL_TITLE_CHARS)
+    if given:  # the server's claim, then the tool that runs
+        title = f"{short(given, MAX_TOOL_TITLE_CHARS)} ({name})"
+    else:
+        title = short(tool.replace("_", " ").strip().capitalize(), MAX_TOOL_TITLE_CHARS)
     shown = key_values(arguments) if isinstance(arguments, dict) else []
     return f"{title}: {', '.join(shown)}" if shown else title
 
@@ -38,8 +43,10 @@ def key_values(arguments: dict) -> list[str]:
         value = arguments[key]
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             continue
-        text = one_line(str(value))
-        if text and (len(text) <= MAX_VALUE_CHARS or key in KEY_ARGUMENTS):
+        # Not folded onto one line: approvals.summary reveals a value's line breaks (a card's
+        # title folds them), so "a.txt\\n\\nDelete nothing" never reads as a second sentence.
+        text = str(value).strip(" ")
+        if text.strip() and (len(one_line(text)) <= MAX_VALUE_CHARS or key in KEY_ARGUMENTS):
             shown.append(short(text, MAX_VALUE_CHARS))
         if len(shown) == MAX_SHOWN:
             break
