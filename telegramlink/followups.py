@@ -97,6 +97,16 @@ def queue_warnings(approval: Approval) -> list[int]:
     return [warning.pk for warning, created in rows if created]
 
 
+def queue_warnings_sent_before(message_id: int) -> list[int]:
+    """The warning for a request sent after its approval's warning went out (the sweep can run
+    between the request and its send): the ids to send. Its approval's `warned_at` is read after
+    the message is stored as sent, so either this or the sweep's receiver sees the other."""
+    row = ApprovalMessage.objects.select_related("approval").filter(pk=message_id, status=ApprovalMessage.Status.SENT).first()
+    if row is None or row.approval.warned_at is None:
+        return []
+    return queue_warnings(row.approval)
+
+
 def warn(warning_id: int) -> str:
     """Send one queued warning, as a reply to its request with an Extend button, if its approval
     still waits for the deadline it warns of."""

@@ -8,7 +8,11 @@ from . import followups, requests
 
 @shared_task(bind=True, ignore_result=True, acks_late=True)
 def send_request(self, message_id: int) -> None:
-    if requests.send(message_id) == requests.Sent.FAILED:
+    sent = requests.send(message_id)
+    if sent == requests.Sent.SENT:
+        for warning_id in followups.queue_warnings_sent_before(message_id):
+            send_warning.delay(warning_id)
+    if sent == requests.Sent.FAILED:
         raise self.retry(countdown=2 ** min(self.request.retries, 6), max_retries=requests.max_attempts())
 
 

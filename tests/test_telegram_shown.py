@@ -16,7 +16,7 @@ from approvals.signals import approvals_expiring
 from approvals.summary import summarize
 from telegramlink import bot, followups, requests, texts, updates
 from telegramlink.models import ApprovalMessage, ExpiryWarning, TelegramAccount
-from telegramlink.tasks import resend_lost_messages
+from telegramlink.tasks import resend_lost_messages, send_request
 from tests.conftest import start_conversation
 from tests.test_telegramlink import (  # noqa: F401  (fake and ssl_context are fixtures)
     ALICE_TG, MALLORY_TG, edits_to, fake, link, only_pending, press, queued_unsent, replies, request_to, say, ssl_context,
@@ -263,6 +263,22 @@ def test_a_due_warning_reaches_each_sent_request_once_as_a_reply_with_extend(fak
     assert warning["reply_parameters"]["message_id"] == row.message_id
     assert fake.buttons(warning) == {"Extend": f"x:{token_of(approval)}"}
     assert list(ExpiryWarning.objects.values_list("status", "expires_at")) == [("sent", approval.expires_at)]
+
+
+def test_a_request_sent_after_its_warning_went_out_gets_the_warning_too(fake, alice, expiring, settings):
+    """The sweep warns of an approval that waits a minute at once, maybe before its request is sent."""
+    link(alice, ALICE_TG)
+    approval, row = queued_unsent(settings, alice, expiring, "write hello to a.txt")
+    approvals_expiring.send(sender=Approval, approvals=[approval])  # nothing sent yet: nothing to warn
+    Approval.objects.filter(pk=approval.pk).update(warned_at=timezone.now())
+    assert not ExpiryWarning.objects.exists()
+
+    send_request.delay(row.pk)
+
+    (warning,) = warnings_to(fake, ALICE_TG)
+    assert warning["reply_parameters"]["message_id"] == ApprovalMessage.objects.get(pk=row.pk).message_id
+    send_request.delay(row.pk)  # a twin task: nothing more
+    assert len(warnings_to(fake, ALICE_TG)) == 1
 
 
 def test_extend_from_the_warning_pushes_the_deadline_once_and_every_message_shows_it(fake, alice, expiring):

@@ -255,3 +255,47 @@ def test_a_fetch_shows_its_whole_url_and_a_question_past_telegrams_limit_still_a
     assert list(tg.fake.buttons(request)) == ["Reject (decline to answer)"]
     assert answer(tg, tg.fake.press(ALICE_TG, tg.fake.buttons(request)["Reject (decline to answer)"])) == "Declined."
     edited_to(tg, ALICE_TG, "Declined by alice via telegram")
+
+
+def test_a_cut_call_is_refused_a_forged_approve_and_approved_on_the_site_and_a_warned_one_is_extended(tg, alice, agent):
+    """Issue 35 on the real stack: a call too long for Telegram has no Approve button and a forged
+    approve press with its token decides nothing (the site approves it); an approval that waits a
+    minute is warned of at once (beat's sweep, the worker's send), extended from the warning's
+    button, shown with its new deadline, then approved from the message."""
+    link(tg, alice, ALICE_TG)
+    cut = start_on(tg, alice, f"write {'y' * 5000} to big.txt")
+    request = request_to(tg, ALICE_TG, cut)
+    assert "Cut: too long for Telegram" in request["text"] and list(tg.fake.buttons(request)) == ["Reject"]
+    token = tg.fake.buttons(request)["Reject"].split(":", 1)[1]
+
+    forged = answer(tg, tg.fake.press(ALICE_TG, f"a:{token}"))
+
+    assert forged == "This message showed the call cut: open it on the site to approve."
+    approval = Approval.objects.get(conversation_id=cut)
+    assert (approval.status, approval.decided_at) == ("pending", None)
+    decided = Api(tg.base_url, alice).post(f"approvals/{approval.pk}/decision", {"decision": "approve", "shown_hash": approval.shown_hash})
+    assert decided.status_code == 200, decided.text
+    wait_until(lambda: status_of(cut) == "idle", timeout=20, message="the cut call to run once approved on the site")
+    edited_to(tg, ALICE_TG, "Approved by alice via api")
+
+    agent.approval_timeout_seconds = 60  # a wait of a minute is warned of at once
+    agent.save(update_fields=["approval_timeout_seconds"])
+    warned = start_on(tg, alice, "write hello to soon.txt")
+    request = request_to(tg, ALICE_TG, warned)
+    approval = Approval.objects.get(conversation_id=warned)
+    warning = wait_until(
+        lambda: next((m for m in tg.fake.sent("sendMessage", chat_id=ALICE_TG) if m["text"].startswith("⏳")), None),
+        timeout=20, message=f"the warning\n{tg.logs()}",
+    )
+    assert f"Expires at {approval.expires_at:%H:%M} UTC (in" in warning["text"]
+    assert warning["reply_parameters"]["message_id"] == ApprovalMessage.objects.get(approval=approval).message_id
+
+    extended = answer(tg, tg.fake.press(ALICE_TG, tg.fake.buttons(warning)["Extend"]))
+
+    approval.refresh_from_db()
+    assert extended == f"Extended: #{approval.pk} now expires at {approval.expires_at:%H:%M} UTC."
+    assert approval.extended_by == alice and approval.status == "pending"
+    shown = edited_to(tg, ALICE_TG, "(extended by alice)")
+    assert f"Expires at {approval.expires_at:%Y-%m-%d %H:%M} UTC" in shown["text"]
+    assert answer(tg, tg.fake.press(ALICE_TG, tg.fake.buttons(shown)["Approve"])) == "Approved."
+    wait_until(lambda: status_of(warned) == "idle", timeout=20, message="the extended call to run once approved")
