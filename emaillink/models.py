@@ -14,13 +14,14 @@ class EmailPreference(models.Model):
 
 
 class EmailDelivery(models.Model):
-    """The outbox: one approval's mail to one person (its request, and one reminder when a route's
-    reminder is due). Queued, then sent, or closed (decided before it went out), or failed (the mail
+    """The outbox: one approval's mail to one person (its request, one reminder when a route's
+    reminder is due, one warning when its deadline is near). Queued, then sent, or closed (decided before it went out), or failed (the mail
     server refused it, or stayed down through every retry)."""
 
     class Kind(models.TextChoices):
         REQUEST = "request"
         REMINDER = "reminder"
+        WARNING = "warning"
 
     class Status(models.TextChoices):
         QUEUED = "queued"

@@ -30,3 +30,10 @@ def on_approvals_reminded(sender, approvals=(), **kwargs) -> None:
 def on_approvals_decided(sender, approvals=(), **kwargs) -> None:
     # A mail cannot be taken back: its link now opens a page saying who decided. What is still queued is never sent.
     requests.close_unsent([approval.pk for approval in approvals])
+
+
+def on_approvals_expiring(sender, approvals=(), **kwargs) -> None:
+    # Each person mailed the request hears, once, that it expires soon; the site is where Extend is.
+    for approval in approvals:
+        for delivery_id in requests.queue_warnings(approval):
+            enqueue_on_commit(send_mail, delivery_id)

@@ -19,7 +19,6 @@ from .models import EmailDelivery, EmailPreference
 logger = logging.getLogger(__name__)
 Status = EmailDelivery.Status
 Kind = EmailDelivery.Kind
-MAILED_KINDS = (Approval.Kind.ACTION, Approval.Kind.PLAN)  # a question is answered on the site
 
 
 class Sent:
@@ -42,7 +41,7 @@ def recipients(approval: Approval) -> list:
 
 def queue(approval: Approval) -> list[int]:
     """A queued mail for each recipient of a pending approval not mailed yet; the ids to send."""
-    if not enabled() or approval.status != Approval.Status.PENDING or approval.kind not in MAILED_KINDS:
+    if not enabled() or approval.status != Approval.Status.PENDING:
         return []
     rows = [EmailDelivery.objects.get_or_create(approval=approval, user=user, kind=Kind.REQUEST) for user in recipients(approval)]
     return [row.pk for row, created in rows if created]
@@ -65,9 +64,21 @@ def queue_reminders(approval: Approval) -> list[int]:
     return [row.pk for row, created in rows if created]
 
 
+def queue_warnings(approval: Approval) -> list[int]:
+    """When its deadline is near (approvals_expiring): one warning to each person mailed its request
+    who has not voted yet (once: one warning row per person, so a second signal or a restart sends
+    nothing twice); the ids to send."""
+    if not enabled() or approval.status != Approval.Status.PENDING or approval.expires_at is None:
+        return []
+    mailed = EmailDelivery.objects.filter(approval=approval, approval__status=Approval.Status.PENDING, kind=Kind.REQUEST, status=Status.SENT)
+    rows = [EmailDelivery.objects.get_or_create(approval=approval, user_id=user_id, kind=Kind.WARNING)
+            for user_id in mailed.values_list("user_id", flat=True)]
+    return [row.pk for row, created in rows if created]
+
+
 def requeue_edited(approval: Approval) -> list[int]:
     """After an edit: whoever was mailed the old version gets the new one (the old link decides nothing)."""
-    if not enabled() or approval.status != Approval.Status.PENDING or approval.kind not in MAILED_KINDS:
+    if not enabled() or approval.status != Approval.Status.PENDING:
         return []
     deciders = [user.pk for user in recipients(approval)]
     shown = EmailDelivery.objects.filter(approval=approval, kind=Kind.REQUEST, user_id__in=deciders, status__in=[Status.SENT, Status.QUEUED])
@@ -81,33 +92,57 @@ def requeue_edited(approval: Approval) -> list[int]:
 def send(delivery_id: int) -> str:
     """Send one queued mail, if it is still to be sent and its approval still waits."""
     claimed = EmailDelivery.objects.filter(pk=delivery_id, status=Status.QUEUED, attempts__lt=max_attempts())
-    row = claimed.select_related("user", "approval__tool_call", "approval__conversation__agent").first()
+    row = claimed.select_related("user", "approval__tool_call", "approval__conversation__agent", "approval__requested_by").first()
     if row is None or not claimed.filter(attempts=row.attempts).update(attempts=row.attempts + 1, updated_at=timezone.now()):
         return Sent.NOT_CLAIMED
     mine = EmailDelivery.objects.filter(pk=row.pk, status=Status.QUEUED, attempts=row.attempts + 1)
     approval, user = row.approval, row.user
-    if approval.status != Approval.Status.PENDING or not opted_in(user) or not user.is_active or (row.kind == Kind.REMINDER and voted(approval, user)):
+    follow_up = row.kind in (Kind.REMINDER, Kind.WARNING)
+    if approval.status != Approval.Status.PENDING or not opted_in(user) or not user.is_active or (follow_up and voted(approval, user)):
         mine.update(status=Status.CLOSED)
         return Sent.CLOSED
     try:
-        compose(approval, user, tokens.issue(approval, user, channel="email"), reminder=row.kind == Kind.REMINDER).send()
+        compose(approval, user, kind=row.kind).send()
     except (smtplib.SMTPException, OSError) as exc:
         return _failed(row, mine, exc)
     mine.update(status=Status.SENT, address=user.email, shown_hash=approval.shown_hash, last_error="", updated_at=timezone.now())
     return Sent.SENT
 
 
-def compose(approval: Approval, user, token: str, *, reminder: bool = False) -> EmailMultiAlternatives:
-    """The mail: a text part and an HTML part, one link that opens the page to decide on."""
-    context = texts.shown(approval) | {"link": texts.link(token), "user": user, "reminder": reminder}
+def compose(approval: Approval, user, *, kind: str = Kind.REQUEST) -> EmailMultiAlternatives:
+    """The mail of `kind`, a text part and an HTML part from the call's one summary: a request (or
+    its reminder) with Approve and Reject links when the page can decide its kind, else the sentence
+    and a link to the conversation; a warning with the deadline and a link to the site (Extend is there)."""
+    context = texts.shown(approval) | {"user": user, "kind": kind, "reminder": kind == Kind.REMINDER}
+    if kind == Kind.WARNING:
+        subject, template = texts.warning_subject(context["summary"]), "emaillink/warning"
+    else:
+        subject, template = texts.subject(context["summary"], reminder=kind == Kind.REMINDER), "emaillink/mail"
+        if context["decided_on_the_page"]:
+            context |= decision_links(approval, user)
     mail = EmailMultiAlternatives(
-        subject=("Reminder: still waiting · " if reminder else "") + texts.subject(approval),
-        body=render_to_string("emaillink/mail.txt", context),
+        subject=subject,
+        body=render_to_string(f"{template}.txt", context),
         to=[user.email],
+        headers={"X-Hitl-Approval": str(approval.pk)},  # for a mail client's filters (and the tests)
         connection=get_connection(timeout=settings.EMAIL_TIMEOUT),
     )
-    mail.attach_alternative(render_to_string("emaillink/mail.html", context), "text/html")
+    mail.attach_alternative(render_to_string(f"{template}.html", context), "text/html")
     return mail
+
+
+def decision_links(approval: Approval, user) -> dict:
+    """Approve and Reject as two links, each with a single-use token of its own.
+
+    The Approve token is issued complete (may approve) whatever the mail could show: it opens the
+    page, which shows the whole call, and decides only the version it was issued for, so what is
+    approved is what that page showed. The Reject token is issued not complete: it opens the reject
+    form, and the decision service refuses an approve through it (services.ShownCut, the token left
+    unspent), so a forged POST of "approve" with a Reject link's token approves nothing."""
+    return {
+        "approve_link": texts.link(tokens.issue(approval, user, channel="email", complete=True)),
+        "reject_link": texts.reject_link(tokens.issue(approval, user, channel="email", complete=False)),
+    }
 
 
 def retry_failed(delivery_ids: list[int]) -> list[int]:

@@ -1,5 +1,7 @@
 """The profile page's section (opt out, or back in), and the page a mail's link opens: a GET only
-shows (no login: the token is the proof for this one decision), a POST of the page's own form decides."""
+shows (no login: the token is the proof for this one decision), a POST of the page's own form decides.
+The Approve link's page shows the whole call with Approve and Reject; the Reject link's (its token
+can only reject) is the reject form."""
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -12,6 +14,7 @@ from .models import EmailPreference
 
 MAX_REASON_CHARS = 2000
 MAX_CONFIRMATION_CHARS = 500
+REJECT_ONLY = "This is the mail's Reject link: it can only reject. To approve, use the mail's Approve link or open the conversation."
 
 
 def profile_context(request) -> dict:
@@ -57,6 +60,9 @@ def approve_page(request, token: str):
         return _page(request, "changed", opened.approval, status=409)
     except services.ConfirmationRequired:
         return _shown(request, opened, error="Type the confirmation exactly as shown to approve this critical call.", status=400)
+    except services.ShownCut:
+        # The Reject link's token: an approve forged with it is refused and leaves it unspent.
+        return _shown(request, opened, error=REJECT_ONLY, status=409)
     except services.AlreadyVoted:
         return _page(request, "voted", _fresh(opened.approval), status=409, already=True)
     except services.NotAllowed:
@@ -79,7 +85,8 @@ def _shown(request, opened: tokens.Opened, *, error: str = "", status: int = 200
         return _page(request, "expired", approval, status=403)
     if opened.changed:
         return _page(request, "changed", approval)
-    return _page(request, "form", approval, status=status, error=error, token_user=opened.token.user.get_username())
+    state = "reject" if request.GET.get("decision") == "reject" or not opened.token.complete else "form"
+    return _page(request, state, approval, status=status, error=error, token_user=opened.token.user.get_username())
 
 
 def _used(request, approval: Approval):
@@ -89,7 +96,7 @@ def _used(request, approval: Approval):
 
 
 def _fresh(approval: Approval) -> Approval:
-    return Approval.objects.select_related("tool_call", "conversation__agent", "decided_by").get(pk=approval.pk)
+    return Approval.objects.select_related("tool_call", "conversation__agent", "requested_by", "decided_by").get(pk=approval.pk)
 
 
 def _page(request, state: str, approval: Approval | None = None, *, status: int = 200, **extra):

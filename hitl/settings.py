@@ -324,12 +324,17 @@ HITL_SANDBOX_ROOT = Path(os.environ.get("HITL_SANDBOX_ROOT", VAR_DIR / "sandboxe
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # A decision token in a URL (an email's /approve/<token>/) is masked in every line: Django names
+    # a refused request's path ("Forbidden: /approve/…") on django.request and django.security.csrf.
+    "filters": {"masked_tokens": {"()": "hitl.masking.MaskTokens"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["masked_tokens"]}},
     "loggers": {
+        "django.request": {"filters": ["masked_tokens"]},
+        "django.security.csrf": {"filters": ["masked_tokens"]},
         # Each app of ours logs to the console: the engine and every surface (an A2A internal error's
         # id, a Telegram poller waiting for the Bot API, a tool server's changed listing).
         **{
-            app: {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}
+            app: {"handlers": ["console"], "filters": ["masked_tokens"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}
             for app in ("chat", "approvals", "agentlink", "telegramlink", "toolservers", "hitl")
         },
         "LiteLLM": {"handlers": ["console"], "level": "WARNING", "propagate": False},
@@ -390,7 +395,7 @@ CELERY_BEAT_SCHEDULE["resend-lost-approval-mails"] = {
     "task": "emaillink.tasks.resend_lost_mails",
     "schedule": float(os.environ.get("HITL_EMAIL_SWEEP_SECONDS", "30")),
 }
-LOGGING["loggers"]["emaillink"] = {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}
+LOGGING["loggers"]["emaillink"] = {"handlers": ["console"], "filters": ["masked_tokens"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}
 
 # The MCP gateway (mcpgateway): every agent at /mcp/<slug>/. A gated call waits for its decision
 # until its approval expires (the agent's or tool's timeout), and never longer than this (then the

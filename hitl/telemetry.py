@@ -9,7 +9,8 @@ conventions: `invoke_agent <agent>` per run of the loop, `chat <model>` per mode
 `execute_tool <tool>` per tool call; `approval.wait` spans an approval from its request to its
 decision, parented on the trace context stored with the approval (`Approval.trace_context`), so a
 decision made hours later, on any surface, joins the trace of the step that asked. Arguments,
-results, previews and reasons stay out unless `HITL_OTEL_CAPTURE_CONTENT=1`.
+results, previews and reasons stay out unless `HITL_OTEL_CAPTURE_CONTENT=1`; decision tokens in a
+URL are always masked (hitl.masking).
 """
 import json
 import logging
@@ -19,6 +20,8 @@ import uuid
 from contextlib import contextmanager
 
 from django.db import transaction
+
+from hitl import masking
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +68,9 @@ def setup(*, web: bool = False) -> bool:
     if web:
         from opentelemetry.instrumentation.django import DjangoInstrumentor
 
-        DjangoInstrumentor().instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        # A decision token in a URL (an email's /approve/<token>/) never reaches a span: the hook
+        # masks the name and URL attributes (http.target, http.url...) once the span has them.
+        DjangoInstrumentor().instrument(tracer_provider=tracer_provider, meter_provider=meter_provider, request_hook=masking.mask_span)
     logger.info("OpenTelemetry on: exporting to %s as %s", os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"], resource.attributes.get("service.name"))
     return True
 
@@ -105,7 +110,8 @@ def traced_http(app):
         return app
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware  # under daphne, Django's own instrumentation needs it
     # No span per ASGI message: a stream (SSE, a long poll) would send hundreds.
-    return OpenTelemetryMiddleware(app, exclude_spans=["receive", "send"])
+    # Its span's name is the path ("GET /approve/<token>/"): the hook masks decision tokens in it and in its URL attributes.
+    return OpenTelemetryMiddleware(app, exclude_spans=["receive", "send"], server_request_hook=masking.mask_span)
 
 
 # Bucket boundaries for the histograms: the GenAI conventions' for model calls and tokens; for a

@@ -3,6 +3,7 @@ it accepts; tests read them parsed (email.message_from_bytes). It can refuse rec
 server that knows no such mailbox) and be stopped and started again on the same port (a mail server
 down, then back)."""
 import email
+import re
 from email import policy
 import socket
 import threading
@@ -74,9 +75,12 @@ def parts(message: Message) -> dict[str, str]:
     return found
 
 
-def link(message: Message) -> str:
-    """The approve link in a mail's text part."""
-    import re
+def links(message: Message) -> dict[str, str]:
+    """{"approve": ..., "reject": ...}: the decision links of a mail's text part ("Approve (...): <url>")."""
+    found = re.findall(r"^(Approve|Reject) \(.*?\): (https?://\S+?)\s*$", parts(message)["text/plain"], re.M)
+    return {name.lower(): url for name, url in found}
 
-    (url,) = set(re.findall(r"https?://\S+/approve/[^/\s]+/", parts(message)["text/plain"]))
-    return url
+
+def link(message: Message) -> str:
+    """The Approve link in a mail's text part."""
+    return links(message)["approve"]

@@ -16,12 +16,14 @@ from django.utils import timezone
 from approvals import services as approval_services
 from approvals import tokens
 from approvals.models import Approval, DecisionToken
+from approvals.signals import approvals_expiring
 from approvals.routemaking import create_route
+from approvals.summary import summarize
 from emaillink import requests
 from emaillink.models import EmailDelivery, EmailPreference
 from emaillink.tasks import resend_lost_mails
 from tests.conftest import client_for, pending_approvals, start_conversation
-from tests.smtp_sink import SmtpSink, link, parts
+from tests.smtp_sink import SmtpSink, link, links, parts
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BASE = "https://hitl.example.org"
@@ -42,6 +44,10 @@ def with_address(user, address: str | None = None):
     user.email = address or f"{user.username}@example.org"
     user.save(update_fields=["email"])
     return user
+
+
+def summary_of(approval: Approval):
+    return summarize(Approval.objects.select_related("tool_call", "conversation__agent", "requested_by").get(pk=approval.pk))
 
 
 def only_pending(conversation) -> Approval:
@@ -80,19 +86,28 @@ def pending(sink, alice, agent):
 # --- Who is mailed, and what a mail says ------------------------------------------------------------
 
 
-def test_a_request_is_mailed_with_a_text_and_an_html_part_naming_the_tool_with_the_preview_and_a_link(pending, sink):
+def test_a_request_is_mailed_with_a_text_and_an_html_part_saying_what_approve_does_with_the_whole_details(pending, sink):
     approval, mail = pending
 
-    assert mail["To"] == "alice@example.org" and "write_file" in mail["Subject"] and f"#{approval.pk}" in mail["Subject"]
+    # The contract: the subject names the target (for write_file, the path) and the requester.
+    assert mail["To"] == "alice@example.org" and mail["Subject"].strip() == "Approve? Write a.txt (5 bytes) — asked by alice (Demo agent)"
+    assert mail["X-Hitl-Approval"] == str(approval.pk)
     body = parts(mail)
     assert set(body) == {"text/plain", "text/html"}
     for part in body.values():
-        assert "write_file" in part and "a.txt" in part and "hello" in part and approval.risk in part
-    url = link(mail)
-    assert url.startswith(f"{BASE}/approve/") and f'href="{url}"' in body["text/html"]
+        assert "Approve? Write a.txt (5 bytes) — asked by alice (Demo agent)" in part  # the head says the same
+        assert "Why: " in part or ">Why<" in part
+        assert '"content": "hello"' in part.replace("&quot;", '"') and "New file a.txt, 5 bytes" in part and approval.risk in part
+    why = re.search(r"^Why: (.*)$", body["text/plain"], re.M)[1]
+    assert why.strip() and why.strip() not in ("write_file", "Demo agent needs approval for write_file.")
+    urls = links(mail)
+    assert urls["approve"].startswith(f"{BASE}/approve/") and urls["reject"].startswith(f"{BASE}/approve/")
+    assert urls["approve"] != urls["reject"] and f'href="{urls["approve"]}"' in body["text/html"]
+    assert f'href="{urls["reject"]}"' in body["text/html"]
     delivery = EmailDelivery.objects.get()
     assert (delivery.status, delivery.address, delivery.shown_hash) == ("sent", "alice@example.org", approval.shown_hash)
-    assert DecisionToken.objects.get().channel == "email"
+    # The Approve link's token may approve (its page shows the whole call); the Reject link's only rejects.
+    assert sorted(DecisionToken.objects.values_list("channel", "complete")) == [("email", False), ("email", True)]
 
 
 def test_arguments_are_escaped_in_html_and_invisible_characters_revealed(sink, alice, agent):
@@ -162,6 +177,95 @@ def test_a_get_never_decides_and_shows_the_call_with_approve_and_reject(pending)
     assert "write_file" in page and "a.txt" in page and 'value="approve"' in page and 'value="reject"' in page and 'name="reason"' in page
     assert response["Cache-Control"] == "no-store" and response["Referrer-Policy"] == "same-origin"
     assert Approval.objects.get(pk=approval.pk).status == "pending" and not DecisionToken.objects.filter(used_at__isnull=False).exists()
+
+
+def test_the_reject_link_opens_the_reject_form_and_decides_nothing(pending):
+    approval, mail = pending
+
+    response = Client().get(path_of(links(mail)["reject"]))
+
+    page = response.content.decode()
+    assert response.status_code == 200 and 'data-state="reject"' in page
+    assert 'name="reason"' in page and 'value="reject"' in page and 'value="approve"' not in page  # no green Approve on it
+    assert "Reject? Write a.txt (5 bytes)" in text_of(response) and f"/conversations/{approval.conversation_id}/" in page
+    assert Approval.objects.get(pk=approval.pk).status == "pending" and not DecisionToken.objects.filter(used_at__isnull=False).exists()
+
+
+def test_the_approve_links_page_shows_the_whole_call_with_what_approve_does(pending):
+    approval, mail = pending
+
+    page = text_of(Client().get(path_of(link(mail))))
+
+    assert "Approve? Write a.txt (5 bytes) — asked by alice (Demo agent)" in page
+    assert "&quot;content&quot;: &quot;hello&quot;" in page and 'value="approve"' in page and 'value="reject"' in page
+
+
+def test_reject_with_a_reason_from_the_reject_link(pending, alice):
+    approval, mail = pending
+
+    response = post(links(mail)["reject"], "reject", reason="wrong file")
+
+    approval.refresh_from_db()
+    assert response.status_code == 200 and "Rejected by alice via email" in text_of(response)
+    assert (approval.status, approval.decided_via, approval.rejection_reason) == ("rejected", "email", "wrong file")
+
+
+def test_a_forged_approve_with_the_reject_links_token_approves_nothing_and_the_link_still_rejects(pending):
+    approval, mail = pending
+    reject_url = links(mail)["reject"]
+
+    for url in (reject_url, reject_url.split("?")[0]):  # with or without its query: the token decides what it may do
+        forged = post(url, "approve")
+        assert forged.status_code == 409 and "can only reject" in text_of(forged) and 'value="approve"' not in forged.content.decode()
+    assert Approval.objects.get(pk=approval.pk).status == "pending" and not DecisionToken.objects.filter(used_at__isnull=False).exists()
+
+    assert post(reject_url, "reject", reason="no").status_code == 200
+    assert Approval.objects.get(pk=approval.pk).status == "rejected"
+
+
+def test_details_too_long_for_a_mail_are_said_cut_and_the_approve_page_shows_them_whole(sink, settings, alice, agent):
+    settings.HITL_MAX_MESSAGE_CHARS = 40_000
+    with_address(alice)
+    content = "".join(f"line {n:05d}\n" for n in range(2_000)).strip()  # ~22,000 characters
+
+    approval = only_pending(start_conversation(alice, agent, f"write {content} to big.txt"))
+
+    (mail,) = sink.messages()
+    assert "big.txt" in mail["Subject"] and "alice" in mail["Subject"]
+    for part in parts(mail).values():
+        assert "too long for a mail" in part and "line 01999" not in part
+    page = Client().get(path_of(link(mail))).content.decode()
+    assert "line 00000" in page and "line 01999" in page and 'value="approve"' in page
+    assert post(link(mail), "approve").status_code == 200
+    assert Approval.objects.get(pk=approval.pk).status == "approved"
+
+
+def test_a_question_is_mailed_as_its_sentence_with_a_link_to_the_conversation_and_no_decision_links(sink, alice, agent):
+    with_address(alice)
+
+    approval = only_pending(start_conversation(alice, agent, "ask me what to call the file"))
+
+    assert approval.kind == "question"
+    (mail,) = sink.messages()
+    assert mail["Subject"].strip() == summary_of(approval).head and "what to call the file" in mail["Subject"] and "alice" in mail["Subject"]
+    for part in parts(mail).values():
+        assert "what to call the file" in part and "Open" in part and f"/conversations/{approval.conversation_id}/" in part
+        assert "/approve/" not in part
+    assert not DecisionToken.objects.exists() and EmailDelivery.objects.get().status == "sent"
+
+
+def test_a_plan_is_mailed_with_its_steps_and_approved_from_its_page(sink, alice, agent):
+    with_address(alice)
+
+    approval = only_pending(start_conversation(alice, agent, "plan a tidy-up of the notes"))
+
+    assert approval.kind == "plan"
+    (mail,) = sink.messages()
+    assert mail["Subject"].strip() == summary_of(approval).head and "tidy-up of the notes" in mail["Subject"]
+    steps = [str(step["action"]) for step in approval.plan["steps"]]
+    assert all(step in parts(mail)["text/plain"] for step in steps) and set(links(mail)) == {"approve", "reject"}
+    assert post(link(mail), "approve").status_code == 200
+    assert Approval.objects.get(pk=approval.pk).status == "approved"
 
 
 def test_approve_decides_via_email_as_the_recipient_and_a_second_post_never_decides(pending, alice):
@@ -410,3 +514,53 @@ def test_a_due_reminder_mails_once_those_who_have_not_voted(sink, alice, agent):
     assert [m["To"] for m in reminders] == ["erin@example.org"] and "1 of 2 approvals: dana" in parts(reminders[0])["text/plain"]
     assert post(link(reminders[0]), "approve").status_code == 200
     assert Approval.objects.get(pk=approval.pk).status == "approved"
+
+
+# --- Warnings before expiry ---------------------------------------------------------------------------
+
+
+def expiring(approval: Approval, minutes: int = 5) -> Approval:
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() + timedelta(minutes=minutes))
+    approval.refresh_from_db()
+    return approval
+
+
+def warnings_in(sink) -> list:
+    return [m for m in sink.messages() if m["Subject"].strip().startswith("Expires at ")]
+
+
+def test_a_warning_before_expiry_is_mailed_once_to_each_person_mailed_with_a_link_to_the_site(pending, sink):
+    approval = expiring(pending[0])
+
+    approvals_expiring.send(sender=Approval, approvals=[approval])
+    approvals_expiring.send(sender=Approval, approvals=[approval])  # a second signal (a restart, two beats) sends nothing more
+
+    (warning,) = warnings_in(sink)
+    assert warning["To"] == "alice@example.org"
+    assert warning["Subject"].strip() == f"Expires at {approval.expires_at:%H:%M} UTC: Write a.txt (5 bytes)"
+    for part in parts(warning).values():
+        assert "Extend" in part and f"/conversations/{approval.conversation_id}/" in part and "/approve/" not in part
+    assert EmailDelivery.objects.get(kind="warning").status == "sent"
+
+
+def test_no_warning_for_a_decided_call_nor_to_someone_never_mailed(pending, sink, bob):
+    approval = expiring(pending[0])
+    approval_services.decide(approval.pk, user=bob, approve=True, via="api", shown_hash=approval.shown_hash)
+
+    approvals_expiring.send(sender=Approval, approvals=[approval])
+
+    assert warnings_in(sink) == [] and not EmailDelivery.objects.filter(kind="warning").exists()
+
+
+def test_a_warning_lost_while_the_mail_server_was_down_is_sent_once_by_the_sweep(pending, sink):
+    approval = expiring(pending[0])
+    sink.stop()
+    approvals_expiring.send(sender=Approval, approvals=[approval])
+    assert EmailDelivery.objects.get(kind="warning").status == "queued"
+
+    sink.start()
+    EmailDelivery.objects.filter(kind="warning").update(updated_at=timezone.now() - timedelta(hours=1), attempts=0)
+    resend_lost_mails()
+    resend_lost_mails()
+
+    assert len(warnings_in(sink)) == 1 and EmailDelivery.objects.get(kind="warning").status == "sent"

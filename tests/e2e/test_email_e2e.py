@@ -1,7 +1,9 @@
 """One-click email end to end: a stack of its own (redis-server, daphne, beat and a Celery worker)
 whose worker mails through Django's SMTP backend to a real SMTP server in this process
-(tests/smtp_sink.py, aiosmtpd). A test plays the recipient: it reads the mail, opens the link with a
-plain HTTP client (no login), and presses Approve or Reject as the page's form does."""
+(tests/smtp_sink.py, aiosmtpd), and whose daphne and worker export their spans to a stand-in OTLP
+collector (tests/otlp_collector.py). A test plays the recipient: it reads the mail, opens the link
+with a plain HTTP client (no login), and presses Approve or Reject as the page's form does."""
+import json
 import os
 import re
 
@@ -14,14 +16,16 @@ from emaillink.models import EmailDelivery
 from tests.conftest import wait_until
 from tests.e2e import conftest as stack_parts
 from tests.e2e.conftest import BIN, Api, free_port, port_open, start
-from tests.smtp_sink import SmtpSink, link, parts
+from tests.otlp_collector import Collector
+from tests.smtp_sink import SmtpSink, link, links, parts
 
 pytestmark = pytest.mark.e2e
+SERVER = 2  # SpanKind.SERVER in OTLP
 
 
 class EmailStack:
-    def __init__(self, base_url: str, sink: SmtpSink, processes: dict):
-        self.base_url, self.sink, self.processes = base_url, sink, processes
+    def __init__(self, base_url: str, sink: SmtpSink, collector: Collector, processes: dict):
+        self.base_url, self.sink, self.collector, self.processes = base_url, sink, collector, processes
 
     def logs(self) -> str:
         return "\n".join(f"--- {name} ---\n{process.tail()}" for name, process in self.processes.items())
@@ -32,7 +36,11 @@ def email_stack(django_db_setup, django_db_blocker, tmp_path_factory):
     work = tmp_path_factory.mktemp("email")
     redis_port, web_port = free_port(), free_port()
     sink = SmtpSink().start()
+    collector = Collector().start()
     env = os.environ | {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",  # milliseconds: spans leave at once
+        "OTEL_METRIC_EXPORT_INTERVAL": "60000",
         "DJANGO_SETTINGS_MODULE": "hitl.settings",
         "DATABASE_URL": stack_parts.test_database_url(),
         "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
@@ -63,14 +71,15 @@ def email_stack(django_db_setup, django_db_blocker, tmp_path_factory):
         processes["web"] = start("email-web", [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(web_port), "hitl.asgi:application"], env, work)
         processes["worker"] = start("email-worker", [str(BIN / "celery"), "-A", "hitl", "worker", "--loglevel", "INFO", "--without-mingle",
                                                      "--without-gossip", "--hostname", "email@%h"], env, work)
-        stack = EmailStack(f"http://127.0.0.1:{web_port}", sink, processes)
-        wait_until(lambda: port_open(web_port), timeout=30, message="daphne")
+        stack = EmailStack(f"http://127.0.0.1:{web_port}", sink, collector, processes)
+        wait_until(lambda: port_open(web_port), timeout=90, message="daphne")
         wait_until(lambda: "ready." in processes["worker"].log.read_text(), timeout=60, message="the worker")
         yield stack
     finally:
         for process in reversed(processes.values()):
             process.stop()
         sink.stop()
+        collector.stop()
 
 
 @pytest.fixture
@@ -101,7 +110,7 @@ def approval_of(conversation_id: str) -> Approval:
 
 
 def mails_to(stack, user, approval: Approval) -> list:
-    return [m for m in stack.sink.messages(user.email) if m["Subject"].endswith(f"#{approval.pk}")]
+    return [m for m in stack.sink.messages(user.email) if m["X-Hitl-Approval"] == str(approval.pk)]
 
 
 def mailed(stack, user, approval: Approval, count: int = 1):
@@ -136,7 +145,7 @@ def test_approving_from_the_mail_resumes_the_run_and_a_second_press_decides_noth
     conversation_id = start_on(mail, alice, "write hello to a.txt")
     approval = approval_of(conversation_id)
     message = mailed(mail, alice, approval)
-    assert "write_file" in message["Subject"] and set(parts(message)) == {"text/plain", "text/html"}
+    assert "a.txt" in message["Subject"] and "alice" in message["Subject"] and set(parts(message)) == {"text/plain", "text/html"}
     assert link(message).startswith(f"{mail.base_url}/approve/")
     page = Page(link(message))
     Page(link(message))  # opening it again changes nothing
@@ -154,17 +163,52 @@ def test_approving_from_the_mail_resumes_the_run_and_a_second_press_decides_noth
     assert Approval.objects.get(pk=approval.pk).status == "approved"
 
 
-def test_rejecting_with_a_reason_from_the_mail(mail, alice, agent):
+def test_rejecting_with_a_reason_from_the_mails_reject_link_and_no_token_in_spans_or_server_output(mail, alice, agent):
     addressed(alice)
     conversation_id = start_on(mail, alice, "write hello to a.txt")
     approval = approval_of(conversation_id)
+    urls = links(mailed(mail, alice, approval))
+    page = Page(urls["reject"])
+    assert page.shown.status_code == 200 and 'name="reason"' in page.shown.text and 'value="approve"' not in page.shown.text
+    forged = page.press("approve")  # a forged approve with the Reject link's token
+    assert forged.status_code == 409 and Approval.objects.get(pk=approval.pk).status == "pending"
+    Page(urls["approve"])  # the Approve link opened too: its request is traced and logged as well
 
-    response = Page(link(mailed(mail, alice, approval))).press("reject", reason="wrong file")
+    response = page.press("reject", reason="wrong file")
 
     assert response.status_code == 200
     wait_until(lambda: status_of(conversation_id) == "idle", timeout=20, message="the run to go on")
     approval.refresh_from_db()
     assert (approval.status, approval.rejection_reason, approval.decided_via) == ("rejected", "wrong file", "email")
+
+    # Every request to the links was traced and logged, each with its token masked.
+    values = [url.split("/approve/")[1].split("/")[0] for url in urls.values()]
+    posts = lambda: [s for s in mail.collector.spans_named("POST /approve/<token>/") if s.kind == SERVER]  # noqa: E731
+    wait_until(lambda: len(posts()) >= 2, timeout=15, message="the POSTs' server spans at the collector")
+    exported = json.dumps([[span.name, span.attributes] for span in mail.collector.spans], default=str)
+    assert "/approve/<token>/?decision=reject" in exported
+    access = mail.processes["web"].log.read_text()
+    assert '"POST /approve/<token>/?decision=reject" 409' in access and "Conflict: /approve/<token>/" in access
+    for value in values:
+        assert value not in exported and value.split(":")[-1] not in exported
+        for name, process in mail.processes.items():
+            assert value not in process.log.read_text(), f"a token in {name}'s output"
+
+
+def test_a_warning_is_mailed_before_expiry_once_with_the_site_link(mail, alice, agent):
+    addressed(alice)
+    agent.approval_timeout_seconds = 60  # warned at once: at least a minute before the deadline
+    agent.save(update_fields=["approval_timeout_seconds"])
+    approval = approval_of(start_on(mail, alice, "write hello to a.txt"))
+    mailed(mail, alice, approval)
+
+    warning = mailed(mail, alice, approval, count=2)
+
+    approval.refresh_from_db()
+    assert warning["Subject"].strip() == f"Expires at {approval.expires_at:%H:%M} UTC: Write a.txt (5 bytes)"
+    assert f"/conversations/{approval.conversation_id}/" in parts(warning)["text/plain"] and "Extend" in parts(warning)["text/plain"]
+    wait_until(lambda: EmailDelivery.objects.filter(approval=approval, kind="warning", status="sent").exists(), message="the warning sent")
+    assert len(mails_to(mail, alice, approval)) == 2 and Approval.objects.get(pk=approval.pk).status == "pending"
 
 
 def test_a_late_click_after_the_api_decided_says_who_decided_and_changes_nothing(mail, alice, agent):

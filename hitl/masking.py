@@ -1,0 +1,64 @@
+"""Decision tokens never leave the decision: where one is part of a URL (an email's
+`/approve/<token>/`; a password reset's too), what is traced or logged is the route with the token masked. Used by the
+telemetry's request hooks (span names and attributes), a filter on the loggers that name a
+request's path (Django's "Forbidden: /approve/…"), and daphne's access log."""
+import logging
+import re
+
+MASK = "<token>"
+
+# The routes whose path segment is a token, whatever the segment holds: emaillink's page, and
+# Django's password reset link (a token as good as a password while it lives).
+TOKEN_ROUTE = re.compile(r"(/approve/|/accounts/reset/[^/?#\s\"']+/)[^/?#\s\"']+")
+# Any value signed by approvals.tokens (Django's signing.dumps: payload:timestamp:signature, in the
+# URL-safe base64 alphabet), wherever it stands: another route's path, a query, a message.
+SIGNED_VALUE = re.compile(r"[A-Za-z0-9_-]{16,}(?::|%3[Aa])[A-Za-z0-9]{4,}(?::|%3[Aa])[A-Za-z0-9_-]{20,}")
+
+
+def mask(text: str) -> str:
+    """`text` with every decision token in it replaced by <token>."""
+    return SIGNED_VALUE.sub(MASK, TOKEN_ROUTE.sub(rf"\g<1>{MASK}", text))
+
+
+def mask_span(span, *_request) -> None:
+    """A request hook (the ASGI and Django instrumentations call it once a server span has its URL
+    attributes): the span's name and every string attribute, masked (`http.target`, `http.url`,
+    `url.path`, `url.full`, `url.query`...). Later attributes hold no URL (status, route pattern)."""
+    if not span.is_recording():
+        return
+    masked = mask(span.name)
+    if masked != span.name:
+        span.update_name(masked)
+    for key, value in dict(getattr(span, "attributes", None) or {}).items():
+        if isinstance(value, str) and mask(value) != value:
+            span.set_attribute(key, mask(value))
+
+
+class MaskTokens(logging.Filter):
+    """On a logger (LOGGING in hitl/settings.py): masks the tokens of each record it lets through,
+    so every handler downstream, daphne's root handler included, writes the masked line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = mask(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+def mask_daphne_access_log() -> None:
+    """Daphne writes its access log ("GET /approve/<token>/" 200 …) straight to a stream, with no
+    hook of its own (daphne 4.2): its writer gets the path masked. Safe to call more than once."""
+    try:
+        from daphne.access import AccessLogGenerator
+    except ImportError:  # not under daphne
+        return
+    if getattr(AccessLogGenerator.write_entry, "masks_tokens", False):
+        return
+    write_entry = AccessLogGenerator.write_entry
+
+    def masked_write_entry(self, host, date, request, *args, **kwargs):
+        return write_entry(self, host, date, mask(request), *args, **kwargs)
+
+    masked_write_entry.masks_tokens = True
+    AccessLogGenerator.write_entry = masked_write_entry
