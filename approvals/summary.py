@@ -107,12 +107,21 @@ def _sentence(approval: Approval, name: str, arguments: Any, agent: str) -> str:
         plan = approval.plan or {}
         steps = len(plan.get("steps") or [])
         return f"Follow the plan “{plan.get('title', '')}” ({steps} step{'' if steps == 1 else 's'})"
-    described = titles.sentence(name, arguments, approval.annotations)
+    described = titles.sentence(name, arguments, approval.annotations) if _own_tool(approval, name) else ""
     if described and described != name:  # never only the tool's name: its arguments, then
         return described
     on = f" on {agent}" if approval.conversation.is_outside else ""
     shown = _arguments_in_words(arguments)
     return f"Call {name}{on} with {shown}" if shown else f"Call {name}{on} with no arguments"
+
+
+def _own_tool(approval: Approval, name: str) -> bool:
+    """Whether the tools' own words may say the call. Not for a tool an outside agent named that its
+    agent has not built in: its arguments are the caller's, checked by no schema of ours, so a
+    built-in tool's words ("Delete a.txt" for {"path": "a.txt", "root": "/"}) would say less than
+    the call; every argument says it ("Call delete_file on ops-bot with path=a.txt, root=/")."""
+    conversation = approval.conversation
+    return conversation.source != conversation.Source.API or name in (conversation.agent.tools or [])
 
 
 def _arguments_in_words(arguments: Any) -> str:

@@ -110,6 +110,15 @@ def test_an_outside_agents_harmless_reason_and_preview_never_hide_its_arguments(
     assert summary.fits(len(summary.sentence) + len(summary.details))
 
 
+def test_an_outside_agent_naming_a_built_in_tool_its_agent_lacks_gets_no_built_in_words(alice, agent, api_as):
+    agent.tools = [name for name in agent.tools if name != "delete_file"]
+    agent.save()
+    arguments = {"path": "a.txt", "root": "/", "recursive": True}
+    body = api_as(alice).post("approval-requests", {"agent": agent.slug, "tool": "delete_file", "arguments": arguments}).json()
+
+    assert body["summary"]["sentence"] == f"Call delete_file on {agent.name} with path=a.txt, root=/, recursive=true"
+
+
 def test_a_tool_servers_harmless_title_never_hides_which_tool_runs(alice, agent):
     approval = as_call(one(alice, agent, "delete a.txt"), "files__delete", {"path": "a.txt"}, {"title": "Read a file"})
 
