@@ -17,10 +17,10 @@ class PushSubscriptionAdmin(admin.ModelAdmin):
 
 @admin.register(PushNotification)
 class PushNotificationAdmin(admin.ModelAdmin):
-    list_display = ["approval", "user", "device", "status", "attempts", "last_error", "updated_at"]
-    list_filter = ["status"]
+    list_display = ["approval", "kind", "user", "device", "status", "complete", "attempts", "last_error", "updated_at"]
+    list_filter = ["status", "kind", "complete"]
     search_fields = ["user__username", "last_error"]
-    readonly_fields = ["approval", "subscription", "user", "device", "status", "shown_hash", "attempts", "last_error", "created_at", "updated_at"]
+    readonly_fields = ["approval", "kind", "subscription", "user", "device", "status", "shown_hash", "complete", "attempts", "last_error", "created_at", "updated_at"]
 
     def has_add_permission(self, request) -> bool:
         return False
