@@ -31,7 +31,7 @@ def test_the_link_shows_the_call_without_deciding_and_approve_decides_once(page,
     page.reload()  # opening it twice decides nothing
 
     heading = page.get_by_role("heading", level=1)
-    expect(heading).to_have_text(f"Approve this call? #{approval.pk}")
+    expect(heading).to_have_text(f"Approve? Write a.txt (5 bytes) — asked by alice (Demo agent) #{approval.pk}")
     expect(page.locator("pre").last).to_contain_text('"path": "a.txt"')
     assert status_of(approval) == "pending"
 
@@ -46,11 +46,13 @@ def test_the_link_shows_the_call_without_deciding_and_approve_decides_once(page,
     assert Approval.objects.get(pk=approval.pk).decided_via == "email"
 
 
-def test_reject_with_a_reason_on_the_page(page, api_for, alice, agent):  # noqa: F811
+def test_reject_with_a_reason_on_the_reject_links_page(page, api_for, alice, agent):  # noqa: F811
     approval = pending_of(start(api_for(alice), "write hello to a.txt"))
-    page.goto(f"/approve/{tokens.issue(approval, alice, channel='email')}/")
+    page.goto(f"/approve/{tokens.issue(approval, alice, channel='email', complete=False)}/?decision=reject")  # as a mail's Reject link
 
-    page.get_by_label("Reason (for a rejection)").fill("wrong file")
+    expect(page.get_by_role("button", name="Approve")).to_have_count(0)
+    expect(page.get_by_role("heading", level=1)).to_contain_text("Reject? Write a.txt (5 bytes)")
+    page.get_by_label("Reason (the agent reads it)").fill("wrong file")
     button(page, "Reject").click()
 
     expect(page.get_by_role("heading", level=1)).to_have_text("Rejected")
