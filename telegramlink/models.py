@@ -96,23 +96,31 @@ class SentVersion(models.Model):
         return f"{self.message} as of {self.shown_hash[:12]}"
 
 
-class Reminder(models.Model):
-    """The one "still waiting" a sent request gets once its routed approval's reminder is due: an
-    outbox row like ApprovalMessage (queued, claimed by a conditional update to send, sent or failed;
-    the sweep sends one a lost task left), so a restart loses none and none is sent twice."""
+class QueuedReply(models.Model):
+    """A reply a sent request gets (a reminder, an expiry warning): an outbox row like
+    ApprovalMessage (queued, claimed by a conditional update to send, sent or failed; the sweep
+    sends one a lost task left), so a restart loses none and none is sent twice."""
 
     class Status(models.TextChoices):
         QUEUED = "queued"
         SENT = "sent"
-        CLOSED = "closed"  # its approval was decided before it went
+        CLOSED = "closed"  # no longer to be sent (decided, or its deadline moved), or its button retired
         FAILED = "failed"
 
-    message = models.OneToOneField(ApprovalMessage, on_delete=models.CASCADE, related_name="reminder")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class Reminder(QueuedReply):
+    """The one "still waiting" a sent request gets once its routed approval's reminder is due."""
+
+    message = models.OneToOneField(ApprovalMessage, on_delete=models.CASCADE, related_name="reminder")
 
     class Meta:
         indexes = [models.Index(fields=["status", "updated_at"], name="telegramlink_rem_status_upd")]
@@ -121,25 +129,14 @@ class Reminder(models.Model):
         return f"reminder of {self.message} ({self.status})"
 
 
-class ExpiryWarning(models.Model):
+class ExpiryWarning(QueuedReply):
     """The "expires soon" reply a sent request gets when its approval's warning is due
-    (approvals_expiring), with an Extend button: an outbox row like Reminder, one per message and
-    deadline, so a restart sends none twice and an extended deadline gets a warning of its own."""
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        SENT = "sent"
-        CLOSED = "closed"  # decided, extended or sent for another deadline before it went; or its Extend button retired
-        FAILED = "failed"
+    (approvals_expiring), with an Extend button: one per message and deadline, so an extended
+    deadline gets a warning of its own."""
 
     message = models.ForeignKey(ApprovalMessage, on_delete=models.CASCADE, related_name="warnings")
     expires_at = models.DateTimeField(help_text="The deadline it warns of.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     reply_id = models.BigIntegerField(null=True, blank=True, help_text="The warning's own message, edited once its Extend button is spent.")
-    attempts = models.PositiveIntegerField(default=0)
-    last_error = models.CharField(max_length=500, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["message", "expires_at"], name="telegramlink_one_warning_per_deadline")]

@@ -61,7 +61,8 @@ def request(approval: Approval, *, room: int = ROOM) -> Shown:
         return Shown(text, True)
     if pending:
         decide = "answer" if approval.kind == Approval.Kind.QUESTION else "approve"
-        tail = [f"Cut: too long for Telegram. Open it in hitl to see the whole call and {decide} it there."] + tail
+        # Said above the details, so the person knows before reading them that they end cut.
+        head = head + [f"Cut: too long for Telegram. Open it in hitl to see the whole call and {decide} it there."]
         text = _join(head, opening + escape(detail) + closing, tail)
     if _length(text) > room:
         left = room - _length(_join(head, opening + closing, tail)) - _length("\n" + CUT)
