@@ -39,7 +39,10 @@ class MaskTokens(logging.Filter):
     so every handler downstream, daphne's root handler included, writes the masked line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed call: the handler reports it as it would without us
+            return True
         masked = mask(message)
         if masked != message:
             record.msg, record.args = masked, None

@@ -18,7 +18,7 @@ from django.test import Client
 from django.urls import URLResolver, get_resolver
 
 from approvals import tokens
-from hitl.masking import mask
+from hitl.masking import MaskTokens, mask
 
 ROOT = Path(__file__).resolve().parents[1]
 # Shaped as approvals.tokens signs (payload:timestamp:signature) but signed for something else, so
@@ -118,3 +118,9 @@ def test_every_route_with_a_token_in_its_path_is_masked_and_push_decides_with_it
     assert mask("/approve/anything-at-all/") == "/approve/<token>/"
     assert mask("/accounts/reset/MQ/cz4ri5-0123456789abcdef/") == "/accounts/reset/MQ/<token>/"
     assert {"push/decide", "push/reject/", "push/extend"} <= set(every)
+
+
+def test_a_malformed_log_call_is_no_error_of_the_filter():
+    record = logging.LogRecord("django.request", logging.WARNING, __file__, 1, "%s %s", ("one",), None)
+
+    assert MaskTokens().filter(record) is True and record.args == ("one",)
