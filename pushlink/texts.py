@@ -104,7 +104,7 @@ def warning(approval: Approval, summary: Summary, extend_token: str | None) -> d
         "approval_id": approval.pk,
         "tag": tag(approval),
         "title": _short(f"Expires at {at}: {summary.sentence}", MAX_TITLE_CHARS),
-        "body": f"Expires at {at}: {first_line(summary)}\n\nOpen hitl to decide it before then.",
+        "body": f"{first_line(summary)}\n\nDecide it on the site before then" + (", or extend its deadline." if extend_token else "."),
         "complete": False,
         "url": view_url(approval),
         "actions": actions + [{"action": "view", "title": "View"}],

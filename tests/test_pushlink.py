@@ -600,8 +600,8 @@ def test_each_device_that_got_the_request_is_warned_once_in_its_place(fake, alic
 
     (warned,), (other,) = warnings_to(fake, phone, approval), warnings_to(fake, laptop, approval)
     assert not warnings_to(fake, bobs, approval)
-    assert warned["tag"] == f"approval-{approval.pk}" and warned["body"].startswith(f"Expires at {at}: Write a.txt (5 bytes) — asked by alice")
-    assert warned["title"] == f"Expires at {at}: Write a.txt (5 bytes)"
+    assert warned["tag"] == f"approval-{approval.pk}" and warned["title"] == f"Expires at {at}: Write a.txt (5 bytes)"
+    assert warned["body"] == "Write a.txt (5 bytes) — asked by alice (Demo agent)\n\nDecide it on the site before then, or extend its deadline."
     assert [a["action"] for a in warned["actions"]] == ["extend", "view"] and set(warned["tokens"]) == {"extend"}
     assert other["body"] == warned["body"]
     assert PushNotification.objects.filter(kind="warning", status="sent").count() == 2

@@ -202,7 +202,7 @@ def test_a_call_too_long_for_the_notification_is_approved_on_the_site_after_a_wa
     soon = timezone.now()
     Approval.objects.filter(pk=approval.pk).update(expires_at=soon + timedelta(minutes=10), warn_at=soon)
     warned = notified(push, phone, approval, "warning")
-    assert warned["tag"] == shown["tag"] and warned["body"].startswith("Expires at ") and "Write setup.sh (400 bytes)" in warned["body"]
+    assert warned["tag"] == shown["tag"] and warned["title"].startswith("Expires at ") and warned["title"].endswith("UTC: Write setup.sh (400 bytes)")
     extended = httpx.post(f"{push.base_url}/push/extend", json={"token": warned["tokens"]["extend"]}, timeout=10)
     assert (extended.status_code, extended.json()["outcome"]) == (200, "extended"), extended.text
     again = notified(push, phone, approval, count=2)  # the request again, in place of the warning

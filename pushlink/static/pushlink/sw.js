@@ -18,7 +18,9 @@ function readPush(event) {
 
 function show(data) {
   const max = (self.Notification && Notification.maxActions) || 2;
-  const actions = (data.actions || []).filter((a) => a.action !== "view" || max > 2).slice(0, max);
+  // View gives way to the other actions when the platform shows fewer (Chromium: 2): a tap opens it too.
+  const all = data.actions || [];
+  const actions = [...all.filter((a) => a.action !== "view"), ...all.filter((a) => a.action === "view")].slice(0, max);
   return self.registration.showNotification(data.title || "hitl", {
     body: data.body || "",
     tag: data.tag || undefined,
