@@ -1006,9 +1006,9 @@ def ask_again(approval_id: int, *, user, via: str) -> Approval:
     NotAllowed, NotExpired or CannotAskAgain."""
     approval = _requesters_or_deciders(approval_id, user, "ask it again")
     try:
-        _refuse_if_settled(approval)
+        _refuse_if_settled(approval)  # one past its deadline expires now, whether or not the sweep ran
     except AlreadyDecided:
-        pass
+        pass  # settled: expired (asked again below) or decided (refused below)
     if approval.status != Approval.Status.EXPIRED:
         raise NotExpired(f"Approval {approval.pk} is {approval.status}: only an expired approval is asked again.")
     if _asker is None:
