@@ -121,7 +121,8 @@ def _own_tool(approval: Approval, name: str) -> bool:
     built-in tool's words ("Delete a.txt" for {"path": "a.txt", "root": "/"}) would say less than
     the call; every argument says it ("Call delete_file on ops-bot with path=a.txt, root=/")."""
     conversation = approval.conversation
-    return conversation.source != conversation.Source.API or name in (conversation.agent.tools or [])
+    tools = conversation.agent.tools
+    return conversation.source != conversation.Source.API or (isinstance(tools, list) and name in tools)
 
 
 def _arguments_in_words(arguments: Any) -> str:

@@ -16,6 +16,7 @@ from approvals.services import AlreadyDecided, NotExtendable, ShownCut, answer, 
 from approvals.summary import summarize, utf8_bytes, utf16_units
 from chat.models import ToolCall
 from tests.conftest import pending_approvals, start_conversation as start
+from tests.test_races import race
 from toolservers.titles import describe_call as describe_mcp_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -240,6 +241,18 @@ def test_two_approves_with_one_cut_token_both_fail_and_it_still_rejects_once(ali
     assert Approval.objects.get(pk=other.pk).status == Approval.Status.PENDING  # another approval's token decided nothing here
 
 
+def test_two_presses_of_one_token_at_once_decide_once(alice, agent):
+    approval = one(alice, agent, "write hello to notes.txt")
+    token = tokens.issue(approval, alice, channel="push")
+
+    results = race(lambda: tokens.redeem(token, approve=True), lambda: tokens.redeem(token, approve=False, reason="no"))
+
+    decided = [r for r in results if isinstance(r, Approval)]
+    assert len(decided) == 1, results
+    assert all(isinstance(r, (tokens.TokenUsed, AlreadyDecided)) for r in results if r not in decided), results
+    assert Approval.objects.get(pk=approval.pk).status == decided[0].status
+
+
 # --- Late decisions ----------------------------------------------------------------------------
 
 
@@ -264,6 +277,17 @@ def test_a_late_press_is_refused_as_expired_and_kept_once_per_token(alice, agent
     late = list(LateDecision.objects.filter(approval=approval).values_list("user__username", "via", "decision"))
     assert late == [("alice", channel, "approve")]
     assert Approval.objects.get(pk=approval.pk).status == Approval.Status.EXPIRED
+
+
+def test_late_presses_of_one_token_at_once_are_kept_once(alice, agent):
+    approval = one(alice, agent, "write hello to notes.txt")
+    token = tokens.issue(approval, alice, channel="push")
+    overdue(approval)
+
+    results = race(*[lambda: tokens.redeem(token, approve=True)] * 3)
+
+    assert all(isinstance(r, (AlreadyDecided, tokens.TokenUsed)) for r in results), results
+    assert LateDecision.objects.filter(approval=approval).count() == 1
 
 
 def test_a_message_sent_before_an_extend_still_decides_until_the_new_deadline(alice, agent):
@@ -348,6 +372,16 @@ def test_an_expired_or_decided_approval_is_not_extended(alice, timed, api_as):
             extend(approval.pk, user=alice, via="api")
         assert api_as(alice).post(f"approvals/{approval.pk}/extend").status_code == 409
         assert Approval.objects.get(pk=approval.pk).extended_at is None
+
+
+def test_two_extends_at_once_extend_once(alice, bob, timed):
+    approval = one(alice, timed, "write hello to notes.txt")
+
+    results = race(lambda: extend(approval.pk, user=alice, via="api"), lambda: extend(approval.pk, user=bob, via="api"))
+
+    assert sum(isinstance(r, Approval) for r in results) == 1, results
+    assert sum(isinstance(r, NotExtendable) for r in results) == 1, results
+    assert Approval.objects.get(pk=approval.pk).expires_at - approval.expires_at == timedelta(seconds=600)
 
 
 def test_of_two_extends_racing_one_wins(alice, bob, timed, monkeypatch):
