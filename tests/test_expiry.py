@@ -486,3 +486,16 @@ def test_auditors_see_the_extension_the_late_decisions_and_the_ask_again(alice, 
     rows = {row["id"]: row for row in csv.DictReader(io.StringIO(export))}
     assert rows[str(old.pk)]["extended_by"] == "bob" and rows[str(old.pk)]["late_decisions"].startswith("bob approve via api at ")
     assert rows[str(new_id)]["asked_again_from"] == str(old.pk)
+
+
+def test_an_expired_question_is_asked_again_and_its_answer_reaches_the_model(alice, agent, api_as):
+    old = expired(alice, agent, text="ask me what to call the file")
+    assert old.kind == Approval.Kind.QUESTION
+
+    new = api_as(alice).post(f"approvals/{old.pk}/ask-again").json()
+    assert (new["kind"], new["question"]["text"]) == ("question", "what to call the file")
+    response = api_as(alice).post(f"approvals/{new['id']}/answer", {"answer": "notes.txt", "shown_hash": new["shown_hash"]})
+
+    assert response.status_code == 200, response.content
+    assert Conversation.objects.get(pk=old.conversation_id).messages.last().content == "You answered: notes.txt."
+    assert Conversation.objects.get(pk=old.conversation_id).status == Conversation.Status.IDLE
