@@ -23,6 +23,7 @@ MAX_DETAIL = 2900  # a block's text may hold 3000 characters: the details go in 
 # that the interaction payload (Slack sends the whole message back with each press) stays far below
 # views.MAX_BODY. Past it the message shows the first block, says it was cut, and cannot approve.
 MAX_DETAILS = 12_000
+MAX_CUT_SHOWN = 1200  # of details too long for Slack, the beginning shown (the rest is on the site)
 MAX_LINE = 300  # a one-line field: the reason, the hint
 MAX_HEAD = 2900
 MAX_BUTTON = 75  # a button's or an option's label
@@ -83,22 +84,25 @@ def request(approval: Approval, token: str, view: Shown | None = None) -> tuple[
     return _notification(view), blocks + [{"type": "actions", "block_id": "decide", "elements": buttons(approval, token, view)}]
 
 
-def outcome(approval: Approval) -> tuple[str, list[dict]]:
-    """The request as it was shown, without buttons, and under it what became of it (an expired
-    one links to its card on the site, where it can be asked again)."""
+def outcome(approval: Approval, *, was_whole: bool) -> tuple[str, list[dict]]:
+    """The request without buttons, and under it what became of it (an expired one links to its
+    card on the site, where it can be asked again). Its details stay only if the message showed
+    them whole: a cut or sentence-only message never gains what it did not carry."""
     view = shown(approval)
     line = _short(outcome_line(approval), MAX_OUTCOME)
-    blocks = _head(approval, view) + _body(view) + _context(approval, view, decided=True) + [_plain(line, block_id="outcome")]
+    body = _body(view) if was_whole else []
+    blocks = _head(approval, view) + body + _context(approval, view, decided=True) + [_plain(line, block_id="outcome")]
     if approval.status == Approval.Status.EXPIRED:
         blocks.append(_open_link(approval, "Open in hitl to ask again"))
     return _mrkdwn_escape(f"{line} (#{approval.pk})"), blocks
 
 
 def not_yours(approval: Approval) -> tuple[str, list[dict]]:
-    """A copy whose reader may no longer decide it (an edit handed it to other approvers)."""
+    """A copy whose reader may no longer decide it (an edit handed it to other approvers): the
+    sentence of the call as it stands, its details on the site."""
     line = "This call was edited and is now decided by others: see it on the site."
     view = shown(approval)
-    content = _head(approval, view) + _body(view) + _context(approval, view, decided=True)
+    content = _head(approval, view) + _context(approval, view, decided=True)
     return _mrkdwn_escape(line), content + [_plain(line, block_id="outcome"), _open_link(approval)]
 
 
@@ -230,7 +234,7 @@ def _body(view: Shown) -> list[dict]:
         return []
     pieces = _pieces(view.detail, MAX_DETAIL)
     if not view.complete and len(view.detail) > MAX_DETAILS:
-        pieces = [_cut_to(pieces[0], MAX_DETAIL - len(CUT) - 1) + "\n" + CUT]
+        pieces = [_cut_to(pieces[0], MAX_CUT_SHOWN) + "\n" + CUT]
     return [{"type": "rich_text", "block_id": f"detail-{number}", "elements": [
         {"type": "rich_text_preformatted", "elements": [{"type": "text", "text": piece or " "}]}]}
         for number, piece in enumerate(pieces, 1)]

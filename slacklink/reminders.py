@@ -40,6 +40,15 @@ def queue_warnings(approval: Approval) -> list[int]:
     return [warning.pk for warning, created in rows if created]
 
 
+def queue_late_warnings(message_id: int) -> list[int]:
+    """The warning for a copy sent after its approval was warned (its send was retried, or the wait
+    is so short that it is warned at once): it missed approvals_expiring, not the warning."""
+    row = SlackMessage.objects.select_related("approval").filter(pk=message_id).first()
+    if row is None or row.approval.warned_at is None:
+        return []
+    return queue_warnings(row.approval)
+
+
 def send(reminder_id: int) -> str:
     """Send one queued reminder, in its request's thread, if the approval still waits."""
     claimed = Reminder.objects.filter(pk=reminder_id, status=Reminder.Status.QUEUED, attempts__lt=max_attempts())

@@ -96,8 +96,9 @@ def close(message_id: int) -> bool:
         if SlackMessage.objects.filter(pk=row.pk, status=Status.QUEUED).update(status=Status.CLOSED):
             return True
         row.refresh_from_db()  # sent meanwhile: update it
+    was_whole = bool(row.versions.order_by("-pk").values_list("complete", flat=True).first())
     try:
-        client.update(row.channel, row.ts, *blocks.outcome(approval))
+        client.update(row.channel, row.ts, *blocks.outcome(approval, was_whole=was_whole))
     except client.ERRORS as exc:
         logger.warning("slack: updating the message of approval %s failed: %s", approval.pk, client.error_code(exc))
         SlackMessage.objects.filter(pk=row.pk).update(last_error=client.error_code(exc)[:500], updated_at=timezone.now())

@@ -11,8 +11,11 @@ def _backoff(task) -> int:
 
 @shared_task(bind=True, ignore_result=True, acks_late=True)
 def send_request(self, message_id: int) -> None:
-    if requests.send(message_id) == requests.Sent.FAILED:
+    sent = requests.send(message_id)
+    if sent == requests.Sent.FAILED:
         raise self.retry(countdown=_backoff(self), max_retries=requests.max_attempts())
+    for warning_id in reminders.queue_late_warnings(message_id) if sent == requests.Sent.SENT else []:
+        send_reminder.delay(warning_id)
 
 
 @shared_task(bind=True, ignore_result=True, acks_late=True)

@@ -27,7 +27,7 @@ from approvals.models import Approval
 from approvals.summary import summarize
 from slacklink import accounts, blocks, reminders, requests, verification
 from slacklink.models import LinkCode, Reminder, SeenRequest, SentVersion, SlackAccount, SlackMessage
-from slacklink.tasks import resend_lost_messages
+from slacklink.tasks import resend_lost_messages, send_request
 from tests.conftest import client_for, pending_approvals, start_conversation
 from tests.fake_slack import TEAM, FakeSlack, django_poster, dm, sign
 
@@ -815,8 +815,9 @@ def test_for_a_sentence_only_risk_the_message_carries_the_sentence_and_no_argume
     assert not SentVersion.objects.get(message__approval=approval).complete
     forge(fake, ALICE, message, blocks.APPROVE, fake.buttons(message)["Reject"]["value"])
     assert Approval.objects.get(pk=approval.pk).status == "pending"
+    settings.HITL_SLACK_SENTENCE_ONLY_RISKS = []  # even were the setting changed since it was sent
     approval_services.decide(approval.pk, user=alice, approve=False, via="chat", shown_hash=approval.shown_hash)
-    assert secret not in json.dumps(request_to(fake, ALICE, approval))  # nor once decided
+    assert secret not in json.dumps(request_to(fake, ALICE, approval))  # the outcome never adds what it did not carry
 
 
 @through_the_loop
@@ -985,3 +986,17 @@ def test_a_warning_lost_with_its_task_is_sent_by_the_sweep_once_and_never_after_
     Reminder.objects.filter(pk=lost).update(status="queued")
     approval_services.decide(approval.pk, user=alice, approve=False, via="chat", shown_hash=approval.shown_hash)
     assert reminders.send(lost) == requests.Sent.CLOSED and len(fake.replies_to(ALICE)) == 1
+
+
+@through_the_loop
+def test_a_copy_sent_after_its_approval_was_warned_gets_the_warning_too(fake, alice, agent, settings):
+    link(fake, alice, ALICE)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() + timedelta(seconds=50), warned_at=timezone.now())
+    expiring(approval)  # the warning went out while the copy was still queued: nothing to reply under yet
+    assert not fake.replies_to(ALICE)
+
+    send_request.delay(row.pk)
+
+    (warning,) = fake.replies_to(ALICE)
+    assert warning["thread_ts"] == request_to(fake, ALICE, approval)["ts"] and "Extend" in fake.buttons(warning)
