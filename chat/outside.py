@@ -164,7 +164,10 @@ def _spec(conversation: Conversation, tool) -> ToolSpec:
 def _checked_arguments(spec: ToolSpec, arguments) -> dict:
     if not isinstance(arguments, dict):
         raise InvalidRequest("arguments", "`arguments` must be a JSON object.")
-    raw = json.dumps(arguments, ensure_ascii=False)
+    try:
+        raw = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+    except ValueError:  # Python's parser takes NaN and Infinity; JSON (and the database's check) has no such numbers
+        raise InvalidRequest("arguments", "`arguments` may not hold NaN or Infinity: JSON has no such numbers.") from None
     if len(raw) > MAX_RAW_ARGUMENTS:
         raise InvalidRequest("arguments", f"`arguments` are too large ({len(raw)} characters; at most {MAX_RAW_ARGUMENTS}).")
     if "\\u0000" in raw.lower():

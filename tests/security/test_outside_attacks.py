@@ -531,6 +531,8 @@ def test_a_wrong_type_is_a_400_naming_the_field_and_stores_nothing_even_in_a_thr
         '{"agent": "demo", "tool": "deploy", "arguments": {"a": "\\ud800"}}',
         '{"agent": "demo", "tool": "\\udfff", "arguments": {}}',
         '{"agent": "demo", "tool": "deploy", "arguments": {}, "thread": "\\ud83d"}',
+        '{"agent": "demo", "tool": "deploy", "arguments": {"replicas": NaN}}',
+        '{"agent": "demo", "tool": "deploy", "arguments": {"n": [Infinity, -Infinity]}}',
         "[" * 100_000 + "]" * 100_000,
     ],
 )
