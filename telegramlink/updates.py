@@ -1,7 +1,8 @@
 """What the bot does with an update (from the webhook or the poller): link and unlink accounts,
-decide on a press, take a typed reason, confirmation or answer. Every decision goes through
-approvals.services as the user whose Telegram id sent the update; the callback query is always
-answered. An update it cannot read is logged and dropped, never an error."""
+decide on a press (or extend from a warning), take a typed reason, confirmation or answer. Every
+decision goes through approvals.services as the user whose Telegram id sent the update, stating
+the version the pressed message showed and whether it showed it whole; the callback query is
+always answered. An update it cannot read is logged and dropped, never an error."""
 import logging
 from html import escape
 
