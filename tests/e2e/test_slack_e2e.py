@@ -13,7 +13,7 @@ from django.core.management import call_command
 
 from approvals.models import Approval
 from chat.models import Agent, Conversation, Message
-from slacklink.models import SlackAccount, SlackMessage
+from slacklink.models import Reminder, SlackAccount, SlackMessage
 from tests.conftest import wait_until
 from tests.e2e.conftest import BIN, Api, free_port, port_open, start
 from tests.fake_slack import TEAM, FakeSlack, http_poster, sign
@@ -58,7 +58,7 @@ def slack_stack(stack, tmp_path_factory):
                                                      "--without-gossip", "--hostname", "slack@%h"], env, work)
         slack = SlackStack(base_url, fake, processes)
         try:
-            wait_until(lambda: port_open(web_port), timeout=30, message="daphne")
+            wait_until(lambda: port_open(web_port), timeout=60, message="daphne")
             wait_until(lambda: "ready." in processes["worker"].log.read_text(), timeout=60, message="the worker")
             yield slack
         finally:
@@ -103,6 +103,21 @@ def request_to(sl, slack_id: str, conversation_id: str, *, containing: str = "")
         return next((m for m in sl.fake.messages_to(slack_id) if shows(sl, m, approval) and containing in sl.fake.text_of(m)), None)
 
     return wait_until(shown, timeout=20, message=f"the request in Slack {containing!r}\n{sl.logs()}")
+
+
+def reply_under(sl, slack_id: str, message: dict, approval: Approval, *, timeout: float = 30) -> dict:
+    """The first reply in `message`'s thread; past the timeout, a failure that says what the
+    approval's warning and the outbox held, and what each process logged."""
+    def reply():
+        return next((r for r in sl.fake.replies_to(slack_id) if r["thread_ts"] == message["ts"]), None)
+
+    try:
+        return wait_until(reply, timeout=timeout, message="a reply")
+    except AssertionError:
+        approval.refresh_from_db()
+        held = list(Reminder.objects.filter(message__approval=approval).values("kind", "status", "attempts", "last_error"))
+        raise AssertionError(f"no reply under #{approval.pk} (warn_at {approval.warn_at}, warned_at {approval.warned_at}, "
+                             f"expires_at {approval.expires_at}); its replies: {held}\n{sl.logs()}") from None
 
 
 def status_of(conversation_id: str) -> str:
@@ -282,10 +297,10 @@ def test_a_cut_call_is_refused_from_slack_and_approved_on_the_site_and_a_warned_
     request_to(sl, ALICE, cut_id, containing="Approved by alice via api")
 
     # A wait shorter than a minute is warned of at once: beat's sweep warns, the worker replies.
-    Agent.objects.filter(pk=agent.pk).update(approval_timeout_seconds=50)
+    Agent.objects.filter(pk=agent.pk).update(approval_timeout_seconds=55)
     warned_id = start_on(sl, alice, "write hello to b.txt")
     message = request_to(sl, ALICE, warned_id)
-    warning = wait_until(lambda: next((r for r in sl.fake.replies_to(ALICE) if r["thread_ts"] == message["ts"]), None), timeout=20, message=f"the warning\n{sl.logs()}")
+    warning = reply_under(sl, ALICE, message, Approval.objects.get(conversation_id=warned_id))
     assert warning["thread_ts"] == message["ts"] and sl.fake.text_of(warning).startswith("Expires at ")
     before = Approval.objects.get(conversation_id=warned_id).expires_at
 
