@@ -74,6 +74,7 @@ def test_the_service_worker_is_served_at_the_root_as_javascript_for_the_whole_si
     assert response["Service-Worker-Allowed"] == "/"
     body = response.content.decode()
     assert 'addEventListener("push"' in body and "/push/decide" in body and "notificationclick" in body
+    assert '"/push/reject/#" + encodeURIComponent(tokens.reject)' in body and "/push/extend" in body  # Reject opens the form
     assert client.post("/sw.js").status_code == 405
 
 
