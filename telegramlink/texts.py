@@ -28,6 +28,9 @@ ROOM = MAX_TEXT - 96
 MAX_BUTTON_CHARS = 60  # a button's label (Telegram draws a long one cut, so two could look alike)
 MAX_LINE_CHARS = 300  # a one-line field: the agent's name, the reason, the confirmation hint
 MAX_OUTCOME_CHARS = 1000  # a rejection's reason or an answer, under the request once decided
+# The most of a cut call's details a message shows: enough to reject it knowingly, short enough to
+# read on a phone (the site shows the rest).
+MAX_CUT_CHARS = 1200
 CUT = "… see the site"
 APPROVE, REJECT, REJECT_WITH_REASON, CHOOSE, TYPE, EXTEND = "a", "r", "R", "o", "t", "x"
 # The question types a message answers (option buttons, or a typed reply approvals.questions
@@ -65,7 +68,7 @@ def request(approval: Approval, *, room: int = ROOM) -> Shown:
         head = head + [f"Cut: too long for Telegram. Open it in hitl to see the whole call and {decide} it there."]
         text = _join(head, opening + escape(detail) + closing, tail)
     if _length(text) > room:
-        left = room - _length(_join(head, opening + closing, tail)) - _length("\n" + CUT)
+        left = min(room - _length(_join(head, opening + closing, tail)) - _length("\n" + CUT), MAX_CUT_CHARS)
         text = _join(head, opening + escape(_cut_to(detail, max(left, 0)) + "\n" + CUT) + closing, tail)
     return Shown(text, False)
 

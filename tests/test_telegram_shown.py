@@ -96,6 +96,8 @@ def test_a_forged_approve_press_on_a_cut_message_is_refused_and_decides_nothing(
     buttons = fake.buttons(request)
     assert buttons == {"Reject": f"R:{token_of(approval)}", "Open in hitl": texts.conversation_url(approval)}
     assert sent_version(approval).complete is False
+    assert "y" * 1000 in request["text"] and "y" * texts.MAX_CUT_CHARS not in request["text"]  # a phone's worth
+    assert request["text"].index("Cut: too long for Telegram") < request["text"].index("<pre>")  # said before the details
 
     # What an attacker who read the token would send: the approve data, and the other approving actions.
     for number, action in enumerate(["a", "o0", "t"]):
