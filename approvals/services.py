@@ -1,5 +1,6 @@
 """Writes on approvals: request one, decide one (first decision wins), decide several."""
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -617,6 +618,9 @@ def _decidable(approval_id: int, user, *, approve: bool, shown_hash: str, shown_
     return approval
 
 
+MAX_LATE_KEPT = 10  # late decisions kept per person and approval
+
+
 def record_late(approval_ids: list[int], *, user, via: str, approve: bool) -> None:
     """Keep decisions that came after their approvals expired (LateDecision): refused, the expiry
     stands, and the audit says "they answered, too late", never "nobody answered". Only a person's
@@ -624,8 +628,12 @@ def record_late(approval_ids: list[int], *, user, via: str, approve: bool) -> No
     if not (approval_ids and via and user is not None):
         return
     decision = "approve" if approve else "reject"
-    LateDecision.objects.bulk_create(LateDecision(approval_id=pk, user=user, via=via, decision=decision) for pk in approval_ids)
     logger.info("approvals %s: a late %s by %s via %s, after they expired", approval_ids, decision, user, via)
+    # A few per person and approval say all there is to say; more (a script pressing on) are only logged.
+    kept = Counter(LateDecision.objects.filter(approval_id__in=approval_ids, user=user).values_list("approval_id", flat=True))
+    LateDecision.objects.bulk_create(
+        LateDecision(approval_id=pk, user=user, via=via, decision=decision) for pk in approval_ids if kept[pk] < MAX_LATE_KEPT
+    )
 
 
 def _why_not(approval: Approval) -> str:

@@ -121,3 +121,19 @@ def test_an_outside_agents_request_names_the_call_its_arguments_and_who_asked(al
     assert summary["requester"] == "alice" and summary["why"] == "Ship the fix"
     approval = Approval.objects.select_related("tool_call", "conversation__agent", "requested_by").get(pk=body["id"])
     assert summarize(approval).asked_by == f"an outside agent of alice, through {agent.name}"
+
+
+def test_late_decisions_are_kept_a_few_times_per_person_then_only_logged(alice, agent):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from approvals.services import MAX_LATE_KEPT
+
+    approval = one(alice, agent, "write hello to notes.txt")
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    for _ in range(MAX_LATE_KEPT + 5):
+        with pytest.raises(AlreadyDecided):
+            decide(approval.pk, user=alice, approve=True, via="api", shown_hash=approval.shown_hash)
+
+    assert LateDecision.objects.filter(approval=approval).count() == MAX_LATE_KEPT
