@@ -6,6 +6,7 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from approvals import votes
@@ -47,6 +48,20 @@ def queue_late_warnings(message_id: int) -> list[int]:
     if row is None or row.approval.warned_at is None:
         return []
     return queue_warnings(row.approval)
+
+
+def queue_missed_warnings(*, now=None, limit: int = 200) -> list[int]:
+    """Warnings approvals_expiring never queued: the worker that marked the approval warned died
+    before its signal, or had no Slack set up. For each sent copy of a warned, still pending
+    approval without a warning of its deadline (warned HITL_SLACK_STALE_SECONDS ago, so the signal
+    had its chance); the ids to send."""
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.HITL_SLACK_STALE_SECONDS)
+    warned = Reminder.objects.filter(message=OuterRef("pk"), kind=Reminder.Kind.EXPIRING, deadline=OuterRef("approval__expires_at"))
+    approvals = set(SlackMessage.objects.filter(
+        status=SlackMessage.Status.SENT, approval__status=Pending, approval__warned_at__lt=stale, approval__expires_at__gt=now,
+    ).exclude(Exists(warned)).values_list("approval", flat=True)[:limit])
+    return [warning for approval in Approval.objects.filter(pk__in=approvals) for warning in queue_warnings(approval)]
 
 
 def send(reminder_id: int) -> str:

@@ -1,5 +1,6 @@
 """Thin Celery tasks: send a request (retried with backoff), update messages to the outcome or
-rewrite them while they wait, send a reminder, and the sweep that picks up what a lost task left."""
+rewrite them while they wait, send a reminder or a warning, and the sweep that picks up what a lost
+task or signal left."""
 from celery import shared_task
 
 from . import reminders, requests, verification
@@ -45,6 +46,6 @@ def resend_lost_messages() -> None:
         close_messages.delay(reclose)
     if rewrite:
         refresh_messages.delay(rewrite)
-    for reminder_id in reminders.lost():
+    for reminder_id in reminders.lost() + reminders.queue_missed_warnings():
         send_reminder.delay(reminder_id)
     verification.forget_old()

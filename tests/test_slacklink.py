@@ -1000,3 +1000,18 @@ def test_a_copy_sent_after_its_approval_was_warned_gets_the_warning_too(fake, al
 
     (warning,) = fake.replies_to(ALICE)
     assert warning["thread_ts"] == request_to(fake, ALICE, approval)["ts"] and "Extend" in fake.buttons(warning)
+
+
+@through_the_loop
+def test_a_warning_whose_signal_was_lost_is_queued_and_sent_by_the_sweep_once(pending, fake, alice, settings):
+    approval, message = pending
+    # Warned by a worker that died before its signal (or had no Slack set up): no warning row.
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() + timedelta(minutes=2), warned_at=timezone.now())
+    assert reminders.queue_missed_warnings() == []  # the signal still has its chance
+
+    settings.HITL_SLACK_STALE_SECONDS = 0
+    sweep()
+    sweep()
+
+    (warning,) = fake.replies_to(ALICE)
+    assert warning["thread_ts"] == message["ts"] and "Extend" in fake.buttons(warning)
