@@ -1,7 +1,9 @@
 """What a press or a modal's submission does: authorised by the linked account of the Slack user
 who sent it (as Slack signed it), deciding through approvals.services via "slack" exactly the
-version the pressed message showed (its button's token), and answered in Slack: an ephemeral
-message to the presser, a modal opened, or errors shown in the modal."""
+version the pressed message showed (its button's token), approving only if that message showed it
+whole (SentVersion.complete: whatever a forged payload says), extending its deadline from a
+warning, and answered in Slack: an ephemeral message to the presser, a modal opened, or errors
+shown in the modal."""
 import logging
 
 from django.utils import timezone
