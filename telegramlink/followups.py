@@ -173,6 +173,20 @@ def _send_reply(model, row_id: int, render) -> tuple[str, int | None]:
     return Sent.SENT, sent_id
 
 
+def _unwarned(now, stale, limit: int) -> list[int]:
+    """Warnings to queue for sent requests of approvals warned a while ago that have none for their
+    deadline: approvals_expiring is sent after the sweep's commit, in its process, and is lost if
+    that process dies first (or runs without the bot). The ids queued."""
+    if not bot.enabled():
+        return []
+    missing = ApprovalMessage.objects.filter(
+        status=ApprovalMessage.Status.SENT, message_id__isnull=False, approval__status=Pending,
+        approval__warned_at__lt=stale, approval__expires_at__gt=now,
+    ).exclude(warnings__expires_at=F("approval__expires_at")).select_related("approval")[:limit]
+    rows = [ExpiryWarning.objects.get_or_create(message=row, expires_at=row.approval.expires_at) for row in missing]
+    return [warning.pk for warning, created in rows if created]
+
+
 def lost(*, now=None, limit: int = 200) -> tuple[list[int], list[int], list[int]]:
     """(reminders and warnings to send again, messages to edit again for votes they do not count
     yet): untouched for HITL_TELEGRAM_STALE_SECONDS while their task should have moved them."""
@@ -187,7 +201,7 @@ def lost(*, now=None, limit: int = 200) -> tuple[list[int], list[int], list[int]
         approval__status=Pending, approval__quorum__gt=1,
     ).annotate(votes=Count("approval__votes")).filter(votes__gt=F("votes_seen"))
     resend = list(reminders.values_list("pk", flat=True)[:limit])
-    rewarn = list(warnings.values_list("pk", flat=True)[:limit])
+    rewarn = list(warnings.values_list("pk", flat=True)[:limit]) + _unwarned(now, stale, limit)
     reshow = list(behind.values_list("pk", flat=True)[:limit])
     # Stamped, so the next sweep leaves them to the tasks enqueued now.
     Reminder.objects.filter(pk__in=resend).update(updated_at=now)

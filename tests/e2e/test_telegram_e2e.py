@@ -260,8 +260,9 @@ def test_a_fetch_shows_its_whole_url_and_a_question_past_telegrams_limit_still_a
 def test_a_cut_call_is_refused_a_forged_approve_and_approved_on_the_site_and_a_warned_one_is_extended(tg, alice, agent):
     """Issue 35 on the real stack: a call too long for Telegram has no Approve button and a forged
     approve press with its token decides nothing (the site approves it); an approval that waits a
-    minute is warned of at once (beat's sweep, the worker's send), extended from the warning's
-    button, shown with its new deadline, then approved from the message."""
+    minute is warned of at once (beat's sweep and the worker's send; the shared stack's beat may
+    warn it first, without the bot, and then the Telegram sweep sends the warning), extended from
+    the warning's button, shown with its new deadline, then approved from the message."""
     link(tg, alice, ALICE_TG)
     cut = start_on(tg, alice, f"write {'y' * 5000} to big.txt")
     request = request_to(tg, ALICE_TG, cut)
