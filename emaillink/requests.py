@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives, get_connection
+from django.db.models import Exists, OuterRef
 from django.template.loader import render_to_string
 from django.utils import timezone
 
@@ -74,6 +75,32 @@ def queue_warnings(approval: Approval) -> list[int]:
     rows = [EmailDelivery.objects.get_or_create(approval=approval, user_id=user_id, kind=Kind.WARNING)
             for user_id in mailed.values_list("user_id", flat=True)]
     return [row.pk for row, created in rows if created]
+
+
+def queue_late_warnings(delivery_id: int) -> list[int]:
+    """The warning for a request mailed after its approval was warned (its send was retried, or the
+    wait is so short that it is warned at once): it missed approvals_expiring, not the warning."""
+    row = EmailDelivery.objects.select_related("approval").filter(pk=delivery_id, kind=Kind.REQUEST).first()
+    if row is None or row.approval.warned_at is None:
+        return []
+    return queue_warnings(row.approval)
+
+
+def queue_missed_warnings(*, now=None, limit: int = 200) -> list[int]:
+    """Warnings approvals_expiring never queued: the worker that marked the approval warned died
+    before its signal, or had email switched off. For each warned, still pending approval with a
+    request mailed to someone who has no warning row (warned HITL_EMAIL_STALE_SECONDS ago, so the
+    signal had its chance); the ids to send. One query when nothing was missed."""
+    if not enabled():
+        return []
+    now = now or timezone.now()
+    warned = EmailDelivery.objects.filter(approval=OuterRef("approval"), user=OuterRef("user"), kind=Kind.WARNING)
+    unwarned = EmailDelivery.objects.filter(approval=OuterRef("pk"), kind=Kind.REQUEST, status=Status.SENT).exclude(Exists(warned))
+    missed = Approval.objects.filter(
+        Exists(unwarned), status=Approval.Status.PENDING,
+        warned_at__lt=now - timedelta(seconds=settings.HITL_EMAIL_STALE_SECONDS), expires_at__gt=now,
+    )
+    return [delivery_id for approval in missed[:limit] for delivery_id in queue_warnings(approval)]
 
 
 def requeue_edited(approval: Approval) -> list[int]:

@@ -8,7 +8,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core import signing
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from approvals import routing, tokens
@@ -65,6 +65,34 @@ def queue_warnings(approvals) -> list[int]:
             if created:
                 made.append(warning.pk)
     return made
+
+
+def queue_late_warnings(notification_id: int) -> list[int]:
+    """The warning for a request sent after its approval was warned (its send was retried, or the
+    wait is so short that it is warned at once): it missed approvals_expiring, not the warning."""
+    row = PushNotification.objects.select_related("approval").filter(pk=notification_id, kind=Kind.REQUEST).first()
+    if row is None or row.approval.warned_at is None:
+        return []
+    return queue_warnings([row.approval])
+
+
+def queue_missed_warnings(*, now=None, limit: int = 200) -> list[int]:
+    """Warnings approvals_expiring never queued: the worker that marked the approval warned died
+    before its signal, or had push switched off. For each warned, still pending approval with a
+    request sent to a device that has no warning row (warned HITL_PUSH_STALE_SECONDS ago, so the
+    signal had its chance); the ids to send. One query when nothing was missed."""
+    if not pushservice.enabled():
+        return []
+    now = now or timezone.now()
+    warned = PushNotification.objects.filter(approval=OuterRef("approval"), subscription=OuterRef("subscription"), kind=Kind.WARNING)
+    unwarned = PushNotification.objects.filter(
+        approval=OuterRef("pk"), kind=Kind.REQUEST, status=Status.SENT, subscription__isnull=False
+    ).exclude(Exists(warned))
+    missed = Approval.objects.filter(
+        Exists(unwarned), status=Approval.Status.PENDING,
+        warned_at__lt=now - timedelta(seconds=settings.HITL_PUSH_STALE_SECONDS), expires_at__gt=now,
+    )
+    return queue_warnings(missed[:limit])
 
 
 def requeue_extended(approval: Approval) -> list[int]:

@@ -21,7 +21,7 @@ from approvals.routemaking import create_route
 from approvals.summary import summarize
 from emaillink import requests
 from emaillink.models import EmailDelivery, EmailPreference
-from emaillink.tasks import resend_lost_mails
+from emaillink.tasks import resend_lost_mails, send_mail
 from tests.conftest import client_for, pending_approvals, start_conversation
 from tests.smtp_sink import SmtpSink, link, links, parts
 
@@ -564,3 +564,52 @@ def test_a_warning_lost_while_the_mail_server_was_down_is_sent_once_by_the_sweep
     resend_lost_mails()
 
     assert len(warnings_in(sink)) == 1 and EmailDelivery.objects.get(kind="warning").status == "sent"
+
+
+def warned_without_its_signal(approval: Approval) -> Approval:
+    """As a worker that marked it warned and died before approvals_expiring (or had email off) leaves it."""
+    Approval.objects.filter(pk=approval.pk).update(warned_at=timezone.now())
+    return Approval.objects.get(pk=approval.pk)
+
+
+def test_a_warning_whose_signal_was_lost_is_mailed_once_by_the_sweep(pending, sink, settings):
+    approval = warned_without_its_signal(expiring(pending[0]))
+    assert requests.queue_missed_warnings() == []  # warned just now: the signal still has its chance
+
+    settings.HITL_EMAIL_STALE_SECONDS = 0
+    resend_lost_mails()
+    resend_lost_mails()  # a restart, or the next beat: nothing more
+
+    (warning,) = warnings_in(sink)
+    assert warning["To"] == "alice@example.org" and f"/conversations/{approval.conversation_id}/" in parts(warning)["text/plain"]
+    assert EmailDelivery.objects.get(kind="warning").status == "sent"
+    approvals_expiring.send(sender=Approval, approvals=[approval])  # the signal after all: nothing more
+    assert len(warnings_in(sink)) == 1
+
+
+def test_the_sweep_mails_no_warning_for_a_decided_call_nor_an_expired_one(pending, sink, settings, bob):
+    approval = warned_without_its_signal(expiring(pending[0]))
+    settings.HITL_EMAIL_STALE_SECONDS = 0
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    resend_lost_mails()  # past its deadline (the expiry sweep has not run yet): too late to warn
+
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() + timedelta(minutes=5))
+    approval_services.decide(approval.pk, user=bob, approve=True, via="api", shown_hash=approval.shown_hash)
+    resend_lost_mails()
+
+    assert warnings_in(sink) == [] and not EmailDelivery.objects.filter(kind="warning").exists()
+
+
+def test_a_request_mailed_after_its_approval_was_warned_is_followed_by_the_warning(sink, settings, alice, agent):
+    with_address(alice)
+    settings.HITL_EMAIL_APPROVALS = False  # the request's mail not sent before the warning: queued by hand below
+    approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
+    settings.HITL_EMAIL_APPROVALS = True
+    approval = warned_without_its_signal(expiring(approval))
+    approvals_expiring.send(sender=Approval, approvals=[approval])  # nobody mailed yet: nobody to warn
+    (delivery_id,) = requests.queue(approval)
+
+    send_mail.delay(delivery_id)
+
+    assert [m["Subject"].strip().startswith("Expires at ") for m in sink.messages("alice@example.org")] == [False, True]
+    assert set(EmailDelivery.objects.values_list("kind", "status")) == {("request", "sent"), ("warning", "sent")}

@@ -19,6 +19,7 @@ from approvals.signals import approvals_expiring
 from approvals.summary import summarize
 from pushlink import keys, requests, texts
 from pushlink.models import PushNotification, PushSubscription
+from pushlink.tasks import resend_lost_notifications, send_notification
 from tests.conftest import client_for, pending_approvals, start_conversation
 from tests.fake_push import FakePush
 
@@ -632,6 +633,58 @@ def test_a_warning_lost_with_its_task_is_sent_once_by_the_sweep(fake, alice, age
     expiring(approval)
 
     assert len(warnings_to(fake, phone, approval)) == 1 and PushNotification.objects.get(pk=warning_id).status == "sent"
+
+
+def warned_without_its_signal(approval: Approval) -> Approval:
+    """As a worker that marked it warned and died before approvals_expiring (or had push off) leaves it."""
+    Approval.objects.filter(pk=approval.pk).update(warned_at=timezone.now())
+    return Approval.objects.get(pk=approval.pk)
+
+
+@through_the_loop
+def test_a_warning_whose_signal_was_lost_is_sent_once_by_the_sweep(fake, alice, agent, settings):
+    phone = subscribe(fake, alice)
+    approval = warned_without_its_signal(with_deadline(only_pending(start_conversation(alice, agent, "write hello to a.txt"))))
+    assert requests.queue_missed_warnings() == []  # warned just now: the signal still has its chance
+    settings.HITL_PUSH_STALE_SECONDS = 0
+
+    resend_lost_notifications.delay()
+    resend_lost_notifications.delay()  # a restart, or the next beat: nothing more
+
+    (warned,) = warnings_to(fake, phone, approval)
+    assert warned["tag"] == f"approval-{approval.pk}" and set(warned["tokens"]) == {"extend"}
+    assert PushNotification.objects.get(kind="warning").status == "sent"
+    expiring(approval)  # the signal after all: nothing more
+    assert len(warnings_to(fake, phone, approval)) == 1
+
+
+@through_the_loop
+def test_the_sweep_sends_no_warning_for_a_decided_call_nor_an_expired_one(fake, alice, agent, settings):
+    phone = subscribe(fake, alice)
+    approval = warned_without_its_signal(with_deadline(only_pending(start_conversation(alice, agent, "write hello to a.txt"))))
+    settings.HITL_PUSH_STALE_SECONDS = 0
+
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    resend_lost_notifications.delay()  # past its deadline (the expiry sweep has not run yet): too late to warn
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() + timedelta(minutes=5))
+    approval_services.decide(approval.pk, user=alice, approve=False, via="chat", shown_hash=approval.shown_hash)
+    resend_lost_notifications.delay()
+
+    assert [m["type"] for m in fake.messages(phone["endpoint"])] == ["request", "decided"]
+    assert not PushNotification.objects.filter(kind="warning").exists()
+
+
+@through_the_loop
+def test_a_request_sent_after_its_approval_was_warned_is_followed_by_the_warning(fake, alice, agent, settings):
+    phone = subscribe(fake, alice)
+    approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
+    approval = warned_without_its_signal(with_deadline(approval))
+    expiring(approval)  # no device sent the request yet: none to warn
+
+    send_notification.delay(row.pk)
+
+    assert [m["type"] for m in fake.messages(phone["endpoint"])] == ["request", "warning"]
+    assert set(PushNotification.objects.values_list("kind", "status")) == {("request", "sent"), ("warning", "sent")}
 
 
 @through_the_loop
