@@ -980,10 +980,17 @@ def warn_expiring(*, now=None, limit: int = 500) -> list[int]:
                 approval.warned_at = now
                 warned.append(approval)
         if warned:
-            transaction.on_commit(lambda: approvals_expiring.send(sender=Approval, approvals=warned), robust=True)
+            transaction.on_commit(lambda: _tell_expiring(warned))
     if warned:
         logger.info("warned that approvals %s expire soon", [a.pk for a in warned])
     return [a.pk for a in warned]
+
+
+def _tell_expiring(warned: list[Approval]) -> None:
+    """Every channel hears of the warnings, whichever of them fails (each one's sweep catches up)."""
+    for receiver, error in approvals_expiring.send_robust(sender=Approval, approvals=warned):
+        if isinstance(error, Exception):
+            logger.error("approvals_expiring: %s failed for %s: %r", receiver, [a.pk for a in warned], error, exc_info=error)
 
 
 class NotExpired(DecisionError):

@@ -137,3 +137,31 @@ def test_late_decisions_are_kept_a_few_times_per_person_then_only_logged(alice, 
             decide(approval.pk, user=alice, approve=True, via="api", shown_hash=approval.shown_hash)
 
     assert LateDecision.objects.filter(approval=approval).count() == MAX_LATE_KEPT
+
+
+def test_a_channel_failing_on_a_warning_never_keeps_the_others_from_it(alice, agent, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from approvals.services import warn_expiring
+    from approvals.signals import approvals_expiring
+
+    approval = one(alice, agent, "write hello to notes.txt")
+    Approval.objects.filter(pk=approval.pk).update(warn_at=timezone.now() - timedelta(seconds=1), expires_at=timezone.now() + timedelta(minutes=5))
+    heard = []
+
+    def failing(**kwargs):
+        raise RuntimeError("a channel's bug")
+
+    def listening(approvals, **kwargs):
+        heard.extend(a.pk for a in approvals)
+
+    approvals_expiring.connect(failing, weak=False)
+    approvals_expiring.connect(listening, weak=False)
+    try:
+        assert warn_expiring() == [approval.pk]
+    finally:
+        approvals_expiring.disconnect(failing)
+        approvals_expiring.disconnect(listening)
+    assert heard == [approval.pk]
