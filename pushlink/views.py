@@ -206,7 +206,7 @@ def _json(request):
         raise subscriptions.BadSubscription("Too large.")
     try:
         return json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: "[[[[…" nested past the parser's depth
         raise subscriptions.BadSubscription("Send JSON.") from None
 
 

@@ -1,0 +1,242 @@
+"""The four channels rebuilt for issue 35 (push, email, Slack, Telegram), attacked as an outsider
+would: approving through anything that showed the call cut, tokens carried to another approval,
+person, route or channel, Extend and Ask again by someone who may not, tokens in what is logged,
+and input no form should take (oversized, NUL, lone surrogates, malformed JSON): each is refused
+with a clear 4xx, decides nothing and spends nothing."""
+import json
+import logging
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from approvals import tokens
+from approvals.models import Approval, DecisionToken, LateDecision, Vote
+from pushlink import requests as push_requests
+from pushlink.models import PushNotification
+from tests.conftest import pending_approvals, start_conversation
+
+pytestmark = pytest.mark.django_db(transaction=True)
+CSRF = "k" * 32
+
+
+def one(user, agent, text="write hello to a.txt") -> Approval:
+    (approval,) = pending_approvals(start_conversation(user, agent, text))
+    return approval
+
+
+def with_deadline(approval: Approval, minutes: int = 30) -> Approval:
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() + timedelta(minutes=minutes))
+    return Approval.objects.get(pk=approval.pk)
+
+
+def unchanged(approval: Approval, *unspent: str) -> None:
+    """Nothing decided, counted or kept; each token named still unspent."""
+    assert Approval.objects.get(pk=approval.pk).status == Approval.Status.PENDING
+    assert not Vote.objects.filter(approval=approval).exists()
+    assert not LateDecision.objects.filter(approval=approval).exists()
+    for value in unspent:
+        assert tokens.open_token(value).token.used_at is None
+
+
+def push(path: str, body) -> tuple[int, dict]:
+    data = body if isinstance(body, (str, bytes)) else json.dumps(body)
+    response = Client().post(path, data, content_type="application/json")
+    assert response["Content-Type"].startswith("application/json")
+    return response.status_code, response.json()
+
+
+def reject_form(value: str, reason: str):
+    browser = Client(enforce_csrf_checks=True)
+    browser.cookies["csrftoken"] = CSRF
+    return browser.post("/push/reject/", {"token": value, "reason": reason, "csrfmiddlewaretoken": CSRF})
+
+
+def email_post(value: str, decision: str, **fields):
+    browser = Client(enforce_csrf_checks=True)
+    browser.cookies["csrftoken"] = CSRF
+    return browser.post(f"/approve/{value}/", {"decision": decision, "csrfmiddlewaretoken": CSRF, **fields})
+
+
+# --- Approving through what showed the call cut ------------------------------------------------------
+
+
+def test_a_push_reject_token_or_a_cut_notifications_token_never_approves(alice, agent):
+    approval = one(alice, agent)
+    offered = push_requests.offered_tokens(approval, alice, whole=False)
+    assert set(offered) == {"reject"}  # a cut notification carries no approve token at all
+    also_cut = tokens.issue(approval, alice, channel="push", complete=False)
+
+    for value in (offered["reject"], also_cut):
+        status, body = push("/push/decide", {"token": value, "decision": "approve"})
+        assert (status, body["outcome"]) == (409, "decide on the site")
+
+    unchanged(approval, offered["reject"], also_cut)
+    assert push("/push/decide", {"token": offered["reject"], "decision": "reject"})[0] == 200
+
+
+def test_a_whole_notifications_reject_token_never_approves_either(alice, agent):
+    approval = one(alice, agent)
+    offered = push_requests.offered_tokens(approval, alice, whole=True)
+
+    status, _ = push("/push/decide", {"token": offered["reject"], "decision": "approve"})
+
+    assert status == 409
+    unchanged(approval, offered["reject"])
+
+
+def test_the_email_reject_links_token_posted_as_approve_is_refused_and_left_unspent(alice, agent):
+    approval = one(alice, agent)
+    reject_only = tokens.issue(approval, alice, channel="email", complete=False)
+
+    response = email_post(reject_only, "approve")
+
+    assert response.status_code == 409 and "it can only reject" in response.content.decode()
+    unchanged(approval, reject_only)
+    assert email_post(reject_only, "reject", reason="no").status_code == 200
+    assert Approval.objects.get(pk=approval.pk).status == Approval.Status.REJECTED
+
+
+# --- Tokens crossing over -------------------------------------------------------------------------
+
+
+def test_a_push_token_is_nothing_at_the_email_page_and_an_email_token_nothing_at_push(alice, agent):
+    approval = one(alice, agent)
+    push_token = tokens.issue(approval, alice, channel="push")
+    email_token = tokens.issue(approval, alice, channel="email")
+
+    assert Client().get(f"/approve/{push_token}/").status_code == 403
+    assert email_post(push_token, "approve").status_code == 403
+    assert push("/push/decide", {"token": email_token, "decision": "approve"})[0] == 403
+    assert push("/push/reject/call", {"token": email_token})[0] == 403
+    assert reject_form(email_token, "no").status_code == 403
+
+    unchanged(approval, push_token, email_token)
+
+
+def test_a_token_for_one_approval_rejects_that_one_only_whatever_form_it_is_posted_for(alice, agent):
+    first, second = one(alice, agent), one(alice, agent, "write bye to b.txt")
+    value = tokens.issue(first, alice, channel="push", complete=False)
+
+    assert reject_form(value, "no").status_code == 200
+
+    assert Approval.objects.get(pk=first.pk).status == Approval.Status.REJECTED
+    unchanged(second)
+
+
+def test_an_extend_token_extends_only_its_approval_once_and_never_after_a_decision(alice, bob, agent):
+    approval, other = with_deadline(one(alice, agent)), with_deadline(one(alice, agent, "write bye to b.txt"))
+    row = PushNotification(approval_id=approval.pk, user_id=alice.pk)
+    value = push_requests.extend_token(row)
+
+    # Another approval's id spliced into the token breaks its signature.
+    payload = json.dumps({"a": other.pk, "u": bob.pk})
+    assert push("/push/extend", {"token": value.replace(value.split(":")[0], payload)})[0] == 403
+    assert push("/push/extend", {"token": value})[0] == 200
+    assert push("/push/extend", {"token": value})[0] == 409
+    assert Approval.objects.get(pk=other.pk).extended_at is None
+
+    decided = with_deadline(one(alice, agent, "write x to c.txt"))
+    late = push_requests.extend_token(PushNotification(approval_id=decided.pk, user_id=alice.pk))
+    Approval.objects.filter(pk=decided.pk).update(status=Approval.Status.REJECTED, decided_at=timezone.now())
+    status, body = push("/push/extend", {"token": late})
+    assert (status, body["outcome"]) == (409, "already decided")
+
+
+def test_an_extend_token_of_someone_who_may_not_decide_extends_nothing(alice, mallory, agent):
+    approval = with_deadline(one(alice, agent))
+    value = push_requests.extend_token(PushNotification(approval_id=approval.pk, user_id=mallory.pk))
+
+    assert push("/push/extend", {"token": value})[0] == 403
+    assert Approval.objects.get(pk=approval.pk).extended_at is None
+
+
+def test_an_extend_after_the_deadline_is_refused_as_too_late(alice, agent):
+    approval = with_deadline(one(alice, agent))
+    value = push_requests.extend_token(PushNotification(approval_id=approval.pk, user_id=alice.pk))
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+
+    status, _ = push("/push/extend", {"token": value})
+
+    assert status == 409 and Approval.objects.get(pk=approval.pk).extended_at is None
+
+
+def test_reject_call_tells_the_call_to_its_tokens_holder_only(alice, agent):
+    approval = one(alice, agent)
+    fresh = tokens.issue(approval, alice, channel="push", complete=False)
+    used = tokens.issue(approval, alice, channel="push", complete=False)
+    expired = tokens.issue(approval, alice, channel="push", complete=False, lifetime=timedelta(seconds=-1))
+    DecisionToken.objects.filter(pk=tokens.open_token(used).token.pk).update(used_at=timezone.now())
+
+    for value in ("", "x" * 400, fresh[:-3] + "abc"):
+        status, body = push("/push/reject/call", {"token": value})
+        assert status == 403 and "sentence" not in body
+    for value in (used, expired):
+        status, body = push("/push/reject/call", {"token": value})
+        assert "sentence" not in body and "a.txt" not in json.dumps(body)
+    assert "a.txt" in push("/push/reject/call", {"token": fresh})[1]["sentence"]
+
+
+# --- Bad input: a clear 4xx or a stored reason, never a 500, nothing lost -------------------------------
+
+UNSTORABLE = ["no\x00pe", "no\ud800pe", "x" * 9_000]  # a longer body is refused whole (test below)
+
+
+@pytest.mark.parametrize("reason", UNSTORABLE, ids=["nul", "surrogate", "oversized"])
+def test_a_reject_reason_no_database_stores_as_is_still_rejects_from_a_notification(alice, agent, reason):
+    approval = one(alice, agent)
+    value = tokens.issue(approval, alice, channel="push", complete=False)
+
+    status, _ = push("/push/decide", json.dumps({"token": value, "decision": "reject", "reason": reason}).encode())
+
+    rejected = Approval.objects.get(pk=approval.pk)
+    assert status == 200 and rejected.status == Approval.Status.REJECTED
+    assert "\x00" not in rejected.rejection_reason and "\ud800" not in rejected.rejection_reason
+    assert rejected.rejection_reason.startswith("no") or len(rejected.rejection_reason) <= 2000
+
+
+def test_a_decision_body_past_the_routes_limit_is_a_400_that_decides_and_spends_nothing(alice, agent):
+    approval = one(alice, agent)
+    value = tokens.issue(approval, alice, channel="push", complete=False)
+
+    status, body = push("/push/decide", {"token": value, "decision": "reject", "reason": "x" * 50_000})
+
+    assert status == 400 and body["message"]
+    unchanged(approval, value)
+
+
+def raw_form(path: str, body: str):
+    browser = Client(enforce_csrf_checks=True)
+    browser.cookies["csrftoken"] = CSRF
+    return browser.post(path, f"csrfmiddlewaretoken={CSRF}&{body}", content_type="application/x-www-form-urlencoded")
+
+
+@pytest.mark.parametrize("encoded", ["no%00pe", "no%ED%A0%80pe", "x" * 50_000], ids=["nul", "surrogate", "oversized"])
+def test_a_reject_reason_no_database_stores_as_is_still_rejects_from_the_push_and_email_forms(alice, agent, encoded):
+    by_push, by_mail = one(alice, agent), one(alice, agent, "write bye to b.txt")
+    push_token = tokens.issue(by_push, alice, channel="push", complete=False)
+    mail_token = tokens.issue(by_mail, alice, channel="email", complete=False)
+
+    pushed = raw_form("/push/reject/", f"token={push_token}&reason={encoded}")
+    mailed = raw_form(f"/approve/{mail_token}/", f"decision=reject&reason={encoded}")
+
+    for response, approval in ((pushed, by_push), (mailed, by_mail)):
+        rejected = Approval.objects.get(pk=approval.pk)
+        assert response.status_code == 200 and rejected.status == Approval.Status.REJECTED
+        assert "\x00" not in rejected.rejection_reason and len(rejected.rejection_reason) <= 2000
+
+
+@pytest.mark.parametrize("path", ["/push/decide", "/push/extend", "/push/reject/call"])
+@pytest.mark.parametrize("body", [
+    b"", b"{", b"[]", b"null", b'"token"', b"\xff\xfe", b'{"token": null}', b'{"token": ["a"]}', b'{"token": "\\ud800"}',
+    b'{"token": "a\\u0000b", "decision": "reject"}', b'{"token": 1e999}', b'{"token": "x", "decision": "approve", "reason": 5}',
+    b"[" * 5000, b'{"token": "' + b"a" * 20_000 + b'"}',
+])
+def test_malformed_json_to_the_push_routes_is_a_clear_4xx(alice, agent, path, body):
+    approval = one(alice, agent)
+
+    status, answer = push(path, body)
+
+    assert 400 <= status < 500 and (answer.get("message") or answer.get("detail"))
+    unchanged(approval)
