@@ -67,6 +67,8 @@ def on_press(query: dict) -> None:
     version = SentVersion.objects.select_related("message__approval").filter(token=token).first() if token else None
     if version is None:
         return bot.answer_press(query_id, "This request is no longer known.")
+    if version.message.account_id != account.pk:  # another person's copy: no button of theirs decides
+        return bot.answer_press(query_id, "You may not decide this request.")
     # What this very message showed, and whether whole: a press decides that version or nothing,
     # and through a message that showed it cut it can reject, never approve.
     row, shown_hash, whole = version.message, version.shown_hash, version.complete

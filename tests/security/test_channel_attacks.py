@@ -240,3 +240,112 @@ def test_malformed_json_to_the_push_routes_is_a_clear_4xx(alice, agent, path, bo
 
     assert 400 <= status < 500 and (answer.get("message") or answer.get("detail"))
     unchanged(approval)
+
+
+# --- Telegram: a press or a typed reply through a cut message never approves ---------------------------
+
+ALICE_TG, BOB_TG, MALLORY_TG = 3001, 3002, 3004
+
+
+@pytest.fixture
+def telegram(settings):
+    from tests.fake_telegram import FakeTelegram
+
+    with FakeTelegram() as fake:
+        settings.TELEGRAM_BOT_TOKEN, settings.TELEGRAM_API_BASE_URL = fake.token, fake.url
+        yield fake
+
+
+def tg_say(telegram_id: int, text: str) -> None:
+    from telegramlink import updates
+
+    updates.handle({"update_id": 1, "message": {
+        "message_id": 7, "date": 0, "text": text, "chat": {"id": telegram_id, "type": "private"},
+        "from": {"id": telegram_id, "is_bot": False, "first_name": "someone"},
+    }})
+
+
+def tg_press(fake, telegram_id: int, data: str, query_id: str) -> str | None:
+    from telegramlink import updates
+
+    updates.handle({"update_id": 2, "callback_query": {
+        "id": query_id, "chat_instance": "1", "data": data, "from": {"id": telegram_id, "is_bot": False, "first_name": "someone"},
+    }})
+    return fake.answer_to(query_id)
+
+
+def tg_link(user, telegram_id: int) -> None:
+    from telegramlink import accounts
+
+    tg_say(telegram_id, f"/start {accounts.issue_code(user)}")
+
+
+def tg_version(approval: Approval, user):
+    from telegramlink.models import SentVersion
+
+    return SentVersion.objects.get(message__approval=approval, message__account__user=user)
+
+
+def test_a_forged_approve_press_and_a_typed_confirmation_under_a_cut_telegram_message_approve_nothing(telegram, alice, agent, settings):
+    settings.HITL_TELEGRAM_SENTENCE_ONLY_RISKS = ["critical"]
+    tg_link(alice, ALICE_TG)
+    approval = one(alice, agent, "delete all files")
+    version = tg_version(approval, alice)
+    assert approval.confirmation_required and not version.complete
+
+    assert tg_press(telegram, ALICE_TG, f"a:{version.token}", "q1").startswith("This message showed the call cut")
+    tg_say(ALICE_TG, approval.confirmation_hint)  # no confirmation was asked for: it decides nothing
+    unchanged(approval)
+
+    # Under the cut message's "Why reject?", the typed confirmation is only a reason.
+    tg_press(telegram, ALICE_TG, f"R:{version.token}", "q2")
+    tg_say(ALICE_TG, approval.confirmation_hint)
+    rejected = Approval.objects.get(pk=approval.pk)
+    assert (rejected.status, rejected.rejection_reason) == (Approval.Status.REJECTED, approval.confirmation_hint)
+
+
+def test_a_telegram_press_with_the_token_of_another_persons_copy_decides_nothing(telegram, alice, bob, agent):
+    tg_link(alice, ALICE_TG)
+    tg_link(bob, BOB_TG)
+    approval = one(alice, agent)
+    alices = tg_version(approval, alice)
+
+    said = tg_press(telegram, BOB_TG, f"a:{alices.token}", "q1")
+
+    assert said == "You may not decide this request."
+    unchanged(approval)
+
+
+def test_extend_pressed_by_a_linked_telegram_user_who_may_not_decide_extends_nothing(telegram, alice, mallory, agent):
+    tg_link(alice, ALICE_TG)
+    tg_link(mallory, MALLORY_TG)
+    approval = with_deadline(one(alice, agent))
+    alices = tg_version(approval, alice)
+
+    tg_press(telegram, MALLORY_TG, f"x:{alices.token}", "q1")
+
+    assert Approval.objects.get(pk=approval.pk).extended_at is None
+
+
+def test_extend_pressed_after_the_deadline_on_telegram_is_too_late_and_extends_nothing(telegram, alice, agent):
+    tg_link(alice, ALICE_TG)
+    approval = with_deadline(one(alice, agent))
+    version = tg_version(approval, alice)
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+
+    said = tg_press(telegram, ALICE_TG, f"x:{version.token}", "q1")
+
+    assert said.startswith("Too late") and Approval.objects.get(pk=approval.pk).extended_at is None
+
+
+@pytest.mark.parametrize("reason", ["no\x00pe", "no\ud800pe", "x" * 50_000], ids=["nul", "surrogate", "oversized"])
+def test_a_typed_telegram_reason_no_database_stores_as_is_still_rejects(telegram, alice, agent, reason):
+    tg_link(alice, ALICE_TG)
+    approval = one(alice, agent)
+    tg_press(telegram, ALICE_TG, f"R:{tg_version(approval, alice).token}", "q1")
+
+    tg_say(ALICE_TG, reason)
+
+    rejected = Approval.objects.get(pk=approval.pk)
+    assert rejected.status == Approval.Status.REJECTED
+    assert "\x00" not in rejected.rejection_reason and "\ud800" not in rejected.rejection_reason and len(rejected.rejection_reason) <= 2000
