@@ -349,3 +349,95 @@ def test_a_typed_telegram_reason_no_database_stores_as_is_still_rejects(telegram
     rejected = Approval.objects.get(pk=approval.pk)
     assert rejected.status == Approval.Status.REJECTED
     assert "\x00" not in rejected.rejection_reason and "\ud800" not in rejected.rejection_reason and len(rejected.rejection_reason) <= 2000
+
+
+# --- Slack: signed presses and submissions through what may not decide ------------------------------
+
+ALICE_SLACK, BOB_SLACK = "UALICE", "UBOB"
+
+
+@pytest.fixture
+def slack(settings):
+    from tests.fake_slack import FakeSlack, django_poster
+
+    with FakeSlack(poster=django_poster(Client())) as fake:
+        settings.SLACK_BOT_TOKEN, settings.SLACK_SIGNING_SECRET, settings.SLACK_API_BASE_URL = fake.token, fake.signing_secret, fake.url
+        yield fake
+
+
+def slack_link(fake, user, slack_id: str) -> None:
+    from slacklink import accounts
+
+    assert fake.command(slack_id, f"link {accounts.issue_code(user)}")[0] == 200
+
+
+def slack_version(approval: Approval, user):
+    from slacklink.models import SentVersion
+
+    return SentVersion.objects.filter(message__approval=approval, message__account__user=user).latest("pk")
+
+
+def slack_act(fake, slack_id: str, action_id: str, value: str) -> str:
+    """A signed press of any button: what someone who read the message and holds the app's payload shape sends."""
+    message = {"ts": "1.1", "channel": "D0"}
+    assert fake.act(slack_id, message, {"type": "button", "action_id": action_id, "block_id": "decide", "value": value})[0] == 200
+    return fake.ephemerals(slack_id)[-1] if fake.ephemerals(slack_id) else ""
+
+
+def test_a_signed_approve_press_on_a_sentence_only_slack_message_is_refused(slack, alice, agent, settings):
+    from slacklink import blocks
+
+    settings.HITL_SLACK_SENTENCE_ONLY_RISKS = ["medium"]
+    slack_link(slack, alice, ALICE_SLACK)
+    approval = one(alice, agent)
+    version = slack_version(approval, alice)
+    assert not version.complete
+
+    said = slack_act(slack, ALICE_SLACK, blocks.APPROVE, version.token)
+
+    assert said.startswith("This message showed the call cut")
+    unchanged(approval)
+
+
+def test_a_slack_extend_press_by_a_decider_who_lost_the_right_extends_nothing(slack, alice, bob, ops_agent):
+    from django.contrib.auth.models import Permission
+
+    from slacklink import blocks
+
+    slack_link(slack, bob, BOB_SLACK)
+    approval = with_deadline(one(alice, ops_agent, "delete a.txt"))  # four eyes: bob's copy
+    bobs = slack_version(approval, bob)
+    bob.user_permissions.remove(Permission.objects.get(codename="decide_approval"))
+
+    slack_act(slack, BOB_SLACK, blocks.EXTEND, bobs.token)
+
+    assert Approval.objects.get(pk=approval.pk).extended_at is None
+
+
+def test_a_slack_extend_press_after_the_deadline_extends_nothing(slack, alice, agent):
+    from slacklink import blocks
+
+    slack_link(slack, alice, ALICE_SLACK)
+    approval = with_deadline(one(alice, agent))
+    version = slack_version(approval, alice)
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+
+    said = slack_act(slack, ALICE_SLACK, blocks.EXTEND, version.token)
+
+    assert said.lower().startswith("too late") and Approval.objects.get(pk=approval.pk).extended_at is None
+
+
+@pytest.mark.parametrize("reason", ["no\x00pe", "no\ud800pe", "x" * 50_000], ids=["nul", "surrogate", "oversized"])
+def test_a_slack_reason_no_database_stores_as_is_still_rejects(slack, alice, agent, reason):
+    from slacklink import blocks
+
+    slack_link(slack, alice, ALICE_SLACK)
+    approval = one(alice, agent)
+    version = slack_version(approval, alice)
+    view = {"callback_id": blocks.REASON_VIEW, "private_metadata": version.token}
+
+    status, _ = slack.submit(ALICE_SLACK, view, {"reason": reason})
+
+    rejected = Approval.objects.get(pk=approval.pk)
+    assert status == 200 and rejected.status == Approval.Status.REJECTED
+    assert "\x00" not in rejected.rejection_reason and "\ud800" not in rejected.rejection_reason and len(rejected.rejection_reason) <= 5000
