@@ -14,13 +14,14 @@ class EmailLinkConfig(AppConfig):
             approval_edited, approval_requested, approvals_decided, approvals_escalated, approvals_expiring, approvals_reminded,
         )
 
-        from hitl.masking import mask_daphne_access_log
+        from hitl.masking import mask_admin_emails, mask_daphne_access_log
         from profiles.sections import Section, register
 
         from . import receivers
         from .views import profile_context
 
         mask_daphne_access_log()  # this page's address holds its token: daphne's access log must not print it
+        mask_admin_emails()  # nor the error mail to ADMINS (its URL, its Referer, its frames' variables)
         register(Section("email", "Email", "emaillink/profile_section.html", order=25, context=profile_context))
 
         approval_requested.connect(receivers.on_approval_requested, dispatch_uid="emaillink.on_requested")

@@ -1,7 +1,8 @@
 """Decision tokens never leave the decision: where one is part of a URL (an email's
 `/approve/<token>/`; a password reset's too), what is traced or logged is the route with the token masked. Used by the
 telemetry's request hooks (span names and attributes), a filter on the loggers that name a
-request's path (Django's "Forbidden: /approve/…"), and daphne's access log."""
+request's path (Django's "Forbidden: /approve/…"), daphne's access log, and Django's error mail to
+ADMINS."""
 import logging
 import re
 
@@ -65,3 +66,21 @@ def mask_daphne_access_log() -> None:
 
     masked_write_entry.masks_tokens = True
     AccessLogGenerator.write_entry = masked_write_entry
+
+
+def mask_admin_emails() -> None:
+    """Django's error mail to ADMINS (AdminEmailHandler) writes the request's URL, its headers (a
+    Referer) and each frame's variables, none of which a log filter reaches: its subject and both
+    its parts are masked as they are sent, however LOGGING names the handler. Safe to call more than once."""
+    from django.utils.log import AdminEmailHandler
+
+    if getattr(AdminEmailHandler.send_mail, "masks_tokens", False):
+        return
+    send_mail = AdminEmailHandler.send_mail
+
+    def masked_send_mail(self, subject, message, *args, html_message=None, **kwargs):
+        html_message = mask(html_message) if html_message else html_message
+        return send_mail(self, mask(subject), mask(message), *args, html_message=html_message, **kwargs)
+
+    masked_send_mail.masks_tokens = True
+    AdminEmailHandler.send_mail = masked_send_mail

@@ -441,3 +441,72 @@ def test_a_slack_reason_no_database_stores_as_is_still_rejects(slack, alice, age
     rejected = Approval.objects.get(pk=approval.pk)
     assert status == 200 and rejected.status == Approval.Status.REJECTED
     assert "\x00" not in rejected.rejection_reason and "\ud800" not in rejected.rejection_reason and len(rejected.rejection_reason) <= 5000
+
+
+# --- Extend and ask again through the API ------------------------------------------------------------
+
+
+def test_api_extend_and_ask_again_refuse_the_late_the_stranger_the_second_and_the_mcp_call(alice, mallory, agent, api_as):
+    from chat.models import Conversation
+
+    overdue = with_deadline(one(alice, agent))
+    Approval.objects.filter(pk=overdue.pk).update(expires_at=timezone.now() - timedelta(seconds=1))  # the sweep has not run
+    late = api_as(alice).post(f"approvals/{overdue.pk}/extend")
+    assert late.status_code == 409 and "expired" in late.json()["detail"]
+    assert Approval.objects.get(pk=overdue.pk).extended_at is None
+
+    assert api_as(mallory).post(f"approvals/{overdue.pk}/ask-again").status_code == 404
+    assert api_as(mallory).post(f"approvals/{overdue.pk}/extend").status_code == 404
+    assert api_as(alice).post(f"approvals/{overdue.pk}/ask-again").status_code == 201
+    assert api_as(alice).post(f"approvals/{overdue.pk}/ask-again").status_code == 409
+
+    by_mcp = with_deadline(one(alice, agent, "write bye to b.txt"))
+    Conversation.objects.filter(pk=by_mcp.conversation_id).update(source=Conversation.Source.MCP)
+    Approval.objects.filter(pk=by_mcp.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert api_as(alice).post(f"approvals/{by_mcp.pk}/ask-again").status_code == 409
+    assert not Approval.objects.filter(asked_again_from=by_mcp).exists()
+
+
+# --- Tokens in what is logged, mailed or shown ------------------------------------------------------
+
+
+def test_a_token_in_a_query_a_referer_or_a_404_path_is_masked_in_the_log_lines(alice, agent, caplog):
+    approval = one(alice, agent)
+    value = tokens.issue(approval, alice, channel="push")
+    email_value = tokens.issue(approval, alice, channel="email")
+    browser = Client(enforce_csrf_checks=True)
+
+    with caplog.at_level(logging.INFO):
+        browser.get(f"/push/decide/{value}", HTTP_REFERER=f"https://hitl.example.org/approve/{email_value}/")
+        browser.get(f"/no/such/page/?token={value}")
+        browser.post(f"/approve/{email_value}/?token={value}", {"decision": "approve"}, HTTP_REFERER=f"https://x/?t={email_value}")
+        browser.post(f"/push/reject/?token={value.replace(':', '%3A')}", {"token": value})
+
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "Not Found" in logged and "Forbidden" in logged  # the lines were written
+    for secret in (value, email_value, value.replace(":", "%3A")):
+        assert secret not in logged
+    unchanged(approval, value, email_value)
+
+
+def test_the_error_mail_to_admins_never_holds_a_token(alice, agent, settings, monkeypatch):
+    from django.core import mail
+
+    from emaillink import views as email_views
+
+    settings.ADMINS = [("ops", "ops@example.org")]
+    settings.DEBUG = False
+    approval = one(alice, agent)
+    value = tokens.issue(approval, alice, channel="email")
+
+    def failing(token):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(email_views.tokens, "open_token", failing)
+    response = Client(raise_request_exception=False).get(f"/approve/{value}/?again={value}", HTTP_REFERER=f"https://x/approve/{value}/")
+
+    assert response.status_code == 500 and value not in response.content.decode()
+    assert mail.outbox, "the error was mailed to the admins"
+    for sent in mail.outbox:
+        assert value not in sent.subject and value not in sent.body
+        assert all(value not in str(content) for content, _ in sent.alternatives)
