@@ -66,7 +66,7 @@ def interaction(request) -> HttpResponse:
         return refused
     try:
         payload = json.loads(request.POST.get("payload", ""))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: "[[[[…" nested past the parser's depth
         return JsonResponse({"detail": "No JSON payload."}, status=400)
     if not isinstance(payload, dict):
         return JsonResponse({"detail": "The payload is not an object."}, status=400)

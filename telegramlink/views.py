@@ -67,7 +67,7 @@ def webhook(request, secret: str) -> HttpResponse:
         return JsonResponse({"detail": "Too large."}, status=413)
     try:
         update = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: "[[[[…" nested past the parser's depth
         return JsonResponse({"detail": "Not JSON."}, status=400)
     if isinstance(update, dict):
         updates.handle(update)

@@ -510,3 +510,20 @@ def test_the_error_mail_to_admins_never_holds_a_token(alice, agent, settings, mo
     for sent in mail.outbox:
         assert value not in sent.subject and value not in sent.body
         assert all(value not in str(content) for content, _ in sent.alternatives)
+
+
+def test_json_nested_past_the_parsers_depth_in_a_signed_slack_payload_or_a_telegram_update_is_a_400(slack, telegram, alice, agent):
+    from urllib.parse import urlencode
+
+    from telegramlink.views import SECRET_HEADER, webhook_secret
+
+    approval = one(alice, agent)
+    deep = "[" * 5000
+
+    status, _ = slack.deliver("/slack/interactions/", urlencode({"payload": deep}))
+    assert status == 400
+    response = Client().post(
+        f"/telegram/webhook/{webhook_secret('path')}/", deep, content_type="application/json", headers={SECRET_HEADER: webhook_secret("header")}
+    )
+    assert response.status_code == 400
+    unchanged(approval)
