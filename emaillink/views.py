@@ -8,6 +8,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals import services, tokens
 from approvals.models import Approval
+from approvals.permissions import can_see
 
 from . import requests, texts
 from .models import EmailPreference
@@ -77,6 +78,8 @@ def approve_page(request, token: str):
 def _shown(request, opened: tokens.Opened, *, error: str = "", status: int = 200):
     """What a GET shows (and a refused POST again): the form while the link may still decide."""
     approval = opened.approval
+    if not can_see(opened.token.user, approval):  # its recipient lost the right since: the link shows nothing
+        return _page(request, "not allowed", status=403)
     if approval.status != Approval.Status.PENDING:
         return _page(request, "decided", _fresh(approval))
     if opened.used:

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from approvals import services, tokens
 from approvals.models import Approval
+from approvals.permissions import can_see
 from approvals.summary import summarize
 
 from . import keys, pushservice, requests, subscriptions, texts
@@ -162,6 +163,8 @@ def reject_call(request) -> JsonResponse:
     except (ValueError, AttributeError, subscriptions.BadSubscription, tokens.TokenInvalid):
         return JsonResponse({"state": "invalid", "message": "This reject form is not valid: open the site."}, status=403)
     approval = Approval.objects.select_related("tool_call", "conversation__agent", "requested_by").get(pk=opened.approval.pk)
+    if not can_see(opened.token.user, approval):  # its holder lost the right since: the token tells nothing
+        return JsonResponse({"state": "not allowed", "message": "You may no longer see this call."}, status=403)
     body = {"approval_id": approval.pk, "url": texts.view_url(approval), "state": "form"}
     if approval.status != Approval.Status.PENDING:
         body |= {"state": "already decided", "message": f"Already decided: {outcome_line(approval)}."}

@@ -527,3 +527,19 @@ def test_json_nested_past_the_parsers_depth_in_a_signed_slack_payload_or_a_teleg
     )
     assert response.status_code == 400
     unchanged(approval)
+
+
+def test_a_token_whose_holder_may_no_longer_see_the_call_reveals_nothing_of_it(alice, bob, ops_agent):
+    from django.contrib.auth.models import Permission
+
+    approval = one(alice, ops_agent, "delete a.txt")
+    push_token = tokens.issue(approval, bob, channel="push", complete=False)
+    email_token = tokens.issue(approval, bob, channel="email")
+    bob.user_permissions.remove(Permission.objects.get(codename="decide_approval"))
+
+    status, body = push("/push/reject/call", {"token": push_token})
+    page = Client().get(f"/approve/{email_token}/")
+
+    assert "a.txt" not in json.dumps(body) and status == 403
+    assert page.status_code == 403 and "a.txt" not in page.content.decode()
+    unchanged(approval, push_token, email_token)
