@@ -543,3 +543,12 @@ def test_a_token_whose_holder_may_no_longer_see_the_call_reveals_nothing_of_it(a
     assert "a.txt" not in json.dumps(body) and status == 403
     assert page.status_code == 403 and "a.txt" not in page.content.decode()
     unchanged(approval, push_token, email_token)
+
+
+@pytest.mark.parametrize("segment", ["%00", "%ED%A0%80", "a" * 20_000, "e30:1:x", "..%2F..%2Fadmin"])
+def test_an_email_link_whose_token_is_garbage_is_a_4xx_on_get_and_post(alice, agent, segment):
+    approval = one(alice, agent)
+
+    assert Client().get(f"/approve/{segment}/").status_code in (403, 404)  # a "/" in it: no such route
+    assert email_post(segment, "approve").status_code in (403, 404)
+    unchanged(approval)
