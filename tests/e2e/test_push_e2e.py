@@ -1,10 +1,9 @@
-"""Web Push end to end: a stack of its own (redis-server, daphne, beat and a Celery worker) whose
-worker pushes through pywebpush to a local push service (tests/fake_push.py), which checks the VAPID
+"""Web Push end to end: a stack of its own (redis-server, daphne, beat and a Celery worker, on the
+session stack's database and VAPID key) whose worker pushes through pywebpush to a local push service (tests/fake_push.py), which checks the VAPID
 signature and decrypts each notification with the subscription's keys. A test plays the browser: it
 logs in, reads the VAPID key from the profile page, stores a subscription with its session and CSRF
 token, and presses an action as the service worker does (POST /push/decide with the token), or
 fills the reject form a notification's Reject opens."""
-import os
 import re
 from datetime import timedelta
 
@@ -17,7 +16,6 @@ from chat.models import Conversation
 from pushlink.models import PushNotification, PushSubscription
 from tests.conftest import wait_until
 from tests.e2e.browser import _store_password_for_the_server
-from tests.e2e import conftest as stack_parts
 from tests.e2e.conftest import BIN, Api, free_port, port_open, start
 from tests.fake_push import FakePush
 
@@ -33,21 +31,14 @@ class PushStack:
 
 
 @pytest.fixture(scope="module")
-def push_stack(django_db_setup, django_db_blocker, tmp_path_factory):
+def push_stack(stack, tmp_path_factory):
+    """A stack of its own on the session stack's environment: the same database and var directory,
+    so the same VAPID key. The two are one site: the session stack's beat may warn first and its
+    worker push the warning, which a push service takes only if it is signed with that site's key."""
     work = tmp_path_factory.mktemp("push")
     redis_port, web_port = free_port(), free_port()
-    env = os.environ | {
-        "DJANGO_SETTINGS_MODULE": "hitl.settings",
-        "DATABASE_URL": stack_parts.test_database_url(),
+    env = stack.env | {
         "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-        "HITL_VAR_DIR": str(work / "var"),
-        "HITL_SANDBOX_ROOT": str(work / "sandboxes"),
-        "DEBUG": "1",
-        "OPENAI_API_KEY": "test",
-        "HITL_QUOTA_CONVERSATIONS_PER_HOUR": "0",
-        "HITL_QUOTA_MESSAGES_PER_MINUTE": "0",
-        "HITL_QUOTA_MODEL_CALLS_PER_HOUR": "0",
-        "PYTHONUNBUFFERED": "1",
         "HITL_PUSH_SWEEP_SECONDS": "1",
         "HITL_PUSH_STALE_SECONDS": "2",
         "HITL_PUSH_TIMEOUT": "3",
