@@ -1,10 +1,9 @@
 """Web Push end to end: a stack of its own (redis-server, daphne, beat and a Celery worker, on the
 session stack's database and VAPID key) whose worker pushes through pywebpush to a local push
 service (tests/fake_push.py), which checks the VAPID signature and decrypts each notification with
-the subscription's keys. A test plays the browser: it
-logs in, reads the VAPID key from the profile page, stores a subscription with its session and CSRF
-token, and presses an action as the service worker does (POST /push/decide with the token), or
-fills the reject form a notification's Reject opens."""
+the subscription's keys. A test plays the browser: it logs in, reads the VAPID key from the profile
+page, stores a subscription with its session and CSRF token, and presses an action as the service
+worker does (POST /push/decide with the token), or fills the reject form a notification's Reject opens."""
 import re
 from datetime import timedelta
 
