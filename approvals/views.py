@@ -227,14 +227,7 @@ def claim_view(request, approval_id: int, via: str = Approval.Via.CHAT, release:
 def extend_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> HttpResponse:
     """The warned card's Extend: its deadline pushed back once, by the agent's timeout, for its
     requester or someone who may approve it; the card shows the new deadline and who extended it."""
-    _check_channel(request, via)
-    try:
-        extend(approval_id, user=request.user, via=via)
-    except Approval.DoesNotExist:
-        raise Http404("No such approval.") from None
-    except DecisionError as exc:
-        return _refused(request, approval_id, exc, via)
-    return _decided(request, _approval_for(request.user, approval_id), via)
+    return _changed_card(request, approval_id, via, extend)
 
 
 @login_required
@@ -242,9 +235,14 @@ def extend_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> Http
 def ask_again_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> HttpResponse:
     """The expired card's Ask again: a new approval for the same call and version, whose card the
     conversation's socket brings; this card then says it was asked again."""
+    return _changed_card(request, approval_id, via, ask_again)
+
+
+def _changed_card(request, approval_id: int, via: str, change) -> HttpResponse:
+    """`change` (extend, ask_again) done as the user, and the card as it then stands, or why not."""
     _check_channel(request, via)
     try:
-        ask_again(approval_id, user=request.user, via=via)
+        change(approval_id, user=request.user, via=via)
     except Approval.DoesNotExist:
         raise Http404("No such approval.") from None
     except DecisionError as exc:
