@@ -345,7 +345,10 @@ def decide_approvals(request, payload: DecisionsIn):
         reason=payload.reason,
     )
     # The approvals as their decision stored them, calls loaded (decide_many locked them so), in id order.
-    prefetch_related_objects([a for a in outcome.decided if a.edited_by_id], "edited_by")
+    answered = outcome.decided + outcome.voted
+    prefetch_related_objects(answered, "requested_by", "conversation__agent")  # their summaries, in a few queries
+    prefetch_related_objects([a for a in answered if a.edited_by_id], "edited_by")
+    prefetch_related_objects([a for a in answered if a.extended_by_id], "extended_by")
     return {
         "decided": [approval_item(a) for a in outcome.decided],
         "already_decided": outcome.already_decided,

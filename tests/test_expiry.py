@@ -228,7 +228,8 @@ def test_ask_again_makes_a_new_approval_for_the_same_version_without_the_model(a
     old = expired(alice, agent)
     conversation = Conversation.objects.get(pk=old.conversation_id)
     assert conversation.status == Conversation.Status.IDLE
-    model_calls = len(SCRIPTED_REQUESTS)
+    SCRIPTED_REQUESTS.clear()  # a full deque (maxlen 100, after other tests) would count no new request
+    model_calls = 0
 
     response = api_as(alice).post(f"approvals/{old.pk}/ask-again")
 
@@ -249,7 +250,8 @@ def test_ask_again_makes_a_new_approval_for_the_same_version_without_the_model(a
 def test_an_asked_again_call_runs_once_approved_and_the_conversation_ends_idle(alice, agent, api_as, settings):
     old = expired(alice, agent)
     new_id = api_as(alice).post(f"approvals/{old.pk}/ask-again").json()["id"]
-    model_calls = len(SCRIPTED_REQUESTS)
+    SCRIPTED_REQUESTS.clear()  # a full deque (maxlen 100, after other tests) would count no new request
+    model_calls = 0
 
     response = api_as(alice).post(f"approvals/{new_id}/decision", {"decision": "approve", "shown_hash": old.shown_hash})
 
