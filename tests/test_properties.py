@@ -12,7 +12,7 @@ from django.utils import timezone
 from hypothesis import Phase, settings as hypothesis_settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
-from approvals.models import Approval
+from approvals.models import Approval, LateDecision
 from approvals.services import AlreadyDecided, NotAllowed, decide, decide_all, expire_overdue
 from approvals.triggers import erasing
 from chat import loop, recovery, services, tasks
@@ -152,6 +152,8 @@ class LoopMachine(RuleBasedStateMachine):
         # Each example starts from no conversations, so a replayed example meets the same state.
         with erasing():  # decided approvals and finished calls are kept by the database otherwise
             OutboxEmail.objects.all().delete()
+            LateDecision.objects.all().delete()  # a decision after an expiry is kept, and keeps its approval
+            Approval.objects.filter(asked_again_from__isnull=False).delete()
             Approval.objects.all().delete()
             Conversation.objects.all().delete()
         self.world.reset()
