@@ -1,11 +1,11 @@
 """Mails for operators: failures (the mail server refused, or stayed down through every retry) with their error."""
 from django.contrib import admin, messages
 
-from hitl.celery import enqueue_on_commit
+from deliveries import outbox
+from deliveries.tasks import send_later
 
-from . import requests
+from .channel import CHANNEL
 from .models import EmailDelivery, EmailPreference
-from .tasks import send_mail
 
 
 @admin.register(EmailDelivery)
@@ -13,14 +13,13 @@ class EmailDeliveryAdmin(admin.ModelAdmin):
     list_display = ["approval", "kind", "user", "address", "status", "attempts", "last_error", "updated_at"]
     list_filter = ["status", "kind"]
     search_fields = ["user__username", "address", "last_error"]
-    readonly_fields = ["approval", "kind", "user", "address", "status", "shown_hash", "attempts", "last_error", "created_at", "updated_at"]
+    readonly_fields = ["approval", "kind", "user", "address", "status", "shown_hash", "warned_for", "attempts", "last_error", "created_at", "updated_at"]
     actions = ["send_again"]
 
     @admin.action(description="Send the selected failed mails again (while their call waits)", permissions=["resend"])
     def send_again(self, request, queryset) -> None:
-        ids = requests.retry_failed(list(queryset.values_list("pk", flat=True)))
-        for delivery_id in ids:
-            enqueue_on_commit(send_mail, delivery_id)
+        ids = outbox.retry_failed(CHANNEL, list(queryset.values_list("pk", flat=True)))
+        send_later(CHANNEL, ids)
         self.message_user(request, f"{len(ids)} mail(s) queued again.", messages.SUCCESS)
 
     def has_resend_permission(self, request) -> bool:

@@ -1,6 +1,8 @@
 from django.conf import settings
 from django.db import models
 
+from deliveries.models import Delivery
+
 
 class EmailPreference(models.Model):
     """A person's choice about approval mails. No row: opted in (once their account has an address)."""
@@ -13,32 +15,20 @@ class EmailPreference(models.Model):
         return f"{self.user}: {'opted out' if self.opted_out else 'opted in'}"
 
 
-class EmailDelivery(models.Model):
-    """The outbox: one approval's mail to one person (its request, one reminder when a route's
-    reminder is due, one warning when its deadline is near). Queued, then sent, or closed (decided before it went out), or failed (the mail
-    server refused it, or stayed down through every retry)."""
+class EmailDelivery(Delivery):
+    """One approval's mail to one person: its request, one reminder when a route's reminder is due,
+    one warning when its deadline is near (the life of each is the deliveries base's: queued, sent,
+    closed once decided, or failed when the mail server refused it or stayed down through every retry)."""
 
     class Kind(models.TextChoices):
         REQUEST = "request"
         REMINDER = "reminder"
         WARNING = "warning"
 
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        SENT = "sent"
-        CLOSED = "closed"
-        FAILED = "failed"
-
     approval = models.ForeignKey("approvals.Approval", on_delete=models.CASCADE, related_name="email_deliveries")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.REQUEST)
     address = models.EmailField(max_length=254, blank=True, help_text="Where its last send went.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    shown_hash = models.CharField(max_length=64, blank=True, help_text="The version its last send showed.")
-    attempts = models.PositiveIntegerField(default=0)
-    last_error = models.CharField(max_length=500, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         verbose_name_plural = "email deliveries"

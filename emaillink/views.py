@@ -10,7 +10,8 @@ from approvals import services, tokens
 from approvals.models import Approval
 from approvals.permissions import can_see
 
-from . import requests, texts
+from . import texts
+from .channel import enabled, opted_in
 from .models import EmailPreference
 
 MAX_REASON_CHARS = 2000
@@ -20,7 +21,7 @@ REJECT_ONLY = "This is the mail's Reject link: it can only reject. To approve, u
 
 def profile_context(request) -> dict:
     user = request.user
-    return {"enabled": requests.enabled(), "address": user.email, "opted_in": requests.opted_in(user)}
+    return {"enabled": enabled(), "address": user.email, "opted_in": opted_in(user)}
 
 
 @login_required

@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "approvals",
     "toolservers",
     "agentlink",
+    "deliveries",
     "telegramlink",
     "profiles",
     "emaillink",
@@ -266,6 +267,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "approvals.tasks.resend_lost_webhooks",
         "schedule": float(os.environ.get("HITL_WEBHOOK_SWEEP_SECONDS", "60")),
     },
+    # Every channel's outbox (deliveries): what a lost task or signal left, sent, closed or warned again.
+    "sweep-channel-deliveries": {
+        "task": "deliveries.tasks.sweep",
+        "schedule": float(os.environ.get("HITL_DELIVERY_SWEEP_SECONDS", "30")),
+    },
 }
 
 # The agent loop.
@@ -391,10 +397,6 @@ EMAIL_TIMEOUT = float(os.environ.get("EMAIL_TIMEOUT", "10"))  # a mail server th
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "hitl@localhost")
 HITL_EMAIL_RETRIES = int(os.environ.get("HITL_EMAIL_RETRIES", "5"))
 HITL_EMAIL_STALE_SECONDS = float(os.environ.get("HITL_EMAIL_STALE_SECONDS", "60"))
-CELERY_BEAT_SCHEDULE["resend-lost-approval-mails"] = {
-    "task": "emaillink.tasks.resend_lost_mails",
-    "schedule": float(os.environ.get("HITL_EMAIL_SWEEP_SECONDS", "30")),
-}
 LOGGING["loggers"]["emaillink"] = {"handlers": ["console"], "filters": ["masked_tokens"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}
 
 # The MCP gateway (mcpgateway): every agent at /mcp/<slug>/. A gated call waits for its decision

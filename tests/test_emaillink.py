@@ -19,9 +19,10 @@ from approvals.models import Approval, DecisionToken
 from approvals.signals import approvals_expiring
 from approvals.routemaking import create_route
 from approvals.summary import summarize
-from emaillink import requests
+from deliveries import outbox
+from deliveries import tasks as delivery_tasks
+from emaillink.channel import CHANNEL
 from emaillink.models import EmailDelivery, EmailPreference
-from emaillink.tasks import resend_lost_mails, send_mail
 from tests.conftest import client_for, pending_approvals, start_conversation
 from tests.smtp_sink import SmtpSink, link, links, parts
 
@@ -426,8 +427,8 @@ def test_a_mail_server_down_blocks_nothing_and_the_sweep_sends_each_mail_once_wh
     assert delivery.status == "queued" and delivery.attempts >= 1 and "Connection refused" in delivery.last_error
     sink.start()
     EmailDelivery.objects.update(updated_at=timezone.now() - timedelta(hours=1), attempts=0)
-    resend_lost_mails()
-    resend_lost_mails()  # nothing stale now: nothing sent twice
+    delivery_tasks.sweep()
+    delivery_tasks.sweep()  # nothing stale now: nothing sent twice
 
     assert len(sink.messages()) == 1 and EmailDelivery.objects.get().status == "sent"
     assert Approval.objects.get(pk=approval.pk).status == "pending"
@@ -438,11 +439,11 @@ def test_a_decision_closes_a_mail_not_yet_sent(sink, settings, alice, bob, agent
     settings.HITL_EMAIL_APPROVALS = False
     approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
     settings.HITL_EMAIL_APPROVALS = True
-    (delivery_id,) = requests.queue(approval)
+    (delivery_id,) = CHANNEL.queue(approval)
 
     approval_services.decide(approval.pk, user=bob, approve=True, via="api", shown_hash=approval.shown_hash)
 
-    assert requests.send(delivery_id) == requests.Sent.NOT_CLAIMED
+    assert outbox.send(CHANNEL, EmailDelivery, delivery_id) == outbox.Sent.NOT_CLAIMED
     assert EmailDelivery.objects.get().status == "closed" and sink.messages() == []
 
 
@@ -560,8 +561,8 @@ def test_a_warning_lost_while_the_mail_server_was_down_is_sent_once_by_the_sweep
 
     sink.start()
     EmailDelivery.objects.filter(kind="warning").update(updated_at=timezone.now() - timedelta(hours=1), attempts=0)
-    resend_lost_mails()
-    resend_lost_mails()
+    delivery_tasks.sweep()
+    delivery_tasks.sweep()
 
     assert len(warnings_in(sink)) == 1 and EmailDelivery.objects.get(kind="warning").status == "sent"
 
@@ -574,11 +575,12 @@ def warned_without_its_signal(approval: Approval) -> Approval:
 
 def test_a_warning_whose_signal_was_lost_is_mailed_once_by_the_sweep(pending, sink, settings):
     approval = warned_without_its_signal(expiring(pending[0]))
-    assert requests.queue_missed_warnings() == []  # warned just now: the signal still has its chance
+    delivery_tasks.sweep()  # warned just now: the signal still has its chance
+    assert not EmailDelivery.objects.filter(kind="warning").exists()
 
     settings.HITL_EMAIL_STALE_SECONDS = 0
-    resend_lost_mails()
-    resend_lost_mails()  # a restart, or the next beat: nothing more
+    delivery_tasks.sweep()
+    delivery_tasks.sweep()  # a restart, or the next beat: nothing more
 
     (warning,) = warnings_in(sink)
     assert warning["To"] == "alice@example.org" and f"/conversations/{approval.conversation_id}/" in parts(warning)["text/plain"]
@@ -591,11 +593,11 @@ def test_the_sweep_mails_no_warning_for_a_decided_call_nor_an_expired_one(pendin
     approval = warned_without_its_signal(expiring(pending[0]))
     settings.HITL_EMAIL_STALE_SECONDS = 0
     Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    resend_lost_mails()  # past its deadline (the expiry sweep has not run yet): too late to warn
+    delivery_tasks.sweep()  # past its deadline (the expiry sweep has not run yet): too late to warn
 
     Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() + timedelta(minutes=5))
     approval_services.decide(approval.pk, user=bob, approve=True, via="api", shown_hash=approval.shown_hash)
-    resend_lost_mails()
+    delivery_tasks.sweep()
 
     assert warnings_in(sink) == [] and not EmailDelivery.objects.filter(kind="warning").exists()
 
@@ -607,9 +609,9 @@ def test_a_request_mailed_after_its_approval_was_warned_is_followed_by_the_warni
     settings.HITL_EMAIL_APPROVALS = True
     approval = warned_without_its_signal(expiring(approval))
     approvals_expiring.send(sender=Approval, approvals=[approval])  # nobody mailed yet: nobody to warn
-    (delivery_id,) = requests.queue(approval)
+    (delivery_id,) = CHANNEL.queue(approval)
 
-    send_mail.delay(delivery_id)
+    delivery_tasks.send.delay("email", "emaillink.EmailDelivery", delivery_id)
 
     assert [m["Subject"].strip().startswith("Expires at ") for m in sink.messages("alice@example.org")] == [False, True]
     assert set(EmailDelivery.objects.values_list("kind", "status")) == {("request", "sent"), ("warning", "sent")}

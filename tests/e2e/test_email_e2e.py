@@ -58,7 +58,7 @@ def email_stack(django_db_setup, django_db_blocker, tmp_path_factory):
         "EMAIL_USE_TLS": "0",
         "EMAIL_TIMEOUT": "3",
         "DEFAULT_FROM_EMAIL": "hitl@example.org",
-        "HITL_EMAIL_SWEEP_SECONDS": "1",
+        "HITL_DELIVERY_SWEEP_SECONDS": "1",
         "HITL_EMAIL_STALE_SECONDS": "2",
         "HITL_BASE_URL": f"http://127.0.0.1:{web_port}",
     }
