@@ -11,6 +11,9 @@ from bench.stack import wait_until  # noqa: F401  (one polling helper for the te
 from chat import services
 from chat.demo import ensure_demo_agent
 from chat.models import ApiToken, Conversation
+from tests import emptying
+
+emptying.install()
 
 
 @pytest.fixture(autouse=True)
