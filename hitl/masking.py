@@ -8,9 +8,10 @@ import re
 
 MASK = "<token>"
 
-# The routes whose path segment is a token, whatever the segment holds: emaillink's page, and
-# Django's password reset link (a token as good as a password while it lives).
-TOKEN_ROUTE = re.compile(r"(/approve/|/accounts/reset/[^/?#\s\"']+/)[^/?#\s\"']+")
+# The routes whose path segment is a token, whatever the segment holds: emaillink's page, Django's
+# password reset link (a token as good as a password while it lives), and the Telegram webhook's
+# secret path (half of what proves an update comes from Telegram).
+TOKEN_ROUTE = re.compile(r"(/approve/|/accounts/reset/[^/?#\s\"']+/|/telegram/webhook/)[^/?#\s\"']+")
 # Any value signed by approvals.tokens (Django's signing.dumps: payload:timestamp:signature, in the
 # URL-safe base64 alphabet), wherever it stands: another route's path, a query, a message.
 SIGNED_VALUE = re.compile(r"[A-Za-z0-9_-]{16,}(?::|%3[Aa])[A-Za-z0-9]{4,}(?::|%3[Aa])[A-Za-z0-9_-]{20,}")

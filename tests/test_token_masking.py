@@ -33,6 +33,7 @@ def test_a_token_is_masked_in_a_path_a_url_and_a_query_and_nothing_else_changes(
     assert mask(f"https://hitl.example.org/approve/{value}/?decision=reject") == "https://hitl.example.org/approve/<token>/?decision=reject"
     assert mask(f"/push/reject/{value}/") == "/push/reject/<token>/"  # any route: the signed shape is masked too
     assert mask(f"/x/?token={value}&a=1") == "/x/?token=<token>&a=1"
+    assert mask('"POST /telegram/webhook/Zx3-kq_9Ab/ HTTP/1.1" 200') == '"POST /telegram/webhook/<token>/ HTTP/1.1" 200'
     for unchanged in ("GET /api/approvals/12", "/conversations/cae39236-48ad-4905-b391-eb26e6394d2a/#tool-call-3", "12:03:45 UTC"):
         assert mask(unchanged) == unchanged
 
