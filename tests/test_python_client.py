@@ -370,3 +370,19 @@ def test_approved_arguments_call_every_kind_of_parameter_as_named():
 
     args, kwargs = call_of(inspect.signature(plain), {"path": "a.txt"})  # an approver removed `mode`: its default
     assert plain(*args, **kwargs) == ("a.txt", "w")
+
+
+def test_extend_and_ask_again_post_to_their_routes_and_read_the_new_approval():
+    extended = approval(expires_at="2026-12-02T10:10:00Z", extended_at="2026-12-02T10:00:00Z")
+    again = approval(id=8, asked_again_from=7)
+    api = FakeApi((200, extended), (409, {"detail": "It was extended once already."}), (201, again))
+    with client_for(api) as client:
+        first = client.extend(Decision.from_json(approval()), seconds=300)
+        with pytest.raises(HitlError) as refused:
+            client.extend(first)
+        renewed = client.ask_again(Decision.from_json(approval(status="expired")))
+
+    assert first.raw["expires_at"] == "2026-12-02T10:10:00Z" and refused.value.status_code == 409
+    assert renewed.id == 8 and renewed.pending and renewed.raw["asked_again_from"] == 7
+    assert api.lines() == ["POST /api/approvals/7/extend", "POST /api/approvals/7/extend", "POST /api/approvals/7/ask-again"]
+    assert api.bodies() == [{"seconds": 300}, {}, {}]

@@ -69,6 +69,17 @@ class _Methods(Generic[R]):
         """Say what happened when the approved call ran (`succeeded` or `failed`, with its text): once."""
         return self._run(flows.report_outcome(approval, status, result, retry=self.retry))
 
+    def extend(self, approval: Decision, seconds: int | None = None) -> R:
+        """Give a pending approval more time (once; by `seconds`, at most its agent's timeout, which
+        is also the default): the returned approval's `raw["expires_at"]` is the new deadline.
+        A second extend, or one of a decided approval, raises HitlError (409)."""
+        return self._run(flows.extend(approval, seconds, retry=self.retry))
+
+    def ask_again(self, approval: Decision) -> R:
+        """Ask again for an expired approval: a new pending approval for the same call and version
+        (its `raw["asked_again_from"]` is the old id). One that did not expire raises HitlError (409)."""
+        return self._run(flows.ask_again(approval, retry=self.retry))
+
     def _run(self, flow: Flow[Decision]) -> R:
         raise NotImplementedError
 

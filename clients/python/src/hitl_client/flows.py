@@ -147,6 +147,17 @@ def report_outcome(decision: Decision, status: str, result: str | None, *, retry
     return approval_of(response)
 
 
+def extend(decision: Decision, seconds: int | None, *, retry: Retry) -> Flow[Decision]:
+    """Move a pending approval's deadline later: once, by at most its agent's timeout."""
+    body = {} if seconds is None else {"seconds": int(seconds)}
+    return approval_of((yield from send(Call("POST", f"approvals/{decision.id}/extend", json=body), retry)))
+
+
+def ask_again(decision: Decision, *, retry: Retry) -> Flow[Decision]:
+    """A new pending approval for an expired one's call and version, linked to it."""
+    return approval_of((yield from send(Call("POST", f"approvals/{decision.id}/ask-again", json={}), retry)))
+
+
 def storable(text: str) -> str:
     """`text` as the server stores it: no NUL, no lone surrogate, at most MAX_RESULT characters."""
     text = text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
