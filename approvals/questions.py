@@ -201,6 +201,17 @@ def _option_named(question: dict, text: str) -> str | None:
     return None
 
 
+def option_at(question: dict, index: int):
+    """The answer a button at `index` gives (a channel's buttons carry the option's place, not its
+    text): yes or no for a confirm question, else that option; InvalidAnswer for any other place."""
+    if question["type"] == "confirm":
+        return index == 0
+    options = question.get("options") or []
+    if not 0 <= index < len(options):
+        raise InvalidAnswer("That is not one of the options.")
+    return options[index]
+
+
 def shown(answer) -> str:
     """An answer as a person reads it: a list joined, yes or no for a confirmation."""
     if isinstance(answer, bool):

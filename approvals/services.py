@@ -372,6 +372,15 @@ def decide_remembering(
     return decided, rule
 
 
+def option_at(approval: Approval, index: int):
+    """The answer a channel's button at `index` gives to a question (questions.option_at); a place
+    that is none of its options is refused as InvalidAnswer (nothing decided, the question stays open)."""
+    try:
+        return questions.option_at(approval.question, index)
+    except questions.InvalidAnswer as exc:
+        raise InvalidAnswer(str(exc)) from None
+
+
 def answer(
     approval_id: int, *, user, via: str, shown_hash: str, value=None, decline: bool = False, reason: str = "",
     shown_whole: bool = True,

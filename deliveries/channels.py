@@ -6,7 +6,7 @@ every channel keeps the same promises. In the manner of healthchecks' integratio
 from django.conf import settings
 from django.db.models import QuerySet
 
-from approvals import votes
+from approvals import routing, votes
 from approvals.models import Approval
 
 from .models import Delivery, Outbox
@@ -129,13 +129,16 @@ class Channel:
         return made
 
     def queue_reminders(self, approval: Approval) -> list[tuple[type, int]]:
-        """A reminder for each sent copy whose reader has not voted yet; the rows to send."""
+        """A reminder for each sent copy whose reader may still decide and has not voted yet; the
+        rows to send."""
         if approval.status != Pending:
             return []
         counted = votes.counted(approval)
         voted = {vote.user_id for vote in counted} | {vote.voter_id for vote in counted}
+        deciders = [user.pk for user in routing.deciders(approval)]
         made = []
-        for row in self.sent(approval).exclude(**{f"{self.reader}_id__in": voted}):
+        readers = {f"{self.reader}_id__in": deciders}
+        for row in self.sent(approval).filter(**readers).exclude(**{f"{self.reader}_id__in": voted}):
             made += self.queue_reminder(row)
         return made
 

@@ -109,8 +109,10 @@ def close(channel, pk: int) -> bool:
         channel.show_outcome(row)
     except Failed as exc:
         logger.warning("%s: updating %s to its outcome failed: %s", channel.name, row, exc.error)
-        model.objects.filter(pk=row.pk).update(last_error=exc.error, updated_at=timezone.now())
-        return exc.permanent  # a message that is gone has nothing left to update
+        # A message that is gone has nothing left to update: closed, so the sweep leaves it.
+        gone = {"status": Status.CLOSED} if exc.permanent else {}
+        model.objects.filter(pk=row.pk).update(last_error=exc.error, updated_at=timezone.now(), **gone)
+        return exc.permanent
     model.objects.filter(pk=row.pk, status=Status.SENT).update(status=Status.CLOSED, last_error="", updated_at=timezone.now())
     return True
 

@@ -259,10 +259,6 @@ CELERY_BEAT_SCHEDULE = {
         "task": "approvals.tasks.remind_and_escalate",
         "schedule": float(os.environ.get("HITL_ESCALATION_SWEEP_SECONDS", "5")),
     },
-    "resend-lost-telegram-messages": {
-        "task": "telegramlink.tasks.resend_lost_messages",
-        "schedule": float(os.environ.get("HITL_TELEGRAM_SWEEP_SECONDS", "30")),
-    },
     "resend-lost-webhooks": {
         "task": "approvals.tasks.resend_lost_webhooks",
         "schedule": float(os.environ.get("HITL_WEBHOOK_SWEEP_SECONDS", "60")),
@@ -294,7 +290,8 @@ HITL_SLACK_SENTENCE_ONLY_RISKS = [r for r in os.environ.get("HITL_SLACK_SENTENCE
 # ago is rejected again at once, without asking (0: ask every time).
 HITL_REPEAT_WINDOW_SECONDS = float(os.environ.get("HITL_REPEAT_WINDOW_SECONDS", "1800"))
 # Telegram (telegramlink): the bot's token turns it on; the Bot API's base URL (a local stand-in in
-# the tests); with a webhook URL updates come there, else `make run` polls for them.
+# the tests); with a webhook URL updates come there, else `make run` polls for them. Its outbox is
+# the deliveries base's: retried and stale as below, swept every HITL_DELIVERY_SWEEP_SECONDS.
 TELEGRAM_BOT_TOKEN = os.environ.get("TELEGRAM_BOT_TOKEN", "")
 TELEGRAM_API_BASE_URL = os.environ.get("TELEGRAM_API_BASE_URL", "https://api.telegram.org").rstrip("/")
 TELEGRAM_WEBHOOK_URL = os.environ.get("TELEGRAM_WEBHOOK_URL", "")
@@ -341,7 +338,7 @@ LOGGING = {
         # id, a Telegram poller waiting for the Bot API, a tool server's changed listing).
         **{
             app: {"handlers": ["console"], "filters": ["masked_tokens"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}
-            for app in ("chat", "approvals", "agentlink", "telegramlink", "toolservers", "hitl")
+            for app in ("chat", "approvals", "agentlink", "deliveries", "telegramlink", "toolservers", "hitl")
         },
         "LiteLLM": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
@@ -355,10 +352,6 @@ SLACK_API_BASE_URL = os.environ.get("SLACK_API_BASE_URL", "https://slack.com/api
 HITL_SLACK_CODE_MINUTES = int(os.environ.get("HITL_SLACK_CODE_MINUTES", "10"))
 HITL_SLACK_RETRIES = int(os.environ.get("HITL_SLACK_RETRIES", "5"))
 HITL_SLACK_STALE_SECONDS = float(os.environ.get("HITL_SLACK_STALE_SECONDS", "60"))
-CELERY_BEAT_SCHEDULE["resend-lost-slack-messages"] = {
-    "task": "slacklink.tasks.resend_lost_messages",
-    "schedule": float(os.environ.get("HITL_SLACK_SWEEP_SECONDS", "30")),
-}
 LOGGING["loggers"]["slacklink"] = {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}
 
 # Web Push (pushlink): notifications with Approve / Reject on phones and desktops. Nothing is sent
@@ -378,10 +371,6 @@ HITL_PUSH_MAX_DEVICES = int(os.environ.get("HITL_PUSH_MAX_DEVICES", "20"))
 HITL_PUSH_TIMEOUT = float(os.environ.get("HITL_PUSH_TIMEOUT", "10"))
 HITL_PUSH_RETRIES = int(os.environ.get("HITL_PUSH_RETRIES", "5"))
 HITL_PUSH_STALE_SECONDS = float(os.environ.get("HITL_PUSH_STALE_SECONDS", "60"))
-CELERY_BEAT_SCHEDULE["resend-lost-push-notifications"] = {
-    "task": "pushlink.tasks.resend_lost_notifications",
-    "schedule": float(os.environ.get("HITL_PUSH_SWEEP_SECONDS", "30")),
-}
 LOGGING["loggers"]["pushlink"] = {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}
 
 # One-click email (emaillink): HITL_EMAIL_APPROVALS=1 mails each call to those who may decide it

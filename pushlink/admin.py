@@ -2,28 +2,23 @@
 through every retry) are listed with their error."""
 from django.contrib import admin
 
+from deliveries.admin import OUTBOX_FIELDS, DeliveryAdmin, RecordAdmin
+
+from .channel import CHANNEL
 from .models import PushNotification, PushSubscription
 
 
 @admin.register(PushSubscription)
-class PushSubscriptionAdmin(admin.ModelAdmin):
+class PushSubscriptionAdmin(RecordAdmin):
     list_display = ["user", "device", "created_at"]
     search_fields = ["user__username", "endpoint"]
-    readonly_fields = ["user", "endpoint", "p256dh", "auth", "user_agent", "created_at"]
-
-    def has_add_permission(self, request) -> bool:
-        return False  # a browser subscribes itself from the profile page
+    readonly_fields = ["user", "endpoint", "p256dh", "auth", "user_agent", "created_at"]  # a browser subscribes itself
 
 
 @admin.register(PushNotification)
-class PushNotificationAdmin(admin.ModelAdmin):
-    list_display = ["approval", "kind", "user", "device", "status", "complete", "attempts", "last_error", "updated_at"]
+class PushNotificationAdmin(DeliveryAdmin):
+    channel = CHANNEL
+    list_display = ["approval", "kind", "user", "device", "complete", *OUTBOX_FIELDS, "updated_at"]
     list_filter = ["status", "kind", "complete"]
     search_fields = ["user__username", "last_error"]
-    readonly_fields = ["approval", "kind", "subscription", "user", "device", "status", "shown_hash", "complete", "attempts", "last_error", "created_at", "updated_at"]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
+    readonly_fields = ["approval", "kind", "subscription", "user", "device", *OUTBOX_FIELDS, "shown_hash", "complete", "warned_for", "created_at", "updated_at"]

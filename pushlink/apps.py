@@ -10,22 +10,11 @@ class PushLinkConfig(AppConfig):
     verbose_name = "Push notifications"
 
     def ready(self) -> None:
-        from approvals.signals import (
-            approval_edited, approval_extended, approval_requested, approvals_decided, approvals_escalated, approvals_expiring,
-            approvals_reminded,
-        )
-
+        from deliveries.channels import register as register_channel
         from profiles.sections import Section, register
 
-        from . import receivers
+        from .channel import CHANNEL
         from .views import profile_context
 
         register(Section("push", "Notifications", "pushlink/profile_section.html", order=30, context=profile_context))
-
-        approval_requested.connect(receivers.on_approval_requested, dispatch_uid="pushlink.on_requested")
-        approval_edited.connect(receivers.on_approval_edited, dispatch_uid="pushlink.on_edited")
-        approvals_escalated.connect(receivers.on_approvals_escalated, dispatch_uid="pushlink.on_escalated")
-        approvals_reminded.connect(receivers.on_approvals_escalated, dispatch_uid="pushlink.on_reminded")
-        approvals_decided.connect(receivers.on_approvals_decided, dispatch_uid="pushlink.on_decided")
-        approvals_expiring.connect(receivers.on_approvals_expiring, dispatch_uid="pushlink.on_expiring")
-        approval_extended.connect(receivers.on_approval_extended, dispatch_uid="pushlink.on_extended")
+        register_channel(CHANNEL)

@@ -1,6 +1,8 @@
 from django.conf import settings
 from django.db import models
 
+from deliveries.models import Delivery
+
 
 class PushSubscription(models.Model):
     """One browser's push subscription (a device): the push service's endpoint and the keys the
@@ -33,21 +35,16 @@ class PushSubscription(models.Model):
 BROWSERS = [("Edg/", "Edge"), ("OPR/", "Opera"), ("Firefox/", "Firefox"), ("Chrome/", "Chrome"), ("Safari/", "Safari")]
 
 
-class PushNotification(models.Model):
-    """The outbox: one approval's notification of one kind to one device. Queued, sent (its actions
-    work while the approval waits), then closed (replaced by the outcome, or never sent because the
-    approval was decided first), or failed (the push service refused it; shown to operators).
-    A request asks for the decision; a warning, sent once as its deadline nears, replaces it."""
+class PushNotification(Delivery):
+    """One approval's notification of one kind to one device (its life is the deliveries base's:
+    queued, sent while the approval waits, then closed, replaced by the outcome or never sent because
+    it was decided first, or failed when the push service refused it). A request asks for the
+    decision; a warning, sent once as its deadline nears, replaces it on the device (a row of its
+    own, so a restart never warns twice)."""
 
     class Kind(models.TextChoices):
         REQUEST = "request"
         WARNING = "warning"
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        SENT = "sent"
-        CLOSED = "closed"
-        FAILED = "failed"
 
     approval = models.ForeignKey("approvals.Approval", on_delete=models.CASCADE, related_name="push_notifications")
     # SET_NULL: a subscription the push service said is gone (404/410) is removed, its failures kept.
@@ -55,15 +52,6 @@ class PushNotification(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     device = models.CharField(max_length=200, blank=True)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.REQUEST)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    shown_hash = models.CharField(max_length=64, blank=True, help_text="The version its last send showed.")
-    complete = models.BooleanField(
-        default=False, help_text="Whether its last send showed the whole call: only then could it approve (else reject only)."
-    )
-    attempts = models.PositiveIntegerField(default=0)
-    last_error = models.CharField(max_length=500, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [

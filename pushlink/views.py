@@ -18,7 +18,8 @@ from approvals.models import Approval
 from approvals.permissions import can_see
 from approvals.summary import summarize
 
-from . import keys, pushservice, requests, subscriptions, texts
+from . import keys, pushservice, subscriptions, texts
+from .channel import open_extend_token
 from .texts import outcome_line
 from .models import PushSubscription
 
@@ -190,7 +191,7 @@ def extend(request) -> JsonResponse:
             raise ValueError
     except (ValueError, AttributeError, subscriptions.BadSubscription):
         return _answer(400, "bad request", 'Send {"token": ...}.')
-    named = requests.open_extend_token(value)
+    named = open_extend_token(value)
     if named is None:
         return _answer(403, "invalid", "This notification's action is not valid.")
     try:

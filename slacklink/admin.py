@@ -1,43 +1,33 @@
 """Linked Slack accounts, and the messages sent: the failed ones are what operators look at."""
 from django.contrib import admin
 
+from deliveries.admin import OUTBOX_FIELDS, DeliveryAdmin, OutboxAdmin, RecordAdmin
+
+from .channel import CHANNEL
 from .models import Reminder, SlackAccount, SlackMessage
 
 
 @admin.register(SlackAccount)
-class SlackAccountAdmin(admin.ModelAdmin):
+class SlackAccountAdmin(RecordAdmin):
     list_display = ["user", "team_id", "slack_user_id", "slack_username", "linked_at"]
     search_fields = ["user__username", "slack_username", "slack_user_id"]
-    readonly_fields = ["user", "team_id", "slack_user_id", "slack_username", "linked_at"]
-
-    def has_add_permission(self, request) -> bool:
-        return False  # linked from Slack with a code, never typed in
+    readonly_fields = ["user", "team_id", "slack_user_id", "slack_username", "linked_at"]  # linked from Slack with a code
 
 
 @admin.register(SlackMessage)
-class SlackMessageAdmin(admin.ModelAdmin):
+class SlackMessageAdmin(DeliveryAdmin):
+    channel = CHANNEL
     """Deliveries: filter on "failed" for those Slack kept refusing, with its last error."""
 
-    list_display = ["approval", "account", "status", "attempts", "last_error", "updated_at"]
-    list_filter = ["status"]
+    list_display = ["approval", "account", *OUTBOX_FIELDS, "updated_at"]
     search_fields = ["last_error", "account__user__username"]
-    readonly_fields = ["approval", "account", "channel", "ts", "status", "attempts", "last_error", "shown_hash", "expires_seen", "votes_seen"]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
+    readonly_fields = [
+        "approval", "account", "channel", "ts", *OUTBOX_FIELDS, "shown_hash", "complete", "expires_seen", "votes_seen", "warned_for",
+    ]
 
 
 @admin.register(Reminder)
-class ReminderAdmin(admin.ModelAdmin):
-    list_display = ["message", "kind", "deadline", "status", "attempts", "last_error", "updated_at"]
+class ReminderAdmin(OutboxAdmin):
+    list_display = ["message", "kind", "deadline", *OUTBOX_FIELDS, "updated_at"]
     list_filter = ["status", "kind"]
-    readonly_fields = ["message", "kind", "deadline", "status", "attempts", "last_error"]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
+    readonly_fields = ["message", "kind", "deadline", *OUTBOX_FIELDS]

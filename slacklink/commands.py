@@ -1,5 +1,7 @@
 """The slash command `/hitl`: `link <code>` links the Slack user who sent it, `unlink` undoes it;
 anything else is answered with how to use it. Its answer is ephemeral: only the sender sees it."""
+from deliveries.models import LinkRefused
+
 from . import accounts
 
 USAGE = "Send /hitl link <code> with the code from your profile page on the site; /hitl unlink unlinks this Slack account."
@@ -16,7 +18,7 @@ def handle(form) -> str:
             return USAGE
         try:
             account = accounts.link(rest.strip(), team_id=team_id, slack_user_id=slack_user_id, slack_username=form.get("user_name", ""))
-        except accounts.LinkRefused as exc:
+        except LinkRefused as exc:
             return str(exc)
         return f"Linked to {account.user.get_username()}. Requests that you may decide will come to your messages with this app."
     if word.lower() == "unlink":

@@ -10,9 +10,11 @@ from django.utils import timezone
 
 from approvals import questions, services
 from approvals.models import Approval
+from deliveries.tasks import close_later
 from hitl.visible import reveal
 
 from . import accounts, blocks, client
+from .channel import CHANNEL
 from .models import SentVersion, SlackAccount, SlackMessage
 
 logger = logging.getLogger(__name__)
@@ -69,7 +71,7 @@ def on_actions(payload: dict) -> None:
     row = version.message
     if action_id == blocks.EXTEND:
         return _extend(press, row)  # pressed on the warning, a reply: its ts is not the request's
-    _delivered(row, press)
+    _delivered(row, version, press)
     approval, user = row.approval, press.account.user
     # Whatever the buttons were, a press through a rendering that showed the call cut never approves.
     shown = {"shown_hash": version.shown_hash, "shown_whole": version.complete}
@@ -89,7 +91,7 @@ def on_actions(payload: dict) -> None:
             services.check_decidable(approval.pk, user, approve=True, via=VIA, **shown)
             return _open(press, blocks.answer_view(approval, token), approval)
         elif index is not None and approval.kind == Approval.Kind.QUESTION:
-            services.answer(approval.pk, user=user, via=VIA, value=_option(approval, index), **shown)
+            services.answer(approval.pk, user=user, via=VIA, value=services.option_at(approval, index), **shown)
         else:
             press.tell("That button is not one of this request's.")
     except REFUSALS as exc:
@@ -186,40 +188,27 @@ def _errors(field: str, text: str) -> dict:
     return {"response_action": "errors", "errors": {field: text[:150]}}
 
 
-def _option(approval: Approval, index: int):
-    question = approval.question
-    if question["type"] == "confirm":
-        return index == 0
-    options = question.get("options") or []
-    if not 0 <= index < len(options):
-        raise services.InvalidAnswer("That is not one of the options.")
-    return options[index]
-
-
 def _changed(approval: Approval) -> str:
     return f"The call was edited after this message: decide it on the site, {blocks.conversation_url(approval)}"
 
 
-def _delivered(row: SlackMessage, press: Press) -> None:
+def _delivered(row: SlackMessage, version: SentVersion, press: Press) -> None:
     """A press proves its message was delivered: if the send was never recorded (Slack's answer was
-    lost), record it now, so closing updates this message to the outcome instead of leaving its buttons."""
+    lost), record it now, as the pressed rendering showed it, so closing updates this message to
+    the outcome instead of leaving its buttons."""
     if row.ts or not press.message_ts or not press.channel:
         return
     if SlackMessage.objects.filter(pk=row.pk, ts="").update(
         status=SlackMessage.Status.SENT, channel=press.channel, ts=press.message_ts, last_error="",
-        shown_hash=row.approval.shown_hash, updated_at=timezone.now(),
+        shown_hash=version.shown_hash, complete=version.complete, updated_at=timezone.now(),
     ):
         row.status, row.channel, row.ts = SlackMessage.Status.SENT, press.channel, press.message_ts
 
 
 def _close_now(row: SlackMessage) -> None:
-    """The late press's message shows the outcome too (its own task may still be on its way)."""
-    from .tasks import close_messages
-
-    try:
-        close_messages.delay([row.pk])
-    except Exception as exc:  # Redis down: the sweep closes it
-        logger.warning("slack: could not enqueue closing message %s: %s", row.pk, exc)
+    """The late press's message shows the outcome too (its own task may still be on its way; with
+    Redis down, the enqueue is logged and the sweep closes it)."""
+    close_later(CHANNEL, [row.pk])
 
 
 def _dict(value) -> dict:

@@ -5,6 +5,8 @@ import secrets
 from django.conf import settings
 from django.db import models
 
+from deliveries import models as base
+
 
 class SlackAccount(models.Model):
     """A user's Slack identity, linked with `/hitl link <code>`. A press is authorised by the Slack
@@ -23,39 +25,23 @@ class SlackAccount(models.Model):
         return f"{self.user} ↔ slack {self.team_id}/{self.slack_user_id}"
 
 
-class LinkCode(models.Model):
+class LinkCode(base.LinkCode):
     """A one-time code that links the Slack user who sends `/hitl link <code>` to `user`."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    code_hash = models.CharField(max_length=64, unique=True)
-    expires_at = models.DateTimeField()
-    used_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
 
-
-class SlackMessage(models.Model):
-    """One Slack message showing one approval to one linked person: queued, sent (its buttons work
-    while the approval waits), then closed (updated to the outcome, or never sent because the
-    approval was decided first), or failed (Slack kept refusing it: shown to operators in the admin)."""
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        SENT = "sent"
-        CLOSED = "closed"
-        FAILED = "failed"
+class SlackMessage(base.Delivery):
+    """One Slack message showing one approval to one linked person (its life is the deliveries
+    base's: queued, sent, closed to the outcome, or failed when Slack kept refusing it). Slack
+    rewrites it in place, so it keeps where it is (channel, ts) and what its text shows now besides
+    the version: the deadline and the votes counted. Its buttons carry the token of one rendering
+    (SentVersion): a press decides only the version that rendering showed."""
 
     approval = models.ForeignKey("approvals.Approval", on_delete=models.CASCADE, related_name="slack_messages")
     account = models.ForeignKey(SlackAccount, on_delete=models.CASCADE, related_name="messages")
     channel = models.CharField(max_length=32, blank=True, help_text="The direct message channel Slack answered with.")
     ts = models.CharField(max_length=32, blank=True, help_text="The message's timestamp: its id for chat.update.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    attempts = models.PositiveIntegerField(default=0)
-    last_error = models.CharField(max_length=500, blank=True)
-    shown_hash = models.CharField(max_length=64, blank=True, help_text="The version its text shows now.")
     expires_seen = models.DateTimeField(null=True, blank=True, help_text="The deadline its text shows now (an extend moves it).")
     votes_seen = models.PositiveIntegerField(default=0, help_text="The votes its text counts.")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [
@@ -95,16 +81,13 @@ class SeenRequest(models.Model):
     seen_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
 
-class Reminder(models.Model):
+class Reminder(base.Outbox):
     """A reply in a sent request's thread: the one "still waiting" when its routed approval's
     reminder is due, or the warning (with an Extend button) when its deadline is near, once per
-    deadline. An outbox row like SlackMessage, so a restart loses none and the sweep sends none twice."""
+    deadline. An outbox row like SlackMessage (closed unsent if its approval is decided before it
+    goes), so a restart loses none and the sweep sends none twice."""
 
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        SENT = "sent"
-        CLOSED = "closed"  # its approval was decided before it went
-        FAILED = "failed"
+    approval_path = "message__approval"
 
     class Kind(models.TextChoices):
         STILL_WAITING = "still_waiting"
@@ -113,11 +96,6 @@ class Reminder(models.Model):
     message = models.ForeignKey(SlackMessage, on_delete=models.CASCADE, related_name="reminders")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.STILL_WAITING)
     deadline = models.DateTimeField(null=True, blank=True, help_text="The deadline an expiry warning warns of.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    attempts = models.PositiveIntegerField(default=0)
-    last_error = models.CharField(max_length=500, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [

@@ -1,7 +1,11 @@
+"""Telegram's own rows: the linked account, its link codes, and its outbox on the deliveries base
+(the request messages, the versions they showed, and the replies they get)."""
 import secrets
 
 from django.conf import settings
 from django.db import models
+
+from deliveries.models import Delivery, LinkCode as BaseLinkCode, Outbox
 
 
 class TelegramAccount(models.Model):
@@ -33,46 +37,35 @@ class TelegramAccount(models.Model):
         return f"{self.user} ↔ telegram {self.telegram_user_id}"
 
 
-class LinkCode(models.Model):
+class LinkCode(BaseLinkCode):
     """A one-time code that links the Telegram account that sends `/start <code>` to `user`."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    code_hash = models.CharField(max_length=64, unique=True)
-    expires_at = models.DateTimeField()
-    used_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    where_to_get_one = "the site's Telegram page"
 
 
 def new_token() -> str:
     return secrets.token_urlsafe(12)  # 16 characters: callback_data stays far under Telegram's 64 bytes
 
 
-class ApprovalMessage(models.Model):
-    """One Telegram message showing one approval to one linked person: queued, sent (its buttons
-    work while the approval waits), then closed (edited to the outcome, or never sent because the
-    approval was decided first)."""
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        SENT = "sent"
-        CLOSED = "closed"
-        FAILED = "failed"  # Telegram kept refusing it (a blocked bot, a deleted chat)
+class ApprovalMessage(Delivery):
+    """One Telegram message showing one approval to one linked person (its life is the deliveries
+    base's: queued, sent, its buttons working while the approval waits, rewritten in place as
+    votes come in, the call is edited or its deadline extended, then closed to the outcome). Each
+    send and each rewrite to a new version is a SentVersion: what a press on it decides."""
 
     approval = models.ForeignKey("approvals.Approval", on_delete=models.CASCADE, related_name="telegram_messages")
     account = models.ForeignKey(TelegramAccount, on_delete=models.CASCADE, related_name="messages")
     chat_id = models.BigIntegerField()
     message_id = models.BigIntegerField(null=True, blank=True, help_text="The newest delivered copy, edited to the outcome.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    attempts = models.PositiveIntegerField(default=0)
-    last_error = models.CharField(max_length=500, blank=True)
     votes_seen = models.PositiveIntegerField(
         default=0, help_text="How many votes its approval had when its text was last written: fewer than now, and it is edited."
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["approval", "account"], name="telegramlink_one_message_per_person")]
+        constraints = [
+            models.UniqueConstraint(fields=["approval", "account"], name="telegramlink_one_message_per_person"),
+            models.CheckConstraint(condition=models.Q(status__in=Delivery.Status.values), name="telegramlink_message_status_valid"),
+        ]
         indexes = [models.Index(fields=["status", "updated_at"], name="telegramlink_msg_status_upd")]
 
     def __str__(self) -> str:
@@ -80,9 +73,10 @@ class ApprovalMessage(models.Model):
 
 
 class SentVersion(models.Model):
-    """One send of an ApprovalMessage: the token its buttons carry and the version of the approval
-    its text showed. A press decides only that version, so a copy Telegram delivered although the
-    send timed out (then an edit, then the retry) never approves what the newer copy shows."""
+    """One send of an ApprovalMessage (or its rewrite to a new version): the token its buttons carry
+    and the version of the approval its text showed. A press decides only that version, so a copy
+    Telegram delivered although the send timed out (then an edit, then the retry) never approves
+    what the newer copy shows."""
 
     message = models.ForeignKey(ApprovalMessage, on_delete=models.CASCADE, related_name="versions")
     token = models.CharField(max_length=32, unique=True, default=new_token, help_text="What its buttons carry.")
@@ -96,29 +90,10 @@ class SentVersion(models.Model):
         return f"{self.message} as of {self.shown_hash[:12]}"
 
 
-class QueuedReply(models.Model):
-    """A reply a sent request gets (a reminder, an expiry warning): an outbox row like
-    ApprovalMessage (queued, claimed by a conditional update to send, sent or failed; the sweep
-    sends one a lost task left), so a restart loses none and none is sent twice."""
+class Reminder(Outbox):
+    """The one "still waiting" a sent request gets, as a reply, once its routed approval's reminder is due."""
 
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        SENT = "sent"
-        CLOSED = "closed"  # no longer to be sent (decided, or its deadline moved), or its button retired
-        FAILED = "failed"
-
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    attempts = models.PositiveIntegerField(default=0)
-    last_error = models.CharField(max_length=500, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        abstract = True
-
-
-class Reminder(QueuedReply):
-    """The one "still waiting" a sent request gets once its routed approval's reminder is due."""
+    approval_path = "message__approval"
 
     message = models.OneToOneField(ApprovalMessage, on_delete=models.CASCADE, related_name="reminder")
 
@@ -129,10 +104,12 @@ class Reminder(QueuedReply):
         return f"reminder of {self.message} ({self.status})"
 
 
-class ExpiryWarning(QueuedReply):
+class ExpiryWarning(Outbox):
     """The "expires soon" reply a sent request gets when its approval's warning is due
     (approvals_expiring), with an Extend button: one per message and deadline, so an extended
-    deadline gets a warning of its own."""
+    deadline gets a warning of its own. Closed once its button is retired (extended, or decided)."""
+
+    approval_path = "message__approval"
 
     message = models.ForeignKey(ApprovalMessage, on_delete=models.CASCADE, related_name="warnings")
     expires_at = models.DateTimeField(help_text="The deadline it warns of.")

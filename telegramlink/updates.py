@@ -11,8 +11,11 @@ from django.utils import timezone
 
 from approvals import questions, services
 from approvals.models import Approval
+from deliveries import tasks as delivery_tasks
+from deliveries.models import LinkRefused
 
 from . import accounts, bot, texts
+from .channel import CHANNEL
 from .models import ApprovalMessage, SentVersion, TelegramAccount
 
 logger = logging.getLogger(__name__)
@@ -74,7 +77,7 @@ def on_press(query: dict) -> None:
     row, shown_hash, whole = version.message, version.shown_hash, version.complete
     approval = row.approval
     if action != texts.EXTEND:  # an Extend press is on the warning, not on the request
-        _delivered(row, query.get("message"))
+        _delivered(version, query.get("message"))
     user, via = account.user, Approval.Via.TELEGRAM
     try:
         if action == texts.APPROVE:
@@ -107,7 +110,7 @@ def on_press(query: dict) -> None:
             bot.reply(account.chat_id, f"Reply with your answer to #{approval.pk}.")
             return bot.answer_press(query_id, "Reply with your answer.")
         if action.startswith(texts.CHOOSE) and action[1:].isdigit() and approval.kind == Approval.Kind.QUESTION:
-            value = _option(approval, int(action[1:]))
+            value = services.option_at(approval, int(action[1:]))
             services.answer(approval.pk, user=user, via=via, shown_hash=shown_hash, shown_whole=whole, value=value)
             return bot.answer_press(query_id, "Answered.")
         if action == texts.EXTEND:
@@ -169,7 +172,7 @@ def _link(code: str, sender: dict, chat_id: int) -> None:
         return bot.reply(chat_id, "Send /start followed by the code from the site's Telegram page.")
     try:
         account = accounts.link(code, telegram_user_id=sender["id"], chat_id=chat_id, telegram_username=str(sender.get("username") or ""))
-    except accounts.LinkRefused as exc:
+    except LinkRefused as exc:
         return bot.reply(chat_id, escape(str(exc)))
     bot.reply(chat_id, f"Linked to {escape(account.user.get_username())}. Requests that you may decide will come here.")
 
@@ -199,36 +202,26 @@ def _changed(approval: Approval) -> str:
     return f"The call was edited after this message: decide it on the site, {texts.conversation_url(approval)}"
 
 
-def _option(approval: Approval, index: int):
-    question = approval.question
-    if question["type"] == "confirm":
-        return index == 0
-    options = question.get("options") or []
-    if not 0 <= index < len(options):
-        raise services.InvalidAnswer("That is not one of the options.")
-    return options[index]
-
-
-def _delivered(row: ApprovalMessage, message) -> None:
+def _delivered(version: SentVersion, message) -> None:
     """A press proves its message was delivered. If the send was never recorded (the worker died, or
-    Telegram's answer was lost, after Telegram had delivered it), record it now: closing the request
-    then edits this message to the outcome instead of leaving its buttons on the phone."""
+    Telegram's answer was lost, after Telegram had delivered it), record it now, with what it showed:
+    closing the request then edits this message to the outcome instead of leaving its buttons on the phone."""
+    row = version.message
     if row.message_id is not None or not isinstance(message, dict):
         return
     chat, message_id = message.get("chat") or {}, message.get("message_id")
     if not isinstance(message_id, int) or not isinstance(chat, dict) or chat.get("id") != row.chat_id:
         return
     if ApprovalMessage.objects.filter(pk=row.pk, message_id__isnull=True).update(
-        status=ApprovalMessage.Status.SENT, message_id=message_id, last_error="", updated_at=timezone.now()
+        status=ApprovalMessage.Status.SENT, message_id=message_id, shown_hash=version.shown_hash, complete=version.complete,
+        last_error="", updated_at=timezone.now(),
     ):
         row.status, row.message_id = ApprovalMessage.Status.SENT, message_id
 
 
 def _close_now(row: ApprovalMessage) -> None:
     """The late press's message shows the outcome too (its own task may still be on its way)."""
-    from .tasks import close_messages
-
     try:
-        close_messages.delay([row.pk])
+        delivery_tasks.close.delay(CHANNEL.name, [row.pk])
     except Exception as exc:  # Redis down: the sweep closes it
         logger.warning("telegram: could not enqueue closing message %s: %s", row.pk, exc)

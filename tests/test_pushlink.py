@@ -17,9 +17,11 @@ from approvals import tokens
 from approvals.models import Approval, DecisionToken
 from approvals.signals import approvals_expiring
 from approvals.summary import summarize
-from pushlink import keys, requests, texts
+from deliveries import outbox
+from deliveries import tasks as delivery_tasks
+from pushlink import channel, keys, texts
+from pushlink.channel import CHANNEL
 from pushlink.models import PushNotification, PushSubscription
-from pushlink.tasks import resend_lost_notifications, send_notification
 from tests.conftest import client_for, pending_approvals, start_conversation
 from tests.fake_push import FakePush
 
@@ -60,7 +62,7 @@ def queued_unsent(settings, user, agent, text: str) -> tuple[Approval, PushNotif
     settings.HITL_PUSH_NOTIFICATIONS = False
     approval = only_pending(start_conversation(user, agent, text))
     settings.HITL_PUSH_NOTIFICATIONS = True
-    (notification_id,) = requests.queue(approval)
+    (notification_id,) = CHANNEL.queue(approval)
     return approval, PushNotification.objects.get(pk=notification_id)
 
 
@@ -282,7 +284,7 @@ def test_a_four_eyes_call_reaches_only_the_approvers_other_than_the_requester_wi
     approval = only_pending(start_conversation(alice, ops_agent, "delete a.txt"))
 
     assert approval.approver_required
-    assert sorted(s.user.username for s in requests.recipients(approval)) == ["bob", "carol"]
+    assert sorted(s.user.username for s in CHANNEL.recipients(approval)) == ["bob", "carol"]
     for name, device in devices.items():
         shown = requests_to(fake, device, approval)
         assert bool(shown) == (name in ("bob", "carol")), name
@@ -513,7 +515,7 @@ def test_a_kind_added_later_goes_out_as_a_generic_notification_never_dropped(pen
     later = Approval.objects.select_related("tool_call", "conversation__agent", "requested_by").get(pk=approval.pk)
     later.kind = "survey"  # a pause kind this channel was never taught
 
-    shown = texts.request(later, summarize(later), requests.offered_tokens(later, later.requested_by, whole=True))
+    shown = texts.request(later, summarize(later), channel.offered_tokens(later, later.requested_by, whole=True))
 
     assert shown["title"] == "Open in hitl · medium risk" and shown["body"].endswith("\n\nOpen in hitl to decide.")
     assert "Write a.txt" in shown["body"] and [a["action"] for a in shown["actions"]] == ["view"] and shown["tokens"] == {}
@@ -624,12 +626,11 @@ def test_a_device_never_sent_the_request_is_not_warned(fake, alice, agent, setti
 def test_a_warning_lost_with_its_task_is_sent_once_by_the_sweep(fake, alice, agent, settings):
     phone = subscribe(fake, alice)
     approval = with_deadline(only_pending(start_conversation(alice, agent, "write hello to a.txt")))
-    (warning_id,) = requests.queue_warnings([approval])  # queued, its task lost (a worker killed)
+    ((_, warning_id),) = CHANNEL.queue_warnings(approval)  # queued, its task lost (a worker killed)
     settings.HITL_PUSH_STALE_SECONDS = 0
-    from pushlink.tasks import resend_lost_notifications
 
-    resend_lost_notifications.delay()
-    resend_lost_notifications.delay()
+    delivery_tasks.sweep.delay()
+    delivery_tasks.sweep.delay()
     expiring(approval)
 
     assert len(warnings_to(fake, phone, approval)) == 1 and PushNotification.objects.get(pk=warning_id).status == "sent"
@@ -645,11 +646,12 @@ def warned_without_its_signal(approval: Approval) -> Approval:
 def test_a_warning_whose_signal_was_lost_is_sent_once_by_the_sweep(fake, alice, agent, settings):
     phone = subscribe(fake, alice)
     approval = warned_without_its_signal(with_deadline(only_pending(start_conversation(alice, agent, "write hello to a.txt"))))
-    assert requests.queue_missed_warnings() == []  # warned just now: the signal still has its chance
+    delivery_tasks.sweep()  # warned just now: the signal still has its chance
+    assert not PushNotification.objects.filter(kind="warning").exists()
     settings.HITL_PUSH_STALE_SECONDS = 0
 
-    resend_lost_notifications.delay()
-    resend_lost_notifications.delay()  # a restart, or the next beat: nothing more
+    delivery_tasks.sweep.delay()
+    delivery_tasks.sweep.delay()  # a restart, or the next beat: nothing more
 
     (warned,) = warnings_to(fake, phone, approval)
     assert warned["tag"] == f"approval-{approval.pk}" and set(warned["tokens"]) == {"extend"}
@@ -665,10 +667,10 @@ def test_the_sweep_sends_no_warning_for_a_decided_call_nor_an_expired_one(fake, 
     settings.HITL_PUSH_STALE_SECONDS = 0
 
     Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    resend_lost_notifications.delay()  # past its deadline (the expiry sweep has not run yet): too late to warn
+    delivery_tasks.sweep.delay()  # past its deadline (the expiry sweep has not run yet): too late to warn
     Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() + timedelta(minutes=5))
     approval_services.decide(approval.pk, user=alice, approve=False, via="chat", shown_hash=approval.shown_hash)
-    resend_lost_notifications.delay()
+    delivery_tasks.sweep.delay()
 
     assert [m["type"] for m in fake.messages(phone["endpoint"])] == ["request", "decided"]
     assert not PushNotification.objects.filter(kind="warning").exists()
@@ -681,7 +683,7 @@ def test_a_request_sent_after_its_approval_was_warned_is_followed_by_the_warning
     approval = warned_without_its_signal(with_deadline(approval))
     expiring(approval)  # no device sent the request yet: none to warn
 
-    send_notification.delay(row.pk)
+    delivery_tasks.send.delay("push", "pushlink.PushNotification", row.pk)
 
     assert [m["type"] for m in fake.messages(phone["endpoint"])] == ["request", "warning"]
     assert set(PushNotification.objects.values_list("kind", "status")) == {("request", "sent"), ("warning", "sent")}
@@ -780,10 +782,10 @@ def test_stored_keys_that_cannot_encrypt_fail_for_good_without_retrying(fake, al
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
     PushSubscription.objects.update(p256dh="AAAA")  # as if written past the checks
 
-    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert outbox.send(CHANNEL, PushNotification, row.pk) == outbox.Sent.FAILED
 
     row.refresh_from_db()
-    assert row.status == "failed" and not requests.still_queued(row.pk)
+    assert row.status == "failed" and not outbox.still_queued(PushNotification, row.pk)
 
 
 def test_decide_takes_only_post(client):
@@ -799,12 +801,12 @@ def test_a_device_the_push_service_forgot_is_removed_and_the_failure_kept_for_op
     fake.gone.add(phone["endpoint"].rsplit("/", 1)[-1])
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
 
-    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert outbox.send(CHANNEL, PushNotification, row.pk) == outbox.Sent.FAILED
 
     row.refresh_from_db()
     assert not PushSubscription.objects.exists()
     assert (row.status, row.subscription_id) == ("failed", None) and "410" in row.last_error
-    assert requests.still_queued(row.pk) is False
+    assert outbox.still_queued(PushNotification, row.pk) is False
 
 
 @through_the_loop
@@ -813,21 +815,21 @@ def test_a_push_service_down_leaves_it_queued_and_the_sweep_sends_it_once_back(f
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
     fake.stop()
 
-    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert outbox.send(CHANNEL, PushNotification, row.pk) == outbox.Sent.FAILED
     row.refresh_from_db()
     assert (row.status, row.attempts) == ("queued", 1) and "ConnectionError" in row.last_error
 
     fake.start()
     settings.HITL_PUSH_STALE_SECONDS = 0
-    from pushlink.tasks import resend_lost_notifications
 
-    resend_lost_notifications.delay()
-    resend_lost_notifications.delay()
+    delivery_tasks.sweep.delay()
+    delivery_tasks.sweep.delay()
 
     row.refresh_from_db()
     assert (row.status, row.last_error) == ("sent", "")
     assert len(requests_to(fake, phone, approval)) == 1
-    assert requests.lost(now=timezone.now() + timedelta(seconds=1)) == ([], [])
+    lost = outbox.lost(CHANNEL, now=timezone.now() + timedelta(seconds=1))
+    assert (lost.to_send, lost.to_close, lost.to_rewrite) == ([], [], [])
 
 
 @through_the_loop
@@ -837,10 +839,10 @@ def test_a_503_is_retried_and_a_send_that_keeps_failing_gives_up(fake, alice, ag
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
     fake.failing = True
 
-    assert requests.send(row.pk) == requests.Sent.FAILED
-    assert requests.still_queued(row.pk)
-    assert requests.send(row.pk) == requests.Sent.FAILED
-    assert requests.send(row.pk) == requests.Sent.NOT_CLAIMED
+    assert outbox.send(CHANNEL, PushNotification, row.pk) == outbox.Sent.FAILED
+    assert outbox.still_queued(PushNotification, row.pk)
+    assert outbox.send(CHANNEL, PushNotification, row.pk) == outbox.Sent.FAILED
+    assert outbox.send(CHANNEL, PushNotification, row.pk) == outbox.Sent.NOT_CLAIMED
 
     row.refresh_from_db()
     assert (row.status, row.attempts) == ("failed", 2) and "503" in row.last_error
@@ -852,7 +854,7 @@ def test_a_push_signed_with_another_key_is_refused_by_the_push_service_and_not_r
     client_for(alice).post("/push/subscriptions", subscription, content_type="application/json")
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
 
-    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert outbox.send(CHANNEL, PushNotification, row.pk) == outbox.Sent.FAILED
 
     row.refresh_from_db()
     assert row.status == "failed" and "403" in row.last_error and fake.refused[-1][0] == 403
@@ -867,7 +869,7 @@ def test_a_notification_whose_approval_was_decided_before_sending_is_closed_unse
 
     assert PushNotification.objects.get(pk=row.pk).status == "closed"
     PushNotification.objects.filter(pk=row.pk).update(status="queued")  # as if the send came before the closing
-    assert requests.send(row.pk) == requests.Sent.CLOSED
+    assert outbox.send(CHANNEL, PushNotification, row.pk) == outbox.Sent.CLOSED
     assert not fake.messages(phone["endpoint"])
 
 
@@ -877,7 +879,7 @@ def test_a_removed_device_gets_nothing_more(fake, alice, agent, settings):
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
     PushSubscription.objects.all().delete()
 
-    assert requests.send(row.pk) == requests.Sent.CLOSED
+    assert outbox.send(CHANNEL, PushNotification, row.pk) == outbox.Sent.CLOSED
     assert not fake.received
 
 

@@ -25,9 +25,12 @@ from approvals import escalation, routemaking
 from approvals import services as approval_services
 from approvals.models import Approval
 from approvals.summary import summarize
-from slacklink import accounts, blocks, reminders, requests, verification
+from approvals.signals import approval_requested
+from deliveries import outbox
+from deliveries.tasks import send_later, sweep_channel
+from slacklink import accounts, blocks, verification
+from slacklink.channel import CHANNEL
 from slacklink.models import LinkCode, Reminder, SeenRequest, SentVersion, SlackAccount, SlackMessage
-from slacklink.tasks import resend_lost_messages, send_request
 from tests.conftest import client_for, pending_approvals, start_conversation
 from tests.fake_slack import TEAM, FakeSlack, django_poster, dm, sign
 
@@ -78,20 +81,27 @@ def queued_unsent(settings, user, agent, text: str) -> tuple[Approval, SlackMess
     settings.SLACK_BOT_TOKEN = ""
     approval = only_pending(start_conversation(user, agent, text))
     settings.SLACK_BOT_TOKEN = token
-    (message_id,) = requests.queue(approval)
+    (message_id,) = CHANNEL.queue(approval)
     return approval, SlackMessage.objects.get(pk=message_id)
 
 
-def stale(settings):
+def send(row) -> str:
+    """One send of a queued message or reply, as its task makes it."""
+    return outbox.send(CHANNEL, type(row), row.pk)
+
+
+def stale_rows(settings) -> tuple[list, list[int], list[int]]:
+    """(rows to send again, messages to close again, to rewrite again), as the sweep finds them once stale."""
     settings.HITL_SLACK_STALE_SECONDS = 0
-    return timezone.now() + timedelta(seconds=1)
+    found = outbox.lost(CHANNEL, now=timezone.now() + timedelta(seconds=1))
+    return found.to_send, found.to_close, found.to_rewrite
 
 
 def sweep() -> None:
-    """The beat sweep, once what a check of `requests.lost()` stamped has aged."""
+    """Slack's part of the beat sweep, once what a check of `outbox.lost()` stamped has aged."""
     SlackMessage.objects.update(updated_at=timezone.now() - timedelta(hours=1))
     Reminder.objects.update(updated_at=timezone.now() - timedelta(hours=1))
-    resend_lost_messages.delay()
+    sweep_channel(CHANNEL)
 
 
 # --- Linking -------------------------------------------------------------------------------------
@@ -418,7 +428,7 @@ def test_a_four_eyes_call_goes_only_to_eligible_approvers_and_one_press_updates_
     approval = only_pending(start_conversation(alice, ops_agent, "delete a.txt"))
 
     assert approval.approver_required
-    assert sorted(a.user.username for a in requests.recipients(approval)) == ["bob", "carol"]
+    assert sorted(a.user.username for a in CHANNEL.recipients(approval)) == ["bob", "carol"]
     assert not request_to(fake, ALICE, approval) and not request_to(fake, MALLORY, approval)
     fake.press(BOB, request_to(fake, BOB, approval), "Approve")
     for slack_id in (BOB, CAROL):
@@ -490,7 +500,7 @@ def test_a_due_reminder_replies_once_under_the_request_of_each_approver_who_has_
     assert reminder["thread_ts"] == request_to(fake, ERIN, approval)["ts"]
     assert reminder["text"].startswith(f"⏰ Reminder: still waiting for a decision on #{approval.pk}")
     assert "1 of 2 approvals: dana" in reminder["text"] and not fake.replies_to(DANA)  # dana voted
-    assert reminders.queue(approval) == []  # the signal again: no second reminder
+    assert CHANNEL.queue_reminders(approval) == []  # the signal again: no second reminder
     sweep()
     assert len(fake.replies_to(ERIN)) == 1
 
@@ -503,14 +513,14 @@ def test_a_reminder_lost_with_its_task_is_sent_by_the_sweep_and_never_after_the_
     routemaking.create_route(created_by=None, agent="ops", tool="send_email", approvers=["finance"], quorum=1)
     link(fake, dana, DANA)
     approval = only_pending(start_conversation(alice, ops_agent, "email bob@example.com about lunch"))
-    (lost,) = reminders.queue(approval)  # queued, its task lost
+    ((_, lost),) = CHANNEL.queue_reminders(approval)  # queued, its task lost
 
     sweep()
 
     assert Reminder.objects.get(pk=lost).status == "sent" and len(fake.replies_to(DANA)) == 1
     Reminder.objects.filter(pk=lost).update(status="queued")  # as if queued again before the decision
     fake.press(DANA, request_to(fake, DANA, approval), "Approve")
-    assert reminders.send(lost) == requests.Sent.CLOSED and len(fake.replies_to(DANA)) == 1
+    assert outbox.send(CHANNEL, Reminder, lost) == outbox.Sent.CLOSED and len(fake.replies_to(DANA)) == 1
 
 
 @through_the_loop
@@ -518,7 +528,8 @@ def test_nothing_is_sent_without_slack_set_up(fake, alice, agent, settings):
     link(fake, alice, ALICE)
     settings.SLACK_BOT_TOKEN = ""
     approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
-    assert not SlackMessage.objects.exists() and requests.queue(approval) == []
+    approval_requested.send(sender=Approval, approval=approval)  # asked again (a reminder, an escalation)
+    assert not CHANNEL.enabled() and not SlackMessage.objects.exists()
 
 
 # --- The outbox -------------------------------------------------------------------------------------
@@ -530,12 +541,12 @@ def test_a_failed_send_stays_queued_and_the_sweep_sends_it_again_once(fake, alic
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
     fake.failing = {"chat.postMessage"}
 
-    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert send(row) == outbox.Sent.FAILED
 
     row.refresh_from_db()
     assert (row.status, row.attempts, row.ts) == ("queued", 1, "")
     assert "service_unavailable" in row.last_error or "503" in row.last_error
-    assert requests.lost(now=stale(settings)) == ([row.pk], [], [])
+    assert stale_rows(settings) == ([(SlackMessage, row.pk)], [], [])
     fake.failing = set()
     sweep()
     row.refresh_from_db()
@@ -550,11 +561,11 @@ def test_a_send_slack_refuses_for_good_is_failed_at_once_and_shown_to_operators(
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
     fake.refusing = {"chat.postMessage": "channel_not_found"}
 
-    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert send(row) == outbox.Sent.FAILED
 
     row.refresh_from_db()
     assert (row.status, row.last_error) == ("failed", "channel_not_found")
-    assert requests.lost(now=stale(settings)) == ([], [], [])
+    assert stale_rows(settings) == ([], [], [])
     page = admin_client.get("/admin/slacklink/slackmessage/?status__exact=failed")
     assert page.status_code == 200 and "channel_not_found" in page.content.decode()
 
@@ -565,8 +576,8 @@ def test_a_send_that_keeps_failing_gives_up_after_the_retries(fake, alice, agent
     link(fake, alice, ALICE)
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
     fake.failing = {"chat.postMessage"}
-    assert requests.send(row.pk) == requests.send(row.pk) == requests.Sent.FAILED
-    assert requests.send(row.pk) == requests.Sent.NOT_CLAIMED
+    assert send(row) == send(row) == outbox.Sent.FAILED
+    assert send(row) == outbox.Sent.NOT_CLAIMED
     assert SlackMessage.objects.get(pk=row.pk).status == "failed"
 
 
@@ -580,7 +591,7 @@ def test_a_decision_while_slack_is_down_is_made_and_the_sweep_updates_the_messag
     assert Approval.objects.get(pk=approval.pk).status == "approved"
     row = SlackMessage.objects.get(approval=approval)
     assert row.status == "sent" and row.last_error
-    assert requests.lost(now=stale(settings)) == ([], [row.pk], [])
+    assert stale_rows(settings) == ([], [row.pk], [])
     fake.failing = set()
     sweep()
     assert SlackMessage.objects.get(pk=row.pk).status == "closed"
@@ -593,7 +604,7 @@ def test_a_message_decided_before_it_was_sent_is_closed_unsent(fake, alice, agen
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
     approval_services.decide(approval.pk, user=alice, approve=False, via="chat", shown_hash=approval.shown_hash)
     assert SlackMessage.objects.get(pk=row.pk).status == "closed"
-    assert requests.send(row.pk) == requests.Sent.NOT_CLAIMED
+    assert send(row) == outbox.Sent.NOT_CLAIMED
     assert not fake.sent("chat.postMessage")
 
 
@@ -602,7 +613,7 @@ def test_a_press_on_a_copy_whose_send_was_never_recorded_records_it_and_updates_
     link(fake, alice, ALICE)
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
     fake.lost_answers = {"chat.postMessage"}
-    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert send(row) == outbox.Sent.FAILED
     fake.lost_answers = set()
     delivered = request_to(fake, ALICE, approval)
 
@@ -712,7 +723,7 @@ def test_a_wrong_bot_token_keeps_the_message_queued_with_slacks_error_until_it_i
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
     token, settings.SLACK_BOT_TOKEN = settings.SLACK_BOT_TOKEN, "xoxb-revoked"
 
-    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert send(row) == outbox.Sent.FAILED
     assert SlackMessage.objects.get(pk=row.pk).last_error == "invalid_auth"
 
     settings.SLACK_BOT_TOKEN = token
@@ -842,7 +853,7 @@ def test_a_question_of_a_type_slack_cannot_answer_goes_out_generic(fake, alice, 
     approval, row = queued_unsent(settings, alice, agent, "ask me for a date")
     Approval.objects.filter(pk=approval.pk).update(question={**approval.question, "type": "file"})  # a type added later
 
-    assert requests.send(row.pk) == requests.Sent.SENT
+    assert send(row) == outbox.Sent.SENT
 
     message = request_to(fake, ALICE, approval)
     assert "question: Which date?" in fake.text_of(message) and list(fake.buttons(message)) == ["Open in hitl"]
@@ -977,7 +988,7 @@ def test_an_expired_message_says_so_and_links_to_its_card_to_ask_again(pending, 
 def test_a_warning_lost_with_its_task_is_sent_by_the_sweep_once_and_never_after_the_decision(pending, fake, alice):
     approval, message = pending
     Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() + timedelta(minutes=2))
-    (lost,) = reminders.queue_warnings(Approval.objects.get(pk=approval.pk))  # queued, its task lost
+    ((_, lost),) = CHANNEL.queue_warnings(Approval.objects.get(pk=approval.pk))  # queued, its task lost
 
     sweep()
     sweep()
@@ -985,7 +996,7 @@ def test_a_warning_lost_with_its_task_is_sent_by_the_sweep_once_and_never_after_
     assert Reminder.objects.get(pk=lost).status == "sent" and len(fake.replies_to(ALICE)) == 1
     Reminder.objects.filter(pk=lost).update(status="queued")
     approval_services.decide(approval.pk, user=alice, approve=False, via="chat", shown_hash=approval.shown_hash)
-    assert reminders.send(lost) == requests.Sent.CLOSED and len(fake.replies_to(ALICE)) == 1
+    assert outbox.send(CHANNEL, Reminder, lost) == outbox.Sent.CLOSED and len(fake.replies_to(ALICE)) == 1
 
 
 @through_the_loop
@@ -996,7 +1007,7 @@ def test_a_copy_sent_after_its_approval_was_warned_gets_the_warning_too(fake, al
     expiring(approval)  # the warning went out while the copy was still queued: nothing to reply under yet
     assert not fake.replies_to(ALICE)
 
-    send_request.delay(row.pk)
+    send_later(CHANNEL, [row.pk])
 
     (warning,) = fake.replies_to(ALICE)
     assert warning["thread_ts"] == request_to(fake, ALICE, approval)["ts"] and "Extend" in fake.buttons(warning)
@@ -1007,7 +1018,8 @@ def test_a_warning_whose_signal_was_lost_is_queued_and_sent_by_the_sweep_once(pe
     approval, message = pending
     # Warned by a worker that died before its signal (or had no Slack set up): no warning row.
     Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() + timedelta(minutes=2), warned_at=timezone.now())
-    assert reminders.queue_missed_warnings() == []  # the signal still has its chance
+    sweep()  # warned just now: the signal still has its chance
+    assert not Reminder.objects.exists() and not fake.replies_to(ALICE)
 
     settings.HITL_SLACK_STALE_SECONDS = 0
     sweep()

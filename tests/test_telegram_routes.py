@@ -13,9 +13,10 @@ from approvals import escalation, routemaking
 from approvals import services as approval_services
 from approvals.models import Approval, Vote
 from approvals.permissions import APPROVERS_GROUP
-from telegramlink import followups, requests
+from deliveries import outbox
+from deliveries import tasks as delivery_tasks
+from telegramlink.channel import CHANNEL
 from telegramlink.models import ApprovalMessage, Reminder
-from telegramlink.tasks import resend_lost_messages
 from tests.conftest import start_conversation
 from tests.test_telegramlink import (  # noqa: F401  (fixtures)
     ALICE_TG, BOB_TG, CAROL_TG, edits_to, fake, link, only_pending, press, replies, request_to, say, ssl_context,
@@ -53,6 +54,12 @@ def later(seconds: int = 5):
     return timezone.now() + timedelta(seconds=seconds)
 
 
+def nothing_lost() -> bool:
+    """Whether a sweep a few seconds from now finds nothing to send, close or rewrite again."""
+    found = outbox.lost(CHANNEL, now=later())
+    return (found.to_send, found.to_close, found.to_rewrite) == ([], [], [])
+
+
 def buttons_on(fake, telegram_id: int, approval: Approval) -> dict[str, str]:
     """The buttons the phone shows now on the request of `approval` (after any edit)."""
     (message,) = [m for m in fake.delivered.values() if m["chat"]["id"] == telegram_id and f"(#{approval.pk})" in m["text"]]
@@ -70,7 +77,7 @@ def test_a_routed_call_goes_to_its_route_members_and_not_to_the_global_approvers
     approval = only_pending(start_conversation(alice, ops_agent, EMAIL))
 
     assert approval.route_id is not None
-    assert [account.user for account in requests.recipients(approval)] == [dana, erin]
+    assert [account.user for account in CHANNEL.recipients(approval)] == [dana, erin]
     assert request_to(fake, DANA_TG, approval) and request_to(fake, ERIN_TG, approval)
     for outsider in (ALICE_TG, BOB_TG, CAROL_TG):
         assert not request_to(fake, outsider, approval)
@@ -78,7 +85,7 @@ def test_a_routed_call_goes_to_its_route_members_and_not_to_the_global_approvers
     assert "0 of 2 approvals" in request_to(fake, DANA_TG, approval)["text"]
 
     unrouted = only_pending(start_conversation(alice, ops_agent, "delete a.txt"))  # four eyes, as before routes
-    assert sorted(account.user.username for account in requests.recipients(unrouted)) == ["bob", "carol"]
+    assert sorted(account.user.username for account in CHANNEL.recipients(unrouted)) == ["bob", "carol"]
 
 
 def test_the_requester_in_the_routes_group_is_not_asked(fake, finance, ops_agent):
@@ -88,7 +95,7 @@ def test_the_requester_in_the_routes_group_is_not_asked(fake, finance, ops_agent
 
     approval = only_pending(start_conversation(dana, ops_agent, EMAIL))
 
-    assert [account.user for account in requests.recipients(approval)] == [erin]
+    assert [account.user for account in CHANNEL.recipients(approval)] == [erin]
     assert not request_to(fake, DANA_TG, approval)
 
 
@@ -166,10 +173,10 @@ def test_a_vote_edit_lost_with_its_task_is_made_by_the_sweep(fake, alice, financ
     assert not edits_to(fake, ERIN_TG)
     settings.HITL_TELEGRAM_STALE_SECONDS = 0
     fake.failing = set()
-    resend_lost_messages.delay()
+    delivery_tasks.sweep.delay()
 
     assert "1 of 2 approvals: dana" in edits_to(fake, ERIN_TG)[-1]["text"]
-    assert followups.lost(now=later()) == ([], [], [])
+    assert nothing_lost()
 
 
 # --- Reminders and escalation ----------------------------------------------------------------------
@@ -191,7 +198,7 @@ def test_a_due_reminder_reaches_each_linked_approver_who_has_not_voted_once(fake
     assert reminder["reply_parameters"]["message_id"] == request.message_id
     assert not [text for text in replies(fake, DANA_TG) if "Reminder" in text]  # she voted
     assert list(Reminder.objects.values_list("message__account__user__username", "status")) == [("erin", "sent")]
-    followups.queue_reminders(approval)  # the signal again (a second receiver run): no second row
+    CHANNEL.queue_reminders(approval)  # the signal again (a second receiver run): no second row
     assert Reminder.objects.count() == 1
 
 
@@ -210,16 +217,16 @@ def test_a_reminder_lost_with_its_task_is_sent_by_the_sweep_and_never_after_the_
     settings.HITL_TELEGRAM_RETRIES = 5
     settings.HITL_TELEGRAM_STALE_SECONDS = 0
     fake.failing = set()
-    resend_lost_messages.delay()
+    delivery_tasks.sweep.delay()
 
     assert set(Reminder.objects.values_list("status", flat=True)) == {"sent"}
     assert [text for text in replies(fake, ERIN_TG) if "Reminder" in text]
-    assert followups.lost(now=later()) == ([], [], [])
+    assert nothing_lost()
 
     Reminder.objects.update(status="queued")
     approval_services.decide(approval.pk, user=alice, approve=False, via="chat", shown_hash=approval.shown_hash)  # the owner's veto
     (first,) = Reminder.objects.filter(message__account__user=erin)
-    assert followups.remind(first.pk) == requests.Sent.CLOSED
+    assert outbox.send(CHANNEL, Reminder, first.pk) == outbox.Sent.CLOSED
 
 
 def test_escalation_sends_the_request_to_the_escalation_groups_linked_members_who_may_then_vote(fake, alice, bob, carol, finance, ops_agent):

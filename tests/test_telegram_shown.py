@@ -14,9 +14,11 @@ from approvals import services as approval_services
 from approvals.models import Approval
 from approvals.signals import approvals_expiring
 from approvals.summary import summarize
-from telegramlink import bot, followups, requests, texts, updates
+from deliveries import outbox
+from deliveries import tasks as delivery_tasks
+from telegramlink import bot, texts, updates
+from telegramlink.channel import CHANNEL
 from telegramlink.models import ApprovalMessage, ExpiryWarning, TelegramAccount
-from telegramlink.tasks import resend_lost_messages, send_request
 from tests.conftest import start_conversation
 from tests.test_telegramlink import (  # noqa: F401  (fake and ssl_context are fixtures)
     ALICE_TG, MALLORY_TG, edits_to, fake, link, only_pending, press, queued_unsent, replies, request_to, say, ssl_context,
@@ -201,7 +203,7 @@ def test_a_question_of_a_type_telegram_cannot_answer_goes_out_as_its_sentence(fa
     approval, row = queued_unsent(settings, alice, agent, "ask me what to call the file")
     Approval.objects.filter(pk=approval.pk).update(question={**approval.question, "type": "file"})  # a type added later
 
-    assert requests.send(row.pk) == requests.Sent.SENT
+    assert outbox.send(CHANNEL, ApprovalMessage, row.pk) == outbox.Sent.SENT
 
     request = request_to(fake, ALICE_TG, approval)
     assert "Telegram cannot answer a file question: open it in hitl to answer it." in request["text"]
@@ -275,11 +277,11 @@ def test_a_request_sent_after_its_warning_went_out_gets_the_warning_too(fake, al
     Approval.objects.filter(pk=approval.pk).update(warned_at=timezone.now())
     assert not ExpiryWarning.objects.exists()
 
-    send_request.delay(row.pk)
+    delivery_tasks.send.delay("telegram", "telegramlink.ApprovalMessage", row.pk)
 
     (warning,) = warnings_to(fake, ALICE_TG)
     assert warning["reply_parameters"]["message_id"] == ApprovalMessage.objects.get(pk=row.pk).message_id
-    send_request.delay(row.pk)  # a twin task: nothing more
+    delivery_tasks.send.delay("telegram", "telegramlink.ApprovalMessage", row.pk)  # a twin task: nothing more
     assert len(warnings_to(fake, ALICE_TG)) == 1
 
 
@@ -329,10 +331,10 @@ def test_a_warning_for_a_deadline_extended_before_it_went_is_not_sent(fake, alic
     link(alice, ALICE_TG)
     approval = only_pending(start_conversation(alice, expiring, "write hello to a.txt"))
     token = settings.TELEGRAM_BOT_TOKEN
-    (warning_id,) = followups.queue_warnings(approval)  # queued, its task not run yet
+    ((_, warning_id),) = CHANNEL.queue_warnings(approval)  # queued, its task not run yet
     approval_services.extend(approval.pk, user=alice, via="chat")
 
-    assert followups.warn(warning_id) == requests.Sent.CLOSED
+    assert outbox.send(CHANNEL, ExpiryWarning, warning_id) == outbox.Sent.CLOSED
 
     assert not warnings_to(fake, ALICE_TG) and settings.TELEGRAM_BOT_TOKEN == token
 
@@ -348,7 +350,7 @@ def test_a_warning_lost_with_its_task_is_sent_by_the_sweep(fake, alice, expiring
     settings.HITL_TELEGRAM_RETRIES, settings.HITL_TELEGRAM_STALE_SECONDS = 5, 0
     fake.failing = set()
 
-    resend_lost_messages.delay()
+    delivery_tasks.sweep.delay()
 
     assert ExpiryWarning.objects.get().status == "sent" and len(warnings_to(fake, ALICE_TG)) == 1
 
@@ -400,8 +402,8 @@ def test_a_warning_whose_signal_was_lost_is_queued_and_sent_by_the_sweep(fake, a
     Approval.objects.filter(pk=approval.pk).update(warned_at=timezone.now() - timedelta(seconds=5))
     settings.HITL_TELEGRAM_STALE_SECONDS = 2
 
-    resend_lost_messages.delay()
-    resend_lost_messages.delay()  # the next sweep: nothing more
+    delivery_tasks.sweep.delay()
+    delivery_tasks.sweep.delay()  # the next sweep: nothing more
 
     (warning,) = warnings_to(fake, ALICE_TG)
     assert fake.buttons(warning) == {"Extend": f"x:{token_of(approval)}"}

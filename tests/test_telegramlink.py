@@ -21,7 +21,11 @@ from approvals import services as approval_services
 from approvals.models import Approval
 from approvals.permissions import approvers_group
 from chat import services as chat_services
-from telegramlink import accounts, bot, requests, texts, updates
+from deliveries import outbox, receivers
+from deliveries import tasks as delivery_tasks
+from deliveries.models import CODE_ALPHABET, CODE_LENGTH
+from telegramlink import accounts, bot, texts, updates
+from telegramlink.channel import CHANNEL
 from telegramlink.models import ApprovalMessage, LinkCode, SentVersion, TelegramAccount
 from telegramlink.views import SECRET_HEADER, webhook_secret
 from bench.stack import free_port
@@ -136,8 +140,19 @@ def queued_unsent(settings, user, agent, text: str) -> tuple[Approval, ApprovalM
     settings.TELEGRAM_BOT_TOKEN = ""
     approval = only_pending(start_conversation(user, agent, text))
     settings.TELEGRAM_BOT_TOKEN = token
-    (message_id,) = requests.queue(approval)
+    (message_id,) = CHANNEL.queue(approval)
     return approval, ApprovalMessage.objects.get(pk=message_id)
+
+
+def send(row: ApprovalMessage) -> str:
+    """Send a queued message as its task does (the deliveries outbox, through the Telegram channel)."""
+    return outbox.send(CHANNEL, ApprovalMessage, row.pk)
+
+
+def lost(*, now=None) -> tuple[list, list]:
+    """(rows to send again, messages to close again) that a sweep a second from now finds."""
+    found = outbox.lost(CHANNEL, now=now or timezone.now() + timedelta(seconds=1))
+    return found.to_send, found.to_close
 
 
 # --- Linking ----------------------------------------------------------------------------------------
@@ -239,7 +254,7 @@ def test_the_link_code_command_prints_the_code_as_its_last_word(fake, alice):
     out = io.StringIO()
     call_command("telegram_link_code", "alice", stdout=out)
     code = out.getvalue().split()[-1]
-    assert len(code) == accounts.CODE_LENGTH and set(code) <= set(accounts.CODE_ALPHABET)
+    assert len(code) == CODE_LENGTH and set(code) <= set(CODE_ALPHABET)
 
     say(ALICE_TG, f"/start@hitl_test_bot {code}")
 
@@ -733,10 +748,10 @@ def test_a_press_on_a_copy_sent_before_an_edit_decides_only_what_that_copy_showe
     call, and the retry sends the edit. Each copy decides what it showed, not what the other shows."""
     approval, row = four_eyes_to_carol(settings, alice, carol, ops_agent)
     fake.lost_answers = {"sendMessage"}
-    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert send(row) == outbox.Sent.FAILED
     approval_services.approve_edited(approval.pk, user=bob, arguments={"path": "b.txt"}, via="chat", shown_hash=approval.shown_hash)
     fake.lost_answers = set()
-    assert requests.send(row.pk) == requests.Sent.SENT
+    assert send(row) == outbox.Sent.SENT
     old, new = copies_to(fake, CAROL_TG, approval)
     assert "a.txt" in old["text"] and "b.txt" in new["text"] and "a.txt" not in new["text"]
 
@@ -757,11 +772,11 @@ def test_a_press_on_a_copy_sent_before_an_edit_decides_only_what_that_copy_showe
 def test_a_typed_confirmation_decides_the_version_of_the_message_whose_button_asked_for_it(fake, settings, alice, bob, carol, ops_agent):
     approval, row = four_eyes_to_carol(settings, alice, carol, ops_agent)
     fake.lost_answers = {"sendMessage"}
-    requests.send(row.pk)
+    send(row)
     critical = "b\u200b.txt"  # an invisible character: one level riskier, critical
     approval_services.approve_edited(approval.pk, user=bob, arguments={"path": critical}, via="chat", shown_hash=approval.shown_hash)
     fake.lost_answers = set()
-    requests.send(row.pk)
+    send(row)
     old, new = copies_to(fake, CAROL_TG, approval)
     assert Approval.objects.get(pk=approval.pk).confirmation_required
 
@@ -779,6 +794,69 @@ def test_a_typed_confirmation_decides_the_version_of_the_message_whose_button_as
     assert Approval.objects.get(pk=approval.pk).status == "pending"
 
 
+def edited_by_bob(fake, alice, bob, carol, ops_agent) -> tuple[Approval, Approval, dict, ApprovalMessage]:
+    """alice's four-eyes call sent to bob and carol, then edited by bob (it waits for carol): the
+    call before and after the edit, the buttons carol's message had before, and that message."""
+    link(bob, BOB_TG)
+    link(carol, CAROL_TG)
+    approval = only_pending(start_conversation(alice, ops_agent, "delete a.txt"))
+    before = fake.buttons(request_to(fake, CAROL_TG, approval))
+    approval_services.approve_edited(approval.pk, user=bob, arguments={"path": "b.txt"}, via="chat", shown_hash=approval.shown_hash)
+    edited = Approval.objects.get(pk=approval.pk)
+    assert edited.status == "pending" and edited.shown_hash != approval.shown_hash
+    return approval, edited, before, ApprovalMessage.objects.get(approval=approval, account__user=carol)
+
+
+@through_the_loop
+def test_an_edit_rewrites_each_sent_copy_in_place_with_buttons_for_the_new_version(fake, alice, bob, carol, ops_agent):
+    """Telegram rewrites a copy where it is: once bob edits the call, carol's message shows the edit
+    and its buttons carry a version of their own; the old ones (pressed before the edit reached her
+    phone) decide nothing."""
+    approval, edited, before, row = edited_by_bob(fake, alice, bob, carol, ops_agent)
+
+    (edit,) = edits_to(fake, CAROL_TG)
+    assert edit["message_id"] == row.message_id and "b.txt" in edit["text"]
+    assert len(copies_to(fake, CAROL_TG, approval)) == 1  # rewritten, not sent again
+    after = fake.buttons(edit)
+    assert set(after) == {"Approve", "Reject"} and after["Approve"] != before["Approve"]
+    row.refresh_from_db()
+    assert (row.status, row.shown_hash, row.complete) == ("sent", edited.shown_hash, True)
+    assert list(row.versions.order_by("pk").values_list("shown_hash", flat=True)) == [approval.shown_hash, edited.shown_hash]
+    assert after["Approve"].split(":", 1)[1] == row.versions.order_by("pk").last().token
+
+    assert press(fake, CAROL_TG, before["Approve"]).startswith("The call was edited after this message")
+    assert press(fake, CAROL_TG, before["Reject"], query_id="q2").startswith("The call was edited after this message")
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+    assert TelegramAccount.objects.get(user=carol).awaiting == ""
+
+    assert press(fake, CAROL_TG, after["Approve"], query_id="q3") == "Approved."
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by, approval.approved_arguments) == ("approved", carol, {"path": "b.txt"})
+    assert "Approved by carol via telegram" in edits_to(fake, CAROL_TG)[-1]["text"]
+    assert ApprovalMessage.objects.get(pk=row.pk).status == "closed"
+
+
+@through_the_loop
+def test_an_edit_whose_rewrite_was_lost_is_rewritten_by_the_sweep(fake, alice, bob, carol, ops_agent, settings):
+    fake.failing = {"editMessageText"}  # the rewrite and every retry fail: as if its task were lost
+    approval, edited, before, row = edited_by_bob(fake, alice, bob, carol, ops_agent)
+    assert not edits_to(fake, CAROL_TG)
+    assert ApprovalMessage.objects.get(pk=row.pk).shown_hash == approval.shown_hash
+    settings.HITL_TELEGRAM_STALE_SECONDS = 0
+    fake.failing = set()
+
+    delivery_tasks.sweep.delay()
+
+    edit = edits_to(fake, CAROL_TG)[-1]
+    assert edit["message_id"] == row.message_id and "b.txt" in edit["text"]
+    assert fake.buttons(edit)["Approve"] != before["Approve"]
+    assert ApprovalMessage.objects.get(pk=row.pk).shown_hash == edited.shown_hash
+    assert outbox.lost(CHANNEL, now=timezone.now() + timedelta(seconds=5)).to_rewrite == []
+    assert press(fake, CAROL_TG, fake.buttons(edit)["Approve"]) == "Approved."
+    assert Approval.objects.get(pk=approval.pk).approved_arguments == {"path": "b.txt"}
+
+
 # --- Who gets a request ------------------------------------------------------------------------------
 
 
@@ -790,7 +868,7 @@ def test_an_ordinary_call_goes_only_to_its_owner(fake, alice, bob, mallory, agen
 
     approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
 
-    assert [account.user for account in requests.recipients(approval)] == [alice]
+    assert [account.user for account in CHANNEL.recipients(approval)] == [alice]
     assert list(ApprovalMessage.objects.values_list("account__user__username", flat=True)) == ["alice"]
     assert request_to(fake, ALICE_TG, approval)
     assert not request_to(fake, BOB_TG, approval) and not request_to(fake, MALLORY_TG, approval)
@@ -803,12 +881,12 @@ def test_a_four_eyes_call_goes_only_to_approvers_other_than_the_requester(fake, 
 
     approval = only_pending(start_conversation(alice, ops_agent, "delete a.txt"))
     assert approval.approver_required
-    assert sorted(account.user.username for account in requests.recipients(approval)) == ["bob", "carol"]
+    assert sorted(account.user.username for account in CHANNEL.recipients(approval)) == ["bob", "carol"]
     assert request_to(fake, BOB_TG, approval) and request_to(fake, CAROL_TG, approval)
     assert not request_to(fake, ALICE_TG, approval) and not request_to(fake, MALLORY_TG, approval)
 
     bobs = only_pending(start_conversation(bob, ops_agent, "delete a.txt"))  # an approver's own call
-    assert [account.user.username for account in requests.recipients(bobs)] == ["carol"]
+    assert [account.user.username for account in CHANNEL.recipients(bobs)] == ["carol"]
     assert not request_to(fake, BOB_TG, bobs)
 
 
@@ -835,9 +913,9 @@ def test_an_inactive_user_gets_nothing(fake, alice, bob, carol, ops_agent):
     conversation = chat_services.start_conversation(user=alice, agent=ops_agent, content="delete a.txt")
     approval = only_pending(conversation)
 
-    assert [account.user.username for account in requests.recipients(approval)] == ["bob"]
+    assert [account.user.username for account in CHANNEL.recipients(approval)] == ["bob"]
     own = Approval(requested_by=alice, approver_required=False)
-    assert requests.recipients(own) == []
+    assert CHANNEL.recipients(own) == []
     assert not request_to(fake, CAROL_TG, approval)
     assert list(ApprovalMessage.objects.values_list("account__user__username", flat=True)) == ["bob"]
 
@@ -851,7 +929,9 @@ def test_nothing_is_queued_without_a_bot_token(fake, alice, agent, settings):
     approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
 
     assert not ApprovalMessage.objects.exists()
-    assert requests.queue(approval) == []
+    assert not CHANNEL.enabled()
+    receivers.on_approval_requested(Approval, approval)  # the request's signal again: the channel is off
+    assert not ApprovalMessage.objects.exists()
     approval_services.decide(approval.pk, user=alice, approve=True, via="chat", shown_hash=approval.shown_hash)
     assert len(fake.calls) == calls_before
 
@@ -867,9 +947,9 @@ def test_a_message_whose_approval_was_decided_before_sending_is_closed_unsent(fa
     approval_services.decide(approval.pk, user=alice, approve=False, via="chat", shown_hash=approval.shown_hash)  # its closing task closes it unsent
 
     assert ApprovalMessage.objects.get(pk=row.pk).status == "closed"
-    assert requests.send(row.pk) == requests.Sent.NOT_CLAIMED
+    assert send(row) == outbox.Sent.NOT_CLAIMED
     ApprovalMessage.objects.filter(pk=row.pk).update(status="queued")  # as if the send came before the closing
-    assert requests.send(row.pk) == requests.Sent.CLOSED
+    assert send(row) == outbox.Sent.CLOSED
     assert ApprovalMessage.objects.get(pk=row.pk).status == "closed"
     assert not request_to(fake, ALICE_TG, approval) and not edits_to(fake, ALICE_TG)
 
@@ -880,22 +960,22 @@ def test_a_failed_send_stays_queued_and_the_sweep_sends_it_again(fake, alice, ag
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
     fake.failing = {"sendMessage"}
 
-    assert requests.send(row.pk) == requests.Sent.FAILED
-    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert send(row) == outbox.Sent.FAILED
+    assert send(row) == outbox.Sent.FAILED
 
     row.refresh_from_db()
     assert (row.status, row.attempts, row.message_id) == ("queued", 2, None)
     assert "Internal Server Error" in row.last_error
     settings.HITL_TELEGRAM_STALE_SECONDS = 0
-    assert requests.lost(now=timezone.now() + timedelta(seconds=1)) == ([row.pk], [])
+    assert lost() == ([(ApprovalMessage, row.pk)], [])
 
     fake.failing = set()
-    assert requests.send(row.pk) == requests.Sent.SENT
+    assert send(row) == outbox.Sent.SENT
 
     row.refresh_from_db()
     assert (row.status, row.attempts, row.last_error) == ("sent", 3, "")
     assert row.message_id > 100 and request_to(fake, ALICE_TG, approval)
-    assert requests.lost(now=timezone.now() + timedelta(seconds=1)) == ([], [])
+    assert lost() == ([], [])
 
 
 @through_the_loop
@@ -905,7 +985,7 @@ def test_a_press_on_a_copy_whose_send_was_never_recorded_records_it_and_edits_it
     link(alice, ALICE_TG)
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
     fake.lost_answers = {"sendMessage"}
-    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert send(row) == outbox.Sent.FAILED
     fake.lost_answers = set()
     assert ApprovalMessage.objects.get(pk=row.pk).message_id is None
     (delivered,) = [m for m in fake.delivered.values() if f"(#{approval.pk})" in m["text"]]
@@ -919,7 +999,7 @@ def test_a_press_on_a_copy_whose_send_was_never_recorded_records_it_and_edits_it
     # The same, with the message the button was really on.
     approval2, row2 = queued_unsent(settings, alice, agent, "write bye to b.txt")
     fake.lost_answers = {"sendMessage"}
-    requests.send(row2.pk)
+    send(row2)
     fake.lost_answers = set()
     (delivered2,) = [m for m in fake.delivered.values() if f"(#{approval2.pk})" in m["text"]]
 
@@ -939,26 +1019,24 @@ def test_a_send_that_keeps_failing_gives_up_after_the_retries(fake, alice, agent
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
     fake.failing = {"sendMessage"}
 
-    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert send(row) == outbox.Sent.FAILED
     assert ApprovalMessage.objects.get(pk=row.pk).status == "queued"
-    assert requests.send(row.pk) == requests.Sent.FAILED
-    assert requests.send(row.pk) == requests.Sent.NOT_CLAIMED
+    assert send(row) == outbox.Sent.FAILED
+    assert send(row) == outbox.Sent.NOT_CLAIMED
 
     row.refresh_from_db()
     assert (row.status, row.attempts) == ("failed", 2)
     settings.HITL_TELEGRAM_STALE_SECONDS = 0
-    assert requests.lost(now=timezone.now() + timedelta(seconds=1)) == ([], [])
+    assert lost() == ([], [])
 
 
 @through_the_loop
 def test_the_sweep_sends_what_a_lost_task_left_queued(fake, alice, agent, settings):
-    from telegramlink.tasks import resend_lost_messages
-
     link(alice, ALICE_TG)
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
     settings.HITL_TELEGRAM_STALE_SECONDS = 0
 
-    resend_lost_messages.delay()
+    delivery_tasks.sweep.delay()
 
     assert ApprovalMessage.objects.get(pk=row.pk).status == "sent"
     assert request_to(fake, ALICE_TG, approval)
@@ -970,14 +1048,14 @@ def test_a_blocked_bot_marks_the_message_failed(fake, alice, agent, settings):
     approval, row = queued_unsent(settings, alice, agent, "write hello to a.txt")
     fake.forbidden = {"sendMessage"}
 
-    assert requests.send(row.pk) == requests.Sent.FAILED
+    assert send(row) == outbox.Sent.FAILED
 
     row.refresh_from_db()
     assert (row.status, row.attempts) == ("failed", 1)
     assert "blocked" in row.last_error
-    assert requests.send(row.pk) == requests.Sent.NOT_CLAIMED
+    assert send(row) == outbox.Sent.NOT_CLAIMED
     settings.HITL_TELEGRAM_STALE_SECONDS = 0
-    assert requests.lost(now=timezone.now() + timedelta(seconds=1)) == ([], [])
+    assert lost() == ([], [])
     approval_services.decide(approval.pk, user=alice, approve=True, via="chat", shown_hash=approval.shown_hash)
     assert not edits_to(fake, ALICE_TG)
 
@@ -992,16 +1070,16 @@ def test_a_failed_edit_is_kept_for_the_sweep_to_close_again(pending, fake, alice
     row = ApprovalMessage.objects.get(approval=approval)
     fake.failing = {"editMessageText"}
 
-    assert requests.close(row.pk) is True  # still pending: nothing to edit
+    assert outbox.close(CHANNEL, row.pk) is True  # still pending: nothing to edit
     approval_services.decide(approval.pk, user=alice, approve=True, via="chat", shown_hash=approval.shown_hash)  # its closing task fails, retried eagerly
 
     row.refresh_from_db()
     assert row.status == "sent" and "Internal Server Error" in row.last_error
     settings.HITL_TELEGRAM_STALE_SECONDS = 0
-    assert requests.lost(now=timezone.now() + timedelta(seconds=1)) == ([], [row.pk])
+    assert lost() == ([], [row.pk])
 
     fake.failing = set()
-    assert requests.close(row.pk) is True
+    assert outbox.close(CHANNEL, row.pk) is True
     assert ApprovalMessage.objects.get(pk=row.pk).status == "closed"
     assert "Approved by alice via chat" in edits_to(fake, ALICE_TG)[-1]["text"]
 
@@ -1174,7 +1252,7 @@ def test_get_a_link_code_shows_a_code_that_links(fake, alice):
     assert response.status_code == 200
     html = response.content.decode()
     code = html.split('<code id="telegram-code">/start ', 1)[1].split("<", 1)[0]
-    assert len(code) == accounts.CODE_LENGTH
+    assert len(code) == CODE_LENGTH
     say(ALICE_TG, f"/start {code}")
     assert TelegramAccount.objects.get(user=alice).telegram_user_id == ALICE_TG
     linked = client.get("/telegram/").content.decode()

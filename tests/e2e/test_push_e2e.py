@@ -39,7 +39,7 @@ def push_stack(stack, tmp_path_factory):
     redis_port, web_port = free_port(), free_port()
     env = stack.env | {
         "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-        "HITL_PUSH_SWEEP_SECONDS": "1",
+        "HITL_DELIVERY_SWEEP_SECONDS": "1",
         "HITL_PUSH_STALE_SECONDS": "2",
         "HITL_PUSH_TIMEOUT": "3",
         "HITL_EXPIRY_SWEEP_SECONDS": "1",

@@ -42,7 +42,7 @@ def slack_stack(stack, tmp_path_factory):
             "SLACK_BOT_TOKEN": fake.token,
             "SLACK_SIGNING_SECRET": fake.signing_secret,
             "SLACK_API_BASE_URL": fake.url,
-            "HITL_SLACK_SWEEP_SECONDS": "1",
+            "HITL_DELIVERY_SWEEP_SECONDS": "1",
             "HITL_SLACK_STALE_SECONDS": "2",
             "HITL_SLACK_RETRIES": "2",
             "HITL_BASE_URL": base_url,

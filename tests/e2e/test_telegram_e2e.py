@@ -45,7 +45,7 @@ def telegram_stack(stack, tmp_path_factory):
         "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
         "TELEGRAM_BOT_TOKEN": TOKEN,
         "TELEGRAM_API_BASE_URL": f"http://127.0.0.1:{api_port}",
-        "HITL_TELEGRAM_SWEEP_SECONDS": "1",
+        "HITL_DELIVERY_SWEEP_SECONDS": "1",
         "HITL_TELEGRAM_STALE_SECONDS": "2",
         "HITL_BASE_URL": f"http://127.0.0.1:{web_port}",
     }

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from approvals import tokens
 from approvals.models import Approval, DecisionToken, LateDecision, Vote
-from pushlink import requests as push_requests
+from pushlink import channel as push_channel
 from pushlink.models import PushNotification
 from tests.conftest import pending_approvals, start_conversation
 
@@ -64,7 +64,7 @@ def email_post(value: str, decision: str, **fields):
 
 def test_a_push_reject_token_or_a_cut_notifications_token_never_approves(alice, agent):
     approval = one(alice, agent)
-    offered = push_requests.offered_tokens(approval, alice, whole=False)
+    offered = push_channel.offered_tokens(approval, alice, whole=False)
     assert set(offered) == {"reject"}  # a cut notification carries no approve token at all
     also_cut = tokens.issue(approval, alice, channel="push", complete=False)
 
@@ -78,7 +78,7 @@ def test_a_push_reject_token_or_a_cut_notifications_token_never_approves(alice, 
 
 def test_a_whole_notifications_reject_token_never_approves_either(alice, agent):
     approval = one(alice, agent)
-    offered = push_requests.offered_tokens(approval, alice, whole=True)
+    offered = push_channel.offered_tokens(approval, alice, whole=True)
 
     status, _ = push("/push/decide", {"token": offered["reject"], "decision": "approve"})
 
@@ -128,7 +128,7 @@ def test_a_token_for_one_approval_rejects_that_one_only_whatever_form_it_is_post
 def test_an_extend_token_extends_only_its_approval_once_and_never_after_a_decision(alice, bob, agent):
     approval, other = with_deadline(one(alice, agent)), with_deadline(one(alice, agent, "write bye to b.txt"))
     row = PushNotification(approval_id=approval.pk, user_id=alice.pk)
-    value = push_requests.extend_token(row)
+    value = push_channel.extend_token(row)
 
     # Another approval's id spliced into the token breaks its signature.
     payload = json.dumps({"a": other.pk, "u": bob.pk})
@@ -138,7 +138,7 @@ def test_an_extend_token_extends_only_its_approval_once_and_never_after_a_decisi
     assert Approval.objects.get(pk=other.pk).extended_at is None
 
     decided = with_deadline(one(alice, agent, "write x to c.txt"))
-    late = push_requests.extend_token(PushNotification(approval_id=decided.pk, user_id=alice.pk))
+    late = push_channel.extend_token(PushNotification(approval_id=decided.pk, user_id=alice.pk))
     Approval.objects.filter(pk=decided.pk).update(status=Approval.Status.REJECTED, decided_at=timezone.now())
     status, body = push("/push/extend", {"token": late})
     assert (status, body["outcome"]) == (409, "already decided")
@@ -146,7 +146,7 @@ def test_an_extend_token_extends_only_its_approval_once_and_never_after_a_decisi
 
 def test_an_extend_token_of_someone_who_may_not_decide_extends_nothing(alice, mallory, agent):
     approval = with_deadline(one(alice, agent))
-    value = push_requests.extend_token(PushNotification(approval_id=approval.pk, user_id=mallory.pk))
+    value = push_channel.extend_token(PushNotification(approval_id=approval.pk, user_id=mallory.pk))
 
     assert push("/push/extend", {"token": value})[0] == 403
     assert Approval.objects.get(pk=approval.pk).extended_at is None
@@ -154,7 +154,7 @@ def test_an_extend_token_of_someone_who_may_not_decide_extends_nothing(alice, ma
 
 def test_an_extend_after_the_deadline_is_refused_as_too_late(alice, agent):
     approval = with_deadline(one(alice, agent))
-    value = push_requests.extend_token(PushNotification(approval_id=approval.pk, user_id=alice.pk))
+    value = push_channel.extend_token(PushNotification(approval_id=approval.pk, user_id=alice.pk))
     Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
 
     status, _ = push("/push/extend", {"token": value})

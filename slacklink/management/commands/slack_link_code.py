@@ -1,17 +1,10 @@
-from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
-
+from deliveries.commands import LinkCodeCommand
 from slacklink.accounts import issue_code
 
 
-class Command(BaseCommand):
+class Command(LinkCodeCommand):
     help = "Print a one-time code that links a Slack account to the user (send /hitl link <code> in Slack)."
+    instructions = "Send in Slack: /hitl link {code}"
 
-    def add_arguments(self, parser):
-        parser.add_argument("username")
-
-    def handle(self, *args, username: str, **options):
-        user = get_user_model().objects.filter(username=username, is_active=True).first()
-        if user is None:
-            raise CommandError(f"No active user {username!r}.")
-        self.stdout.write(f"Send in Slack: /hitl link {issue_code(user)}")
+    def issue(self, user) -> str:
+        return issue_code(user)

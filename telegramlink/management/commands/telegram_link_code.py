@@ -1,17 +1,10 @@
-from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
-
+from deliveries.commands import LinkCodeCommand
 from telegramlink.accounts import issue_code
 
 
-class Command(BaseCommand):
+class Command(LinkCodeCommand):
     help = "Print a one-time code that links a Telegram account to the user (send /start <code> to the bot)."
+    instructions = "Send to the bot: /start {code}"
 
-    def add_arguments(self, parser):
-        parser.add_argument("username")
-
-    def handle(self, *args, username: str, **options):
-        user = get_user_model().objects.filter(username=username, is_active=True).first()
-        if user is None:
-            raise CommandError(f"No active user {username!r}.")
-        self.stdout.write(f"Send to the bot: /start {issue_code(user)}")
+    def issue(self, user) -> str:
+        return issue_code(user)
