@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings as django_settings
+from django.contrib import admin
 from django.utils import timezone
 
 from approvals import services as approval_services
@@ -125,3 +126,17 @@ def test_every_channel_is_on_the_base_with_one_wiring_and_one_sweep():
     assert tasks.count("deliveries.tasks.sweep") == 1
     assert not [task for task in tasks if task.split(".")[0] in {"slacklink", "telegramlink", "emaillink", "pushlink"}]
     assert delivery_tasks.sweep.name == "deliveries.tasks.sweep"
+
+
+@pytest.mark.parametrize("name", ["email", "push", "slack", "telegram"])
+def test_every_channels_admin_lists_its_copies_read_only_with_send_again(name, admin_client, admin_user, rf):
+    model = channels.get(name).delivery
+    meta = model._meta
+    page = admin_client.get(f"/admin/{meta.app_label}/{meta.model_name}/?status__exact=failed")
+    assert page.status_code == 200
+    assert admin_client.get(f"/admin/{meta.app_label}/{meta.model_name}/add/").status_code == 403
+    request = rf.get("/")
+    request.user = admin_user
+    model_admin = admin.site._registry[model]
+    assert "send_again" in model_admin.get_actions(request) and model_admin.channel is channels.get(name)
+    assert not model_admin.has_change_permission(request)
