@@ -4,7 +4,7 @@ and rewrite a message in its wire format; everything else (the outbox, retries, 
 reminders, warnings before expiry, what the decision service's signals do) is this base's, so
 every channel keeps the same promises. In the manner of healthchecks' integrations on one Transport."""
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from approvals import routing, votes
 from approvals.models import Approval
@@ -113,8 +113,10 @@ class Channel:
         return self.requests(self.delivery.objects.filter(approval=approval, status=Status.SENT))
 
     def open_ids(self, approvals) -> list[int]:
-        open_ = (Status.QUEUED, Status.SENT)
-        return list(self.delivery.objects.filter(approval__in=[a.pk for a in approvals], status__in=open_).values_list("pk", flat=True))
+        """The copies a decision updates: queued or sent, and failed ones shown before (a resend
+        failed: the reader still sees the earlier copy)."""
+        open_ = Q(status__in=(Status.QUEUED, Status.SENT)) | (Q(status=Status.FAILED) & ~Q(shown_hash=""))
+        return list(self.delivery.objects.filter(open_, approval__in=[a.pk for a in approvals]).values_list("pk", flat=True))
 
     def queue_warnings(self, approval: Approval) -> list[tuple[type, int]]:
         """A warning for each sent copy of a pending approval whose reader was not warned of its

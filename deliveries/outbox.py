@@ -93,18 +93,25 @@ def still_queued(model, pk: int) -> bool:
 
 
 def close(channel, pk: int) -> bool:
-    """Update a sent copy to its approval's outcome (its buttons go); one never sent is closed
+    """Update a sent copy to its approval's outcome (its buttons go); one never shown is closed
     unsent. True once it needs nothing more."""
     model = channel.delivery
     row = _load(channel, model, pk=pk)
-    if row is None or row.status in (Status.CLOSED, Status.FAILED):
+    # Shown before, then queued again (an edit's or an extend's new send) or failed at that: its
+    # reader still sees the earlier copy, with its actions, so it gets the outcome as a sent one does.
+    shown_before = row is not None and row.status != Status.SENT and bool(row.shown_hash)
+    if row is None or row.status == Status.CLOSED or (row.status == Status.FAILED and not shown_before):
         return True
     if approval_of(row).status == Pending:
         return True  # still waiting: its buttons keep working
-    if row.status == Status.QUEUED:
-        if model.objects.filter(pk=row.pk, status=Status.QUEUED).update(status=Status.CLOSED, updated_at=timezone.now()):
+    if row.status != Status.SENT:
+        # Conditional: the queued resend, if it comes, finds nothing to claim.
+        now = {"status": Status.SENT if shown_before else Status.CLOSED, "updated_at": timezone.now()}
+        if model.objects.filter(pk=row.pk, status=row.status).update(**now) and not shown_before:
             return True
-        row = _load(channel, model, pk=pk)  # sent meanwhile: update it
+        row = _load(channel, model, pk=pk)  # sent meanwhile, or reopened for its outcome: update it
+        if row.status != Status.SENT:
+            return True
     try:
         channel.show_outcome(row)
     except Failed as exc:
@@ -155,6 +162,9 @@ def retry_failed(channel, pks: list[int]) -> list[int]:
     return requeue(model, model.objects.filter(pk__in=pks, status=Status.FAILED, approval__status=Pending))
 
 
+LOST_LAST_ATTEMPT = "Its last attempt never finished (its worker was lost): send it again if it should go."
+
+
 class Lost:
     """What a sweep found that a lost task (a Redis restart, a killed worker) should have moved."""
 
@@ -168,7 +178,7 @@ def lost(channel, *, now=None, limit: int = 200) -> Lost:
     """Rows untouched for the channel's stale seconds while a task should have moved them: queued
     rows of waiting approvals (to send again), open copies of decided ones (to close again), and
     copies behind their approval (to rewrite again). Stamped, so the next sweep leaves them to the
-    tasks enqueued now."""
+    tasks enqueued now. A queued row whose retries are spent (its last attempt lost) is failed."""
     now = now or timezone.now()
     before = now - timedelta(seconds=channel.stale_seconds())
     found = Lost()
@@ -178,6 +188,11 @@ def lost(channel, *, now=None, limit: int = 200) -> Lost:
         ids = list(old.filter(status=Status.QUEUED, attempts__lt=channel.max_attempts(), **pending).values_list("pk", flat=True)[:limit])
         model.objects.filter(pk__in=ids).update(updated_at=now)
         found.to_send += [(model, pk) for pk in ids]
+        # Its last attempt was claimed and never finished (a killed worker, a send that raised): no
+        # send claims it again, so failed, where the admin's "send again" reaches it.
+        old.filter(status=Status.QUEUED, attempts__gte=channel.max_attempts(), **pending).update(
+            status=Status.FAILED, last_error=LOST_LAST_ATTEMPT, updated_at=now,
+        )
     old = channel.delivery.objects.filter(updated_at__lt=before)
     found.to_close = list(old.filter(status__in=(Status.QUEUED, Status.SENT)).exclude(approval__status=Pending).values_list("pk", flat=True)[:limit])
     found.to_rewrite = list(channel.behind(old.filter(status=Status.SENT, approval__status=Pending)).values_list("pk", flat=True)[:limit])
