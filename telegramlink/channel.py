@@ -109,10 +109,14 @@ class TelegramChannel(Channel):
         token the old buttons lack: they decide nothing)."""
         approval = row.approval
         shown = texts.request(approval)
-        version = row.versions.filter(shown_hash=approval.shown_hash, complete=shown.complete).order_by("-pk").first()
-        version = version or SentVersion.objects.create(message=row, shown_hash=approval.shown_hash, complete=shown.complete)
+        if row.account.user_id in {user.pk for user in routing.deciders(approval)}:
+            version = row.versions.filter(shown_hash=approval.shown_hash, complete=shown.complete).order_by("-pk").first()
+            version = version or SentVersion.objects.create(message=row, shown_hash=approval.shown_hash, complete=shown.complete)
+            text, buttons = shown.text, texts.buttons(approval, version.token, complete=shown.complete)
+        else:  # an edit handed it to other approvers: no buttons (a press would be refused anyway)
+            text, buttons = texts.not_yours(approval), []
         try:
-            bot.edit(row.chat_id, row.message_id, shown.text, texts.buttons(approval, version.token, complete=shown.complete))
+            bot.edit(row.chat_id, row.message_id, text, buttons)
         except bot.BadRequest as exc:  # the message is gone from the chat: nothing to edit, ever (nor for the sweep)
             logger.warning("telegram: rewriting the request of approval %s to %s failed: %s", approval.pk, row.chat_id, exc)
         except bot.TelegramError as exc:

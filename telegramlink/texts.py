@@ -86,6 +86,16 @@ def outcome_text(approval: Approval) -> str:
     return request(approval, room=ROOM - _length(outcome)).text + outcome
 
 
+NOT_YOURS = "This call was edited and is now decided by others: see it on the site."
+
+
+def not_yours(approval: Approval) -> str:
+    """A copy whose reader may no longer decide it (an edit handed it to other approvers): the call
+    as it stands, without buttons."""
+    line = f"\n\n{escape(NOT_YOURS)} {_link(approval, 'Open in hitl')}"
+    return request(approval, room=ROOM - _length(line)).text + line
+
+
 def reminder(approval: Approval) -> str:
     """The one "still waiting" a sent request gets when its route's reminder is due (a reply to it)."""
     summary = summarize(approval)

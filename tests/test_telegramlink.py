@@ -838,6 +838,17 @@ def test_an_edit_rewrites_each_sent_copy_in_place_with_buttons_for_the_new_versi
 
 
 @through_the_loop
+def test_an_edit_leaves_the_editors_own_copy_without_buttons_as_slack_does(fake, alice, bob, carol, ops_agent):
+    """bob edited the four-eyes call: he may no longer decide it, so his copy shows the edit and says
+    others decide it now, with no button to press (a press would be refused anyway)."""
+    approval, edited, before, row = edited_by_bob(fake, alice, bob, carol, ops_agent)
+
+    (edit,) = edits_to(fake, BOB_TG)
+    assert "b.txt" in edit["text"] and "now decided by others" in edit["text"]
+    assert fake.buttons(edit) == {}
+
+
+@through_the_loop
 def test_an_edit_whose_rewrite_was_lost_is_rewritten_by_the_sweep(fake, alice, bob, carol, ops_agent, settings):
     fake.failing = {"editMessageText"}  # the rewrite and every retry fail: as if its task were lost
     approval, edited, before, row = edited_by_bob(fake, alice, bob, carol, ops_agent)
