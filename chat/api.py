@@ -89,6 +89,12 @@ class ApprovedIds(Schema):
     needs_confirmation: list[int] = Field(description="Critical calls, left pending: each is approved with its typed confirmation.")
 
 
+class WouldDecide(Schema):
+    detail: str
+    would_decide: list[int] = Field(description="The pending approvals an approve-all without ids would have covered.")
+    shown_hashes: dict[str, str] = Field(description="{id: shown_hash}: each one's version now.")
+
+
 class Stopped(Schema):
     status: str
     cancelled: list[int] = Field(description="The approvals the Stop cancelled.")
@@ -174,14 +180,29 @@ def retry(request, conversation_id: UUID):
     return Status(202, {"message_id": last.pk if last else 0, "status": Conversation.Status.RUNNING})
 
 
-@router.post("/{conversation_id}/approve-all", response=ApprovedIds)
+@router.post("/{conversation_id}/approve-all", response={200: ApprovedIds, 409: WouldDecide})
 def approve_all(request, conversation_id: UUID, payload: ApproveAllIn | None = None):
+    """Approve the pending calls listed in `ids` (with `shown_hashes`, the versions you were shown).
+    Without `ids`, nothing is decided: a decision covers only what its decider listed, so while
+    calls are pending the answer is a 409 naming them (`would_decide`) and their versions
+    (`shown_hashes`), to post back as `ids` and `shown_hashes` once you have looked at them."""
     conversation = conversation_for(request.auth, conversation_id)
+    if payload is None or payload.ids is None:
+        pending = list(
+            Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING)
+            .only("pk", "arguments_hash", "edited_arguments", "edited_arguments_hash").order_by("pk")
+        )
+        if pending:
+            return Status(409, {
+                "detail": f"Name the calls to approve: {len(pending)} pending. Post them as ids (and shown_hashes) to approve exactly those.",
+                "would_decide": [a.pk for a in pending], "shown_hashes": {str(a.pk): a.shown_hash for a in pending},
+            })
+        return {"approved": [], "needs_confirmation": []}
     outcome = decide_all(
         conversation_id=conversation.pk,
         user=request.auth,
         via=Approval.Via.API,
-        shown={pk: payload.shown_hashes.get(str(pk), "") for pk in payload.ids} if payload and payload.ids is not None else None,
+        shown={pk: payload.shown_hashes.get(str(pk), "") for pk in payload.ids},
     )
     return {"approved": [a.pk for a in outcome.decided], "needs_confirmation": outcome.needs_confirmation}
 

@@ -82,13 +82,23 @@ def test_approve_all_with_ids_approves_exactly_those(alice, agent, api_as):
     assert [a.pk for a in pending_approvals(conversation)] == [second.pk]
 
 
-def test_approve_all_without_ids_approves_every_pending_call(alice, agent, api_as):
+def test_approve_all_without_ids_decides_nothing_and_names_what_it_would_have_covered(alice, agent, api_as):
     api = api_as(alice)
     conversation = start(api)
+    first, second = pending_approvals(conversation)
 
-    response = api.post(f"conversations/{conversation.pk}/approve-all")
+    for body in (None, {}):
+        refused = api.post(f"conversations/{conversation.pk}/approve-all", body)
+        assert refused.status_code == 409 and refused.json()["would_decide"] == [first.pk, second.pk]
+        assert refused.json()["shown_hashes"] == {str(first.pk): first.shown_hash, str(second.pk): second.shown_hash}
+    assert len(pending_approvals(conversation)) == 2  # nothing decided
 
-    assert len(response.json()["approved"]) == 2 and not pending_approvals(conversation)
+    listed = refused.json()
+    response = api.post(f"conversations/{conversation.pk}/approve-all", {"ids": listed["would_decide"], "shown_hashes": listed["shown_hashes"]})
+    assert response.status_code == 200 and sorted(response.json()["approved"]) == [first.pk, second.pk]
+    assert not pending_approvals(conversation)
+    # Nothing pending: nothing to name, nothing decided.
+    assert api.post(f"conversations/{conversation.pk}/approve-all").json() == {"approved": [], "needs_confirmation": []}
 
 
 def test_post_message_returns_202_and_runs_the_loop(alice, agent, api_as):

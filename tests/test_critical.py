@@ -45,7 +45,7 @@ def test_bulk_decisions_and_approve_all_skip_critical_calls_and_say_so(alice, ag
     [approval] = pending_approvals(conversation)
 
     bulk = api_as(alice).post("approvals/decisions", {"ids": [approval.pk], "decision": "approve"})
-    every = api_as(alice).post(f"conversations/{conversation.pk}/approve-all")
+    every = api_as(alice).post(f"conversations/{conversation.pk}/approve-all", {"ids": [approval.pk]})
 
     assert bulk.json()["needs_confirmation"] == [approval.pk] and bulk.json()["decided"] == []
     assert every.json() == {"approved": [], "needs_confirmation": [approval.pk]}

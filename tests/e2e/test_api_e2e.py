@@ -100,7 +100,9 @@ def test_approve_all_with_explicit_ids_leaves_the_other_call_pending(e2e, api_fo
     assert response.json() == {"approved": [seen["id"]], "needs_confirmation": []}
     assert Approval.objects.get(pk=unseen["id"]).status == "pending"
     assert wait_for_status(conversation_id, "waiting_for_approval")
-    response = api.post(f"conversations/{conversation_id}/approve-all")
+    refused = api.post(f"conversations/{conversation_id}/approve-all")  # without ids: names what is left, decides nothing
+    assert refused.status_code == 409 and refused.json()["would_decide"] == [unseen["id"]]
+    response = api.post(f"conversations/{conversation_id}/approve-all", {"ids": refused.json()["would_decide"]})
     assert response.json() == {"approved": [unseen["id"]], "needs_confirmation": []}
     wait_for_status(conversation_id, "idle")
 

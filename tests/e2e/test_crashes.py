@@ -246,7 +246,8 @@ def test_a_worker_killed_right_after_storing_a_gated_call_loses_no_approval(cras
 
     wait_until(lambda: status_of(conversation_id) == "waiting_for_approval", timeout=RECOVERY_SECONDS, message="waiting")
     api = Api(crash.base_url, alice)
-    assert api.post(f"conversations/{conversation_id}/approve-all").json()["approved"]
+    listed = api.post(f"conversations/{conversation_id}/approve-all").json()  # 409: the calls it would cover
+    assert api.post(f"conversations/{conversation_id}/approve-all", {"ids": listed["would_decide"]}).json()["approved"]
     wait_until(lambda: status_of(conversation_id) == "idle", timeout=RECOVERY_SECONDS, message="the loop to finish")
     assert Approval.objects.filter(conversation_id=conversation_id, status="approved").count() == 2
     assert ToolCall.objects.filter(message__conversation_id=conversation_id).count() == 2

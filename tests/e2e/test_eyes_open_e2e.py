@@ -135,7 +135,7 @@ def test_delete_all_files_runs_only_with_the_typed_confirmation(e2e, api_for, al
 
     unconfirmed = decide(api, approval)
     mistyped = decide(api, approval, confirmation="delete")
-    in_bulk = api.post(f"conversations/{conversation_id}/approve-all")
+    in_bulk = api.post(f"conversations/{conversation_id}/approve-all", {"ids": [approval["id"]]})
 
     assert (unconfirmed.status_code, mistyped.status_code) == (400, 400)
     assert in_bulk.json() == {"approved": [], "needs_confirmation": [approval["id"]]}
