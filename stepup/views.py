@@ -14,7 +14,6 @@ from . import ceremony
 from .models import Passkey
 
 MAX_BODY_BYTES = 64 * 1024  # a passkey's answer is a few kB; an attestation with a certificate chain, more
-VIAS = (Approval.Via.CHAT, Approval.Via.DASHBOARD)
 
 
 def profile_context(request) -> dict:
@@ -87,13 +86,14 @@ def approval_options(request, approval_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def approve(request, approval_id: int) -> HttpResponse:
+def approve(request, approval_id: int, via: str) -> HttpResponse:
     """The card's second step: verify the passkey's answer, then approve through the decision
-    service with the proof (the typed confirmation of a critical call is still checked there)."""
+    service with the proof (the typed confirmation of a critical call is still checked there).
+    `via` is the route's (the chat's card or the dashboard's), whatever the body says."""
     body = _body(request)
-    via, confirmation, comment = body.get("via"), body.get("confirmation", ""), body.get("comment", "")
-    if via not in VIAS or not isinstance(confirmation, str) or not isinstance(comment, str):
-        return _refused("Send via (chat or dashboard), and confirmation and comment as text.")
+    confirmation, comment = body.get("confirmation", ""), body.get("comment", "")
+    if not isinstance(confirmation, str) or not isinstance(comment, str):
+        return _refused("Send confirmation and comment as text.")
     try:
         proof = ceremony.prove(request, request.user, approval_id=approval_id, credential=body.get("credential"))
         approval = services.decide(

@@ -108,7 +108,7 @@
       status.textContent = "Confirm with your passkey…";
       const credential = await navigator.credentials.get({publicKey: requestOptions(asked.options)});
       await post(marker.dataset.stepUpApprove, {
-        credential: credentialJSON(credential), via: marker.dataset.stepUpVia,
+        credential: credentialJSON(credential),
         confirmation: field("confirmation"), comment: field("comment"),
       });
       status.textContent = "Approved with your passkey.";
