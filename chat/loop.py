@@ -59,7 +59,7 @@ def _step(conversation_id, token: str) -> bool:
     """Do the next thing; True when there is more to do right away. The conversation's state is
     read once: its row, then its messages and the open turn's calls (History)."""
     conversation = Conversation.objects.select_related("agent").get(pk=conversation_id)
-    telemetry.name_agent(conversation.agent.name, conversation.agent.slug)
+    telemetry.name_agent(conversation.agent.name, conversation.agent.slug, conversation.agent.model)
     if conversation.advancing_token != token:
         return False  # the lease was taken over after it expired: the new holder goes on
     history = History(conversation)

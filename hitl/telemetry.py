@@ -12,6 +12,7 @@ decision made hours later, on any surface, joins the trace of the step that aske
 results, previews and reasons stay out unless `HITL_OTEL_CAPTURE_CONTENT=1`; decision tokens in a
 URL are always masked (hitl.masking).
 """
+import contextvars
 import json
 import logging
 import os
@@ -125,7 +126,7 @@ class _Metrics:
     def __init__(self, meter):
         self.requested = meter.create_counter("hitl.approvals.requested", unit="{approval}", description="Approvals requested")
         self.decided = meter.create_counter(
-            "hitl.approvals.decided", unit="{approval}", description="Approvals decided, by decision (hitl.decision) and surface (hitl.decided_via)"
+            "hitl.approvals.decided", unit="{approval}", description="Approvals decided, by decision (hitl.approval.decision) and surface (hitl.approval.decided_via)"
         )
         self.time_to_decision = meter.create_histogram(
             "hitl.approval.time_to_decision", unit="s", description="From an approval's request to its decision",
@@ -184,16 +185,55 @@ OFF = _Off()
 # --- Spans around the loop's work --------------------------------------------------------------
 
 
+# The conversation of the `invoke_agent` span this thread is in: its model calls' spans carry it too.
+_conversation: contextvars.ContextVar = contextvars.ContextVar("hitl_telemetry_conversation", default=None)
+
+
 def agent_invocation(conversation_id):
     """`invoke_agent` around one run of the loop (a task's advance()); named for its agent by
     name_agent() once the step has read the conversation."""
     if _tracer is None:
         return OFF
-    return _span("invoke_agent", {"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": str(conversation_id)})
+    return _invocation(str(conversation_id))
 
 
-def name_agent(name: str, agent_id: str = "") -> None:
-    """Name the current `invoke_agent` span for its agent."""
+@contextmanager
+def _invocation(conversation_id: str):
+    token = _conversation.set(conversation_id)
+    try:
+        with _span("invoke_agent", {"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": conversation_id}) as span:
+            yield span
+    finally:
+        _conversation.reset(token)
+
+
+# litellm's routing prefixes ("bedrock/…") as the GenAI conventions' well-known gen_ai.provider.name
+# values; a prefix not listed is its own name.
+PROVIDERS = {
+    "openai": "openai", "text-completion-openai": "openai", "azure": "azure.ai.openai", "azure_ai": "azure.ai.inference",
+    "anthropic": "anthropic", "bedrock": "aws.bedrock", "gemini": "gcp.gemini", "vertex_ai": "gcp.vertex_ai",
+    "vertex_ai_beta": "gcp.vertex_ai", "cohere": "cohere", "cohere_chat": "cohere", "deepseek": "deepseek", "groq": "groq",
+    "watsonx": "ibm.watsonx.ai", "mistral": "mistral_ai", "perplexity": "perplexity", "xai": "x_ai",
+}
+# A model named without a prefix, as litellm routes it by its name.
+BY_NAME = (
+    ("gpt-", "openai"), ("chatgpt", "openai"), ("o1", "openai"), ("o3", "openai"), ("o4", "openai"), ("claude", "anthropic"),
+    ("gemini", "gcp.gemini"), ("mistral", "mistral_ai"), ("command", "cohere"), ("deepseek", "deepseek"), ("grok", "x_ai"),
+)
+
+
+def provider_and_model(model: str) -> tuple[str, str]:
+    """(gen_ai.provider.name, gen_ai.request.model) of a litellm model string: "bedrock/anthropic.claude-3"
+    is ("aws.bedrock", "anthropic.claude-3"); "gpt-4o" is ("openai", "gpt-4o"). "_OTHER" when no
+    provider can be told from the name."""
+    prefix, slash, rest = model.partition("/")
+    if slash and rest:
+        return PROVIDERS.get(prefix, prefix), rest
+    return next((provider for start, provider in BY_NAME if model.startswith(start)), "_OTHER"), model
+
+
+def name_agent(name: str, agent_id: str = "", model: str = "") -> None:
+    """Name the current `invoke_agent` span for its agent, with its provider and model."""
     if _tracer is None:
         return
     from opentelemetry import trace
@@ -204,6 +244,10 @@ def name_agent(name: str, agent_id: str = "") -> None:
         span.set_attribute("gen_ai.agent.name", name)
         if agent_id:
             span.set_attribute("gen_ai.agent.id", agent_id)
+        if model:
+            provider, requested = provider_and_model(model)
+            span.set_attribute("gen_ai.provider.name", provider)
+            span.set_attribute("gen_ai.request.model", requested)
 
 
 def model_call(model: str, *, not_errors: tuple = ()):
@@ -211,10 +255,13 @@ def model_call(model: str, *, not_errors: tuple = ()):
     content captured, its text and calls). Exceptions in `not_errors` (a stop) are no failure."""
     if _tracer is None:
         return OFF
-    attributes = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model}
-    if "/" in model:
-        attributes["gen_ai.provider.name"] = model.split("/", 1)[0]
-    return _Timed(f"chat {model}", attributes, _metrics.model_duration, not_errors, kind="client")
+    provider, requested = provider_and_model(model)
+    attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider, "gen_ai.request.model": requested}
+    if (conversation_id := _conversation.get()) is not None:
+        attributes["gen_ai.conversation.id"] = conversation_id
+    # The metrics keep to what the conventions measure by: a conversation's id is a span's alone.
+    measured = ("gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model")
+    return _Timed(f"chat {requested}", attributes, _metrics.model_duration, not_errors, kind="client", metric_keys=measured)
 
 
 def tool_execution(name: str, call_id: str, arguments=None, *, not_errors: tuple = ()):
@@ -251,8 +298,11 @@ class _Timed:
         self.started = time.perf_counter()
         return self
 
+    def _measured(self) -> dict:
+        return {key: self.attributes[key] for key in (self.metric_keys or self.attributes) if key in self.attributes}
+
     def __exit__(self, kind, exc, tb) -> bool:
-        measured = {key: self.attributes[key] for key in (self.metric_keys or self.attributes) if key in self.attributes}
+        measured = self._measured()
         if exc is not None and not isinstance(exc, self.not_errors):
             from opentelemetry.trace import Status, StatusCode
 
@@ -270,7 +320,7 @@ class _Timed:
         for token_type, count in usage.items():
             if count is not None:
                 self.span.set_attribute(f"gen_ai.usage.{token_type}_tokens", count)
-                _metrics.tokens.record(count, {**self.attributes, "gen_ai.token.type": token_type})
+                _metrics.tokens.record(count, {**self._measured(), "gen_ai.token.type": token_type})
         if _capture:
             self.span.set_attribute("gen_ai.tool.call.result" if "gen_ai.tool.name" in self.attributes else "gen_ai.output.messages", _output(value))
         return value
@@ -309,7 +359,7 @@ def approval_requested(approval) -> None:
     """Count a requested approval once its transaction commits (a turn rolled back asked nothing)."""
     if _tracer is None:
         return
-    attributes = {"hitl.risk": approval.risk, "hitl.approval.kind": approval.kind}
+    attributes = {"hitl.approval.risk": approval.risk, "hitl.approval.kind": approval.kind}
     transaction.on_commit(lambda: _metrics.requested.add(1, attributes), robust=True)
 
 
@@ -331,21 +381,21 @@ def _record_decision(approval) -> None:
     attributes = {
         "hitl.approval.id": approval.pk,
         "hitl.approval.kind": approval.kind,
-        "hitl.risk": approval.risk,
-        "hitl.decision": approval.status,
-        "hitl.decided_via": approval.decided_via or "",
+        "hitl.approval.risk": approval.risk,
+        "hitl.approval.decision": approval.status,
+        "hitl.approval.decided_via": approval.decided_via or "",
         "hitl.conversation.id": str(approval.conversation_id),
     }
     if approval.rule_id is not None:
-        attributes["hitl.rule_id"] = approval.rule_id
+        attributes["hitl.approval.rule_id"] = approval.rule_id
     if type(approval).tool_call.is_cached(approval):  # never a query for a name
-        attributes["gen_ai.tool.name"] = approval.tool_call.name
-        attributes["gen_ai.tool.call.id"] = approval.tool_call.call_id
+        attributes["hitl.approval.tool.name"] = approval.tool_call.name
+        attributes["hitl.approval.tool.call.id"] = approval.tool_call.call_id
     if _capture:
         if approval.preview:
             attributes["hitl.approval.preview"] = _content(approval.preview.get("text", "") if isinstance(approval.preview, dict) else approval.preview)
         if approval.rejection_reason:
-            attributes["hitl.rejection_reason"] = _content(approval.rejection_reason)
+            attributes["hitl.approval.rejection_reason"] = _content(approval.rejection_reason)
     span = _tracer.start_span(
         "approval.wait",
         context=extract(approval.trace_context or {}),
@@ -354,7 +404,7 @@ def _record_decision(approval) -> None:
         attributes=attributes,
     )
     span.end(end_time=_nanoseconds(approval.decided_at))
-    measured = {key: attributes[key] for key in ("hitl.decision", "hitl.decided_via", "hitl.risk", "hitl.approval.kind")}
+    measured = {key: attributes[key] for key in ("hitl.approval.decision", "hitl.approval.decided_via", "hitl.approval.risk", "hitl.approval.kind")}
     _metrics.decided.add(1, measured)
     _metrics.time_to_decision.record(max((approval.decided_at - approval.requested_at).total_seconds(), 0.0), measured)
 

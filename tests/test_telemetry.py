@@ -73,16 +73,33 @@ def test_a_turn_is_one_invoke_agent_span_with_its_model_and_tool_calls_inside(re
     [invoke] = recorded.spans(f"invoke_agent {agent.name}")
     assert invoke.attributes["gen_ai.operation.name"] == "invoke_agent"
     assert invoke.attributes["gen_ai.agent.name"] == agent.name
-    chats = recorded.spans(f"chat {agent.model}")
+    # "scripted/demo": litellm's routing prefix is the provider, the rest is the model.
+    assert (invoke.attributes["gen_ai.provider.name"], invoke.attributes["gen_ai.request.model"]) == ("scripted", "demo")
+    chats = recorded.spans("chat demo")
     [tool] = recorded.spans("execute_tool calculator")
     assert len(chats) == 2  # the call, then the answer that reads its result
-    assert all(chat.attributes["gen_ai.request.model"] == agent.model for chat in chats)
+    for chat in chats:
+        assert (chat.attributes["gen_ai.provider.name"], chat.attributes["gen_ai.request.model"]) == ("scripted", "demo")
+        assert chat.attributes["gen_ai.conversation.id"] == invoke.attributes["gen_ai.conversation.id"]
     assert tool.attributes["gen_ai.tool.name"] == "calculator"
     assert tool.attributes["gen_ai.tool.call.id"] == ToolCall.objects.get().call_id
     for child in [*chats, tool]:
         assert child.context.trace_id == invoke.context.trace_id and child.parent.span_id == invoke.context.span_id
     assert recorded.points("hitl.tool.duration")[0].attributes == {"gen_ai.tool.name": "calculator"}
-    assert sum(point.count for point in recorded.points("gen_ai.client.operation.duration")) == 2
+    durations = recorded.points("gen_ai.client.operation.duration")
+    assert sum(point.count for point in durations) == 2
+    assert all("gen_ai.conversation.id" not in point.attributes for point in durations)  # a span's, never a metric's
+
+
+@pytest.mark.parametrize(("model", "provider", "requested"), [
+    ("openai/gpt-4o-mini", "openai", "gpt-4o-mini"), ("gpt-4o", "openai", "gpt-4o"),
+    ("bedrock/anthropic.claude-3-5-sonnet", "aws.bedrock", "anthropic.claude-3-5-sonnet"), ("gemini/gemini-1.5-pro", "gcp.gemini", "gemini-1.5-pro"),
+    ("vertex_ai/gemini-1.5-pro", "gcp.vertex_ai", "gemini-1.5-pro"), ("azure/my-deployment", "azure.ai.openai", "my-deployment"),
+    ("mistral/mistral-large", "mistral_ai", "mistral-large"), ("claude-3-5-sonnet-20240620", "anthropic", "claude-3-5-sonnet-20240620"),
+    ("xai/grok-2", "x_ai", "grok-2"), ("ollama/llama3", "ollama", "llama3"), ("my-model", "_OTHER", "my-model"),
+])
+def test_the_provider_is_the_conventions_well_known_name_and_the_model_loses_its_routing_prefix(model, provider, requested):
+    assert telemetry.provider_and_model(model) == (provider, requested)
 
 
 def test_a_decided_approval_is_an_approval_wait_span_in_the_trace_that_asked_it(recorded, alice, agent):
@@ -97,9 +114,9 @@ def test_a_decided_approval_is_an_approval_wait_span_in_the_trace_that_asked_it(
     [wait] = recorded.spans("approval.wait")
     assert wait.context.trace_id == invoke.context.trace_id and wait.parent.span_id == invoke.context.span_id
     assert dict(wait.attributes) | {"hitl.conversation.id": ""} == {
-        "hitl.approval.id": approval.pk, "hitl.approval.kind": "action", "hitl.risk": approval.risk,
-        "hitl.decision": "approved", "hitl.decided_via": "api", "hitl.conversation.id": "",
-        "gen_ai.tool.name": "write_file", "gen_ai.tool.call.id": approval.tool_call.call_id,
+        "hitl.approval.id": approval.pk, "hitl.approval.kind": "action", "hitl.approval.risk": approval.risk,
+        "hitl.approval.decision": "approved", "hitl.approval.decided_via": "api", "hitl.conversation.id": "",
+        "hitl.approval.tool.name": "write_file", "hitl.approval.tool.call.id": approval.tool_call.call_id,
     }
     assert wait.start_time == int(approval.requested_at.timestamp() * 1e9)
     assert wait.end_time == int(approval.decided_at.timestamp() * 1e9)
@@ -117,9 +134,9 @@ def test_approvals_are_counted_requested_decided_pending_and_timed(recorded, ali
 
     assert sum(p.value for p in recorded.points("hitl.approvals.requested")) == 2
     [decided] = recorded.points("hitl.approvals.decided")
-    assert (decided.value, decided.attributes["hitl.decision"], decided.attributes["hitl.decided_via"]) == (1, "rejected", "chat")
+    assert (decided.value, decided.attributes["hitl.approval.decision"], decided.attributes["hitl.approval.decided_via"]) == (1, "rejected", "chat")
     [waited] = recorded.points("hitl.approval.time_to_decision")
-    assert waited.count == 1 and waited.attributes["hitl.decision"] == "rejected"
+    assert waited.count == 1 and waited.attributes["hitl.approval.decision"] == "rejected"
     assert [p.value for p in recorded.points("hitl.approvals.pending")] == [1]
 
 
@@ -132,10 +149,10 @@ def test_expiry_and_rules_end_the_wait_too(recorded, alice, agent):
     start(alice, agent, "write hi to a.txt")
 
     expired, by_rule = recorded.spans("approval.wait")
-    assert (expired.attributes["hitl.decision"], expired.attributes["hitl.decided_via"]) == ("expired", "timeout")
-    assert (by_rule.attributes["hitl.decision"], by_rule.attributes["hitl.decided_via"]) == ("approved", "rule")
-    assert by_rule.attributes["hitl.rule_id"] == allow.pk
-    assert "hitl.rule_id" not in expired.attributes
+    assert (expired.attributes["hitl.approval.decision"], expired.attributes["hitl.approval.decided_via"]) == ("expired", "timeout")
+    assert (by_rule.attributes["hitl.approval.decision"], by_rule.attributes["hitl.approval.decided_via"]) == ("approved", "rule")
+    assert by_rule.attributes["hitl.approval.rule_id"] == allow.pk
+    assert "hitl.approval.rule_id" not in expired.attributes
 
 
 def test_arguments_previews_and_results_stay_out_of_telemetry_unless_asked_for(recorded, alice, agent):
@@ -164,7 +181,7 @@ def test_with_content_capture_the_arguments_results_and_preview_are_on_the_spans
     assert "Wrote 12 bytes" in tool.attributes["gen_ai.tool.call.result"]
     [wait] = recorded.spans("approval.wait")
     assert "secret-words" in wait.attributes["hitl.approval.preview"]
-    [asked, *_] = recorded.spans(f"chat {agent.model}")
+    [asked, *_] = recorded.spans("chat demo")
     [message] = json.loads(asked.attributes["gen_ai.output.messages"])
     assert message["parts"][-1]["name"] == "write_file" and "secret-words" in message["parts"][-1]["arguments"]
 
@@ -176,7 +193,7 @@ def test_token_counts_come_from_the_provider_when_it_reports_them(recorded, alic
 
     start(alice, agent, "hi")
 
-    [chat] = recorded.spans("chat openai/gpt-4o-mini")
+    [chat] = recorded.spans("chat gpt-4o-mini")
     assert (chat.attributes["gen_ai.usage.input_tokens"], chat.attributes["gen_ai.usage.output_tokens"]) == (10, 5)
     assert chat.attributes["gen_ai.provider.name"] == "openai"
     assert fake_openai.requests[-1]["stream_options"] == {"include_usage": True}

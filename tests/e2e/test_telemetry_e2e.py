@@ -71,8 +71,8 @@ def test_a_decided_gated_call_is_one_trace_from_the_post_to_its_approval_wait(e2
         return next((s for s in collector.spans_named("approval.wait") if s.attributes.get("hitl.approval.id") == approval["id"]), None)
 
     wait = wait_until(the_wait, timeout=10, message="the approval.wait span at the collector")
-    assert (wait.attributes["hitl.decision"], wait.attributes["hitl.decided_via"]) == ("approved", "api")
-    assert wait.attributes["hitl.risk"] == approval["risk"] and wait.service == "hitl"
+    assert (wait.attributes["hitl.approval.decision"], wait.attributes["hitl.approval.decided_via"]) == ("approved", "api")
+    assert wait.attributes["hitl.approval.risk"] == approval["risk"] and wait.service == "hitl"
     assert "hello" not in str(wait.attributes)  # no content unless HITL_OTEL_CAPTURE_CONTENT=1
 
     # The run resumed after the decision continues the trace: its task's span and its tool's are in
@@ -99,7 +99,7 @@ def test_a_decided_gated_call_is_one_trace_from_the_post_to_its_approval_wait(e2
     for metric in ("hitl.approvals.requested", "hitl.approvals.decided", "hitl.approval.time_to_decision", "hitl.approvals.pending",
                    "gen_ai.client.operation.duration", "hitl.tool.duration"):
         wait_until(lambda: collector.metrics.get(metric), timeout=10, message=f"{metric} at the collector")
-    assert any(p.get("hitl.decision") == "approved" and p.get("hitl.decided_via") == "api" for p in collector.metrics["hitl.approvals.decided"])
+    assert any(p.get("hitl.approval.decision") == "approved" and p.get("hitl.approval.decided_via") == "api" for p in collector.metrics["hitl.approvals.decided"])
 
 
 def _root_of(collector, span_id: str):
