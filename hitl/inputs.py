@@ -1,4 +1,5 @@
 """Reading untrusted input the same way on every surface: ids from forms, text a database can store."""
+import json
 import re
 
 MAX_ID = 2**63 - 1  # what a 64-bit primary key holds
@@ -70,3 +71,39 @@ def is_storable_value(value) -> bool:
     if isinstance(value, list):
         return all(is_storable_value(item) for item in value)
     return True
+
+
+MAX_JSON_DEPTH = 64  # deeper than any body a route of ours reads; far below the parser's recursion limit
+
+
+def parse_json(raw: bytes | str, *, most_bytes: int, most_depth: int = MAX_JSON_DEPTH):
+    """A request body as JSON, or BadInput saying why not, for every JSON route outside django-ninja
+    (and its parser): too large, not JSON (or NaN/Infinity, which JSON has not), nested deeper than
+    `most_depth`, or holding a lone UTF-16 surrogate or a NUL (no database stores either)."""
+    if len(raw) > most_bytes:
+        raise BadInput(f"The body is larger than {most_bytes:,} bytes.")
+    try:
+        value = json.loads(raw, parse_constant=_refuse_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: "[[[[…" past the parser's own depth
+        raise BadInput("The body is not JSON.") from None
+    refuse_unstorable(value, most_depth=most_depth)
+    return value
+
+
+def refuse_unstorable(value, *, most_depth: int = MAX_JSON_DEPTH) -> None:
+    """BadInput if a parsed JSON value nests deeper than `most_depth` or holds text no database
+    stores; walked without recursion, so no depth of nesting can crash the check itself."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > most_depth:
+                raise BadInput(f"The body nests deeper than {most_depth} levels.")
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+        elif isinstance(item, str) and not is_storable(item):
+            raise BadInput("The body holds a NUL or a lone UTF-16 surrogate, which is not text.")
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON")

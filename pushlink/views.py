@@ -1,7 +1,6 @@
 """The service worker at the site root, storing and removing a browser's subscription (a session
 and its CSRF token), the decisions a notification's actions POST (the token is the proof), the
 reject form a notification's Reject opens, and a warning's Extend."""
-import json
 import logging
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from approvals import services, tokens
 from approvals.models import Approval
 from approvals.permissions import can_see
 from approvals.summary import summarize
+from hitl.inputs import BadInput, parse_json
 
 from . import keys, pushservice, subscriptions, texts
 from .channel import open_extend_token
@@ -206,12 +206,10 @@ def extend(request) -> JsonResponse:
 
 
 def _json(request):
-    if len(request.body) > MAX_BODY_BYTES:
-        raise subscriptions.BadSubscription("Too large.")
     try:
-        return json.loads(request.body)
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: "[[[[…" nested past the parser's depth
-        raise subscriptions.BadSubscription("Send JSON.") from None
+        return parse_json(request.body, most_bytes=MAX_BODY_BYTES)
+    except BadInput as exc:
+        raise subscriptions.BadSubscription(str(exc)) from None
 
 
 def _answer(status: int, outcome: str, message: str, approval=None) -> JsonResponse:

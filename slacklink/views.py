@@ -1,6 +1,5 @@
 """Slack's endpoints (the slash command and interactions: signed, new, then handled) and the
 profile page's Slack section (a one-time link code, unlink)."""
-import json
 import logging
 
 from django.conf import settings
@@ -9,6 +8,8 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
+
+from hitl.inputs import BadInput, parse_json
 
 from . import accounts, client, commands, interactions, verification
 from .models import SlackAccount
@@ -65,8 +66,8 @@ def interaction(request) -> HttpResponse:
     if refused := _refusal(request):
         return refused
     try:
-        payload = json.loads(request.POST.get("payload", ""))
-    except (ValueError, RecursionError):  # RecursionError: "[[[[…" nested past the parser's depth
+        payload = parse_json(request.POST.get("payload", ""), most_bytes=len(request.body))
+    except BadInput:
         return JsonResponse({"detail": "No JSON payload."}, status=400)
     if not isinstance(payload, dict):
         return JsonResponse({"detail": "The payload is not an object."}, status=400)

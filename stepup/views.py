@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 
 from approvals import services
 from approvals.models import Approval
+from hitl.inputs import BadInput, parse_json
 
 from . import ceremony
 from .models import Passkey
@@ -110,11 +111,11 @@ def approve(request, approval_id: int, via: str) -> HttpResponse:
 
 
 def _body(request) -> dict:
-    if len(request.body) > MAX_BODY_BYTES:
-        return {}
+    """The JSON object posted; {} for anything else (too large, not JSON, too deep, not text), which
+    each view then refuses as missing what it needs (a 400 that says what to send)."""
     try:
-        body = json.loads(request.body or b"{}")
-    except (ValueError, UnicodeDecodeError):
+        body = parse_json(request.body or b"{}", most_bytes=MAX_BODY_BYTES)
+    except BadInput:
         return {}
     return body if isinstance(body, dict) else {}
 

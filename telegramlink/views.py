@@ -2,7 +2,6 @@
 a secret path, and the secret header checked on every update."""
 import hashlib
 import hmac
-import json
 import logging
 
 from django.conf import settings
@@ -11,6 +10,8 @@ from django.http import Http404, HttpResponse, HttpResponseForbidden, JsonRespon
 from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
+
+from hitl.inputs import BadInput, parse_json
 
 from . import accounts, bot, updates
 from .models import TelegramAccount
@@ -66,9 +67,9 @@ def webhook(request, secret: str) -> HttpResponse:
     if len(request.body) > MAX_UPDATE_BYTES:
         return JsonResponse({"detail": "Too large."}, status=413)
     try:
-        update = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: "[[[[…" nested past the parser's depth
-        return JsonResponse({"detail": "Not JSON."}, status=400)
+        update = parse_json(request.body, most_bytes=MAX_UPDATE_BYTES)
+    except BadInput as exc:
+        return JsonResponse({"detail": str(exc)}, status=400)
     if isinstance(update, dict):
         updates.handle(update)
     return JsonResponse({"ok": True})

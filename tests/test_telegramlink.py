@@ -1195,7 +1195,7 @@ def test_the_webhook_with_a_non_ascii_secret_header_is_forbidden(fake):
 def test_the_webhook_answers_400_to_a_body_that_is_not_json(fake):
     for body in ("not json", b"\xff\xfe\x00", "{", ""):
         response = webhook(body, header=webhook_secret("header"))
-        assert response.status_code == 400 and response.json() == {"detail": "Not JSON."}, body
+        assert response.status_code == 400 and response.json() == {"detail": "The body is not JSON."}, body
 
 
 def test_the_webhook_takes_json_that_is_no_update_and_does_nothing(fake):
