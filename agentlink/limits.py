@@ -8,9 +8,12 @@ from collections import Counter
 
 from django.conf import settings
 
+from hitl.inputs import BadInput, parse_json
+
 STREAM_METHODS = {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
 TOO_MANY = -32029  # a server-defined JSON-RPC code (-32000 to -32099), 429 as HTTP says it
 RETRY_SECONDS = 1
+A2A_DEPTH = 256  # a message's data parts are the client's own JSON
 
 
 class Throttle:
@@ -66,8 +69,8 @@ def _replay(body: bytes, receive, *, first: dict | None = None):
 
 def _method(body: bytes) -> tuple[str, object]:
     try:
-        request = json.loads(body) if body else None
-    except (ValueError, UnicodeDecodeError):
+        request = parse_json(body, most_bytes=len(body), most_depth=A2A_DEPTH) if body else None
+    except BadInput:  # the A2A handler answers it (a JSON-RPC parse error)
         return "", None
     if not isinstance(request, dict):
         return "", None

@@ -12,7 +12,6 @@
 Input the run cannot read is a 4xx before the stream starts; what the run cannot do (an interrupt
 decided already, a busy thread) is a RUN_ERROR with a code. An error of ours is "internal error"
 with an id that the log carries next to the traceback."""
-import json
 import logging
 import re
 import time
@@ -31,7 +30,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from hitl.inputs import has_surrogate
+from hitl.inputs import BadInput, parse_json
 from hitl.live import Listening, conversation_group
 from hitl.mounted import Secure, allowed_hosts
 
@@ -58,12 +57,11 @@ async def run(request: Request):
     content_type = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     if content_type != "application/json":
         return JSONResponse({"detail": "POST the RunAgentInput as application/json."}, status_code=415)
-    try:
-        body = json.loads(await request.body(), parse_constant=_refuse_constant)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return JSONResponse({"detail": "The body is not JSON: POST a RunAgentInput."}, status_code=400)
-    if refusal := _unreadable(body):
-        return JSONResponse({"detail": refusal}, status_code=400)
+    raw = await request.body()
+    try:  # too deep, NaN, or no text (a lone surrogate can be neither stored nor sent back)
+        body = parse_json(raw, most_bytes=len(raw), most_depth=MAX_DEPTH, nul_is_text=True)  # a NUL: the field's RUN_ERROR
+    except BadInput as exc:
+        return JSONResponse({"detail": f"{exc} POST a RunAgentInput."}, status_code=400)
     try:
         run_input = RunAgentInput.model_validate(body)
     except ValidationError as exc:
@@ -91,28 +89,6 @@ class RunResponse(StreamingResponse):
             open_runs[self.user_id] -= 1
             if open_runs[self.user_id] <= 0:
                 del open_runs[self.user_id]
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not JSON")
-
-
-def _unreadable(body) -> str:
-    """Why a parsed body cannot be read as a run, before anything reads it: nesting deeper than
-    MAX_DEPTH, or a lone UTF-16 surrogate ("\\ud800" is valid JSON, but no text: it can be neither
-    stored nor sent back). Iterative, so that no depth is too deep to check."""
-    pending = [(body, 1)]
-    while pending:
-        value, depth = pending.pop()
-        if depth > MAX_DEPTH:
-            return f"The body nests deeper than {MAX_DEPTH} levels."
-        if isinstance(value, str) and has_surrogate(value):
-            return "The body holds a lone UTF-16 surrogate (an escape such as \\ud800 alone), which is not text."
-        if isinstance(value, dict):
-            pending += [(key, depth) for key in value] + [(item, depth + 1) for item in value.values()]
-        elif isinstance(value, list):
-            pending += [(item, depth + 1) for item in value]
-    return ""
 
 
 async def stream(run_input: RunAgentInput, user, agent):

@@ -69,3 +69,12 @@ def test_no_route_answers_bad_json_with_a_500(signed_in, alice, agent):
             reached += answer.status_code not in (301, 302, 403, 404, 405)
     assert not failures, "\n".join(failures)
     assert reached > (100 if signed_in else 20)  # the bodies reached views, not only redirects to the login page
+
+
+def test_the_a2a_limits_peek_at_any_body_without_crashing():
+    """The A2A middleware reads a request's method to count streams; the A2A handler answers what is not JSON-RPC."""
+    from agentlink.limits import _method
+
+    for body in BODIES.values():
+        assert _method(body.encode()) == ("", None)
+    assert _method(b'{"jsonrpc": "2.0", "id": 3, "method": "SendMessage"}') == ("SendMessage", 3)
