@@ -198,6 +198,7 @@ class Stack:
             "HITL_QUOTA_CONVERSATIONS_PER_HOUR": "0",
             "HITL_QUOTA_MESSAGES_PER_MINUTE": "0",
             "HITL_QUOTA_MODEL_CALLS_PER_HOUR": "0",
+            "HITL_QUOTA_OUTSIDE_REQUESTS_PER_HOUR": "0",
             "HITL_LOG_LEVEL": "WARNING",  # a log line per conversation would be most of a worker's output
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             # litellm's OpenAI provider insists on a key even for the local model server (bench/model_server.py).

@@ -70,7 +70,7 @@ def conversation_for(user, agent, *, source: str, thread: str = "") -> Conversat
         return conversation
     try:
         with transaction.atomic():
-            quotas.check_conversation(user)  # a new conversation counts, as one the chat starts does
+            quotas.check_outside_request(user)  # what fills the database here is requests: their quota
             return Conversation.objects.create(**found, title=thread[:200] or _untitled(source))
     except IntegrityError:  # made by a concurrent request of the same thread a moment ago
         return Conversation.objects.get(**found)
@@ -116,7 +116,7 @@ def request_call(conversation: Conversation, *, tool, arguments, reason="", risk
         screening, suggestion, route = screen(call, gated, conversation, live_rules, routing.live_routes(conversation.agent_id))
     with transaction.atomic():
         lock_conversation(conversation)
-        quotas.check_message(conversation.owner)
+        quotas.check_outside_request(conversation.owner)
         # The reason is the card's ("Why it asks"): the turn itself says nothing more.
         message = append_message(conversation, role="assistant", content="", push=False, locked=True, author=conversation.owner)
         call.message = message

@@ -15,14 +15,16 @@ from django.db.models import QuerySet, Subquery
 from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 
-from .models import Conversation, Message
+from .models import Conversation, ConversationSource, Message
+
+CHAT = ConversationSource.CHAT
 
 
 class QuotaExceeded(Exception):
     """Too many in the window; `retry_after` is how many seconds until one more is allowed."""
 
     def __init__(self, what: str, retry_after: int):
-        self.retry_after = retry_after
+        self.what, self.retry_after = what, retry_after
         super().__init__(f"You have reached the limit of {what}. Try again in {retry_after} s.")
 
 
@@ -38,6 +40,15 @@ def check_message(user) -> None:
     _check(user, _messages(user))
 
 
+def check_outside_request(user) -> None:
+    """Before an outside approval request or a gateway call is stored (and before the conversation
+    one makes): a quota of their own, so that an agent asking never uses up its owner's chat, whose
+    quotas count chat conversations, messages and model calls only."""
+    limit = settings.HITL_QUOTA_OUTSIDE_REQUESTS_PER_HOUR
+    outside = Message.objects.filter(conversation__owner=user, role=Message.Role.ASSISTANT).exclude(conversation__source=CHAT)
+    _check(user, [_Quota(limit, timedelta(hours=1), f"{limit} approval requests and gateway calls an hour", lambda: outside)])
+
+
 @dataclass(frozen=True)
 class _Quota:
     limit: int  # 0: off
@@ -48,17 +59,22 @@ class _Quota:
 
 def _conversations(user) -> _Quota:
     limit = settings.HITL_QUOTA_CONVERSATIONS_PER_HOUR
-    return _Quota(limit, timedelta(hours=1), f"{limit} conversations an hour", lambda: Conversation.objects.filter(owner=user))
+    return _Quota(
+        limit, timedelta(hours=1), f"{limit} conversations an hour", lambda: Conversation.objects.filter(owner=user, source=CHAT)
+    )
 
 
 def _messages(user) -> list[_Quota]:
     per_minute, calls = settings.HITL_QUOTA_MESSAGES_PER_MINUTE, settings.HITL_QUOTA_MODEL_CALLS_PER_HOUR
     return [
-        _Quota(per_minute, timedelta(minutes=1), f"{per_minute} messages a minute", lambda: Message.objects.filter(author=user)),
-        # Each assistant message is one model call.
+        _Quota(
+            per_minute, timedelta(minutes=1), f"{per_minute} messages a minute",
+            lambda: Message.objects.filter(author=user, conversation__source=CHAT),
+        ),
+        # Each assistant message of a chat is one model call (an outside conversation's are requests).
         _Quota(
             calls, timedelta(hours=1), f"{calls} model calls an hour",
-            lambda: Message.objects.filter(conversation__owner=user, role=Message.Role.ASSISTANT),
+            lambda: Message.objects.filter(conversation__owner=user, conversation__source=CHAT, role=Message.Role.ASSISTANT),
         ),
     ]
 

@@ -1,4 +1,5 @@
 """Pages and posts of the chat: the conversation list, a conversation, messages, retry, approve all."""
+import math
 import re
 
 from django.contrib.auth.decorators import login_required
@@ -39,7 +40,7 @@ def new_conversation(request):
     except services.InvalidMessage as exc:
         return HttpResponse(str(exc), status=400)
     except QuotaExceeded as exc:
-        return _too_many(exc)
+        return _too_many(request, exc)
     return redirect("chat:conversation", conversation_id=conversation.pk)
 
 
@@ -115,7 +116,7 @@ def post_message(request, conversation_id):
     except (services.InvalidMessage, services.NotOwner, QuotaExceeded) as exc:
         status = 429 if isinstance(exc, QuotaExceeded) else 400
         if not request.htmx:
-            return _too_many(exc) if status == 429 else HttpResponse(str(exc), status=status)
+            return _too_many(request, exc) if status == 429 else HttpResponse(str(exc), status=status)
         context = {"conversation": conversation, "error": str(exc), "content": content}
         response = render(request, "partials/composer.html", context, status=status)
         if status == 429:
@@ -139,7 +140,7 @@ def retry(request, conversation_id):
     except services.InvalidMessage as exc:  # an outside conversation: no model runs in it
         return HttpResponse(str(exc), status=400)
     except QuotaExceeded as exc:
-        return _too_many(exc)
+        return _too_many(request, exc)
     if request.htmx:
         return HttpResponse(status=204)  # the status bar is pushed to every tab
     return redirect("chat:conversation", conversation_id=conversation.pk)
@@ -176,7 +177,10 @@ def stop(request, conversation_id, via: str = Approval.Via.CHAT):
     return redirect("chat:conversation", conversation_id=conversation.pk)
 
 
-def _too_many(exc: QuotaExceeded) -> HttpResponse:
-    response = HttpResponse(str(exc), status=429, content_type="text/plain; charset=utf-8")
+def _too_many(request, exc: QuotaExceeded) -> HttpResponse:
+    """The quota page: which limit, how long to wait, and that nothing typed was lost or sent."""
+    seconds = exc.retry_after
+    wait = f"{seconds} s" if seconds < 120 else f"{math.ceil(seconds / 60)} minutes"
+    response = render(request, "chat/quota.html", {"what": exc.what, "wait": wait}, status=429)
     response["Retry-After"] = str(exc.retry_after)
     return response

@@ -186,6 +186,8 @@ AXES_VERBOSE = False
 HITL_QUOTA_CONVERSATIONS_PER_HOUR = int(os.environ.get("HITL_QUOTA_CONVERSATIONS_PER_HOUR", "30"))
 HITL_QUOTA_MESSAGES_PER_MINUTE = int(os.environ.get("HITL_QUOTA_MESSAGES_PER_MINUTE", "20"))
 HITL_QUOTA_MODEL_CALLS_PER_HOUR = int(os.environ.get("HITL_QUOTA_MODEL_CALLS_PER_HOUR", "300"))
+# Outside approval requests and MCP gateway calls: a quota of their own, never the owner's chat's.
+HITL_QUOTA_OUTSIDE_REQUESTS_PER_HOUR = int(os.environ.get("HITL_QUOTA_OUTSIDE_REQUESTS_PER_HOUR", "1000"))
 # web_fetch: the whole call (lookup, connection, reading the body) ends after this many seconds.
 HITL_FETCH_SECONDS = float(os.environ.get("HITL_FETCH_SECONDS", "10"))
 LOGIN_REDIRECT_URL = "/"

@@ -13,6 +13,7 @@ HITL_LLM_RETRY_BACKOFF = 0.01
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # The suite starts many conversations a minute; tests/security/test_rate_limits.py turns quotas on.
 HITL_QUOTA_CONVERSATIONS_PER_HOUR = HITL_QUOTA_MESSAGES_PER_MINUTE = HITL_QUOTA_MODEL_CALLS_PER_HOUR = 0
+HITL_QUOTA_OUTSIDE_REQUESTS_PER_HOUR = 0
 if "TEST" in DATABASES["default"]:  # noqa: F405  (SQLite)
     # A test database of each pytest process's own: two runs at once in one checkout never share one.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test_db_{os.getpid()}.sqlite3")}  # noqa: F405

@@ -222,11 +222,12 @@ def test_a_wrong_bearer_token_is_a_401_on_a_post_too_never_the_sessions_csrf_403
     assert response.status_code == 401
 
 
-def test_a_new_outside_conversation_counts_toward_the_conversation_quota(alice, gated_deploy, api_as, settings):
-    settings.HITL_QUOTA_CONVERSATIONS_PER_HOUR = 2
+def test_outside_requests_count_toward_their_own_quota_not_the_chats_conversations(alice, gated_deploy, api_as, settings):
+    settings.HITL_QUOTA_CONVERSATIONS_PER_HOUR = 1  # the chat's: outside threads are not chat conversations
+    settings.HITL_QUOTA_OUTSIDE_REQUESTS_PER_HOUR = 3
     api = api_as(alice)
     statuses = [ask(api, thread=f"t{n}").status_code for n in range(3)]
     again = ask(api, thread="t0")
 
-    assert statuses == [201, 201, 429]
-    assert again.status_code == 201  # an existing thread is no new conversation
+    assert statuses == [201, 201, 201]
+    assert again.status_code == 429  # a fourth request, in a thread that exists: the requests' quota

@@ -71,6 +71,7 @@ def stack(django_db_setup, django_db_blocker, tmp_path_factory):
         "HITL_QUOTA_CONVERSATIONS_PER_HOUR": "0",
         "HITL_QUOTA_MESSAGES_PER_MINUTE": "0",
         "HITL_QUOTA_MODEL_CALLS_PER_HOUR": "0",
+        "HITL_QUOTA_OUTSIDE_REQUESTS_PER_HOUR": "0",
         "PYTHONUNBUFFERED": "1",
         # Beat expires approvals every half second; failed webhooks retry after 0.2 s, 0.4 s, ...
         "HITL_EXPIRY_SWEEP_SECONDS": "0.5",

@@ -48,7 +48,7 @@ def test_starting_more_conversations_than_the_quota_is_a_429_with_retry_after(al
 
     assert response.status_code == 429 and 0 < int(response["Retry-After"]) <= 3600
     assert response.json()["detail"].startswith("You have reached the limit of 3 conversations an hour.")
-    assert page.status_code == 429 and "Try again in" in page.content.decode()
+    assert page.status_code == 429 and "Try again in 60 minutes" in page.content.decode()
     assert Conversation.objects.count() == 3
 
 
@@ -75,3 +75,32 @@ def test_model_calls_past_the_quota_are_refused(alice, agent, api_as, settings):
     response = api_as(alice).post(f"conversations/{conversation.pk}/messages", {"content": "what is 2 + 2"})
 
     assert response.status_code == 429 and "model calls an hour" in response.json()["detail"]
+
+
+def test_outside_requests_have_a_quota_of_their_own_and_never_use_up_the_owners_chat(alice, agent, api_as, settings):
+    """Issue 36: 256 approval requests used to count as 256 model calls, and the owner could not chat for 47 minutes."""
+    settings.HITL_QUOTA_CONVERSATIONS_PER_HOUR = settings.HITL_QUOTA_MESSAGES_PER_MINUTE = settings.HITL_QUOTA_MODEL_CALLS_PER_HOUR = 3
+    settings.HITL_QUOTA_OUTSIDE_REQUESTS_PER_HOUR = 5
+    api = api_as(alice)
+    asked = [api.post("approval-requests", {"agent": agent.slug, "tool": "delete_file", "arguments": {"path": f"{i}.txt"}}) for i in range(5)]
+    assert [r.status_code for r in asked] == [201] * 5  # past the chat's three conversations, messages and model calls
+
+    refused = api.post("approval-requests", {"agent": agent.slug, "tool": "delete_file", "arguments": {"path": "x.txt"}})
+    assert refused.status_code == 429 and 0 < int(refused["Retry-After"]) <= 3600
+    assert refused.json()["detail"].startswith("You have reached the limit of 5 approval requests and gateway calls an hour.")
+
+    # The owner's chat is untouched by what the agent asked.
+    assert api.post("conversations", {"agent": "demo", "message": "what is 1 + 1"}).status_code == 201
+
+
+def test_the_quota_page_is_a_page_that_says_how_long_to_wait_and_what_to_do(alice, agent, settings):
+    settings.HITL_QUOTA_CONVERSATIONS_PER_HOUR = 1
+    client = client_for(alice)
+    client.post("/conversations/new/", {"agent": "demo", "content": "what is 1 + 1"})
+
+    page = client.post("/conversations/new/", {"agent": "demo", "content": "what is 2 + 2"})
+
+    text = page.content.decode()
+    assert page.status_code == 429 and page["Content-Type"].startswith("text/html") and "<title>Slow down" in text
+    minutes = -(-int(page["Retry-After"]) // 60)
+    assert f"Wait {minutes} minutes" in text and "1 conversations an hour" in text and "Back to your conversations" in text
