@@ -1,6 +1,7 @@
 """Approvals in the JSON API: list what the caller may see, read one (waiting for its decision),
 decide one, decide many, claim one, extend one's deadline, ask an expired one again."""
 import asyncio
+from collections import Counter
 from datetime import datetime
 from datetime import timezone as dt_timezone
 from typing import Annotated, Any, Literal
@@ -470,6 +471,20 @@ def ask_approval_again(request, approval_id: ApprovalId):
 
 RECHECK_SECONDS = 1.0
 _database = thread_pool("api-wait", 4)  # long polls read here, between waits that hold no thread
+# Long polls waiting now, per user, in this process: one user's hundreds never crowd out another's reads.
+_waiting: Counter = Counter()
+
+
+class TooManyWaiting(Exception):
+    """More long polls of one user at once than HITL_LONG_POLLS_PER_USER: a 429 (hitl.api)."""
+
+    retry_after = 1
+
+    def __init__(self):
+        super().__init__(
+            f"You have {settings.HITL_LONG_POLLS_PER_USER} requests waiting (?wait=) already: "
+            "wait on fewer approvals at once, or read without ?wait."
+        )
 
 
 class ApprovalWithConversation(ApprovalItem):
@@ -524,20 +539,29 @@ async def get_approval(request, approval_id: ApprovalId, wait: int = 0):
     database connection while it waits (it listens for the conversation's pushes, and reads the
     row again every second in case one was lost)."""
     read, pending = _database(approval_object), _database(_still_pending)
+    wait = max(0, min(wait, settings.HITL_API_MAX_WAIT_SECONDS))
+    user_id = request.auth.pk
+    if wait and _waiting[user_id] >= settings.HITL_LONG_POLLS_PER_USER:
+        raise TooManyWaiting  # before any read: the extra ones cost no database thread
     item = await read(request.auth, approval_id)
     if item is None:
         raise Http404("No such approval.")
-    wait = max(0, min(wait, settings.HITL_API_MAX_WAIT_SECONDS))
     if not wait or item["status"] != Approval.Status.PENDING:
         return item
-    async with Listening(conversation_group(item["conversation_id"])) as listening:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait
-        while (left := deadline - loop.time()) > 0:
-            await listening.wait(min(left, RECHECK_SECONDS))
-            if not await pending(approval_id):
-                break
-    item = await _database(_approval_object_now)(request.auth.pk, approval_id)  # as its poller may see it now
+    _waiting[user_id] += 1
+    try:
+        async with Listening(conversation_group(item["conversation_id"])) as listening:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + wait
+            while (left := deadline - loop.time()) > 0:
+                await listening.wait(min(left, RECHECK_SECONDS))
+                if not await pending(approval_id):
+                    break
+    finally:
+        _waiting[user_id] -= 1
+        if _waiting[user_id] <= 0:
+            del _waiting[user_id]
+    item = await _database(_approval_object_now)(user_id, approval_id)  # as its poller may see it now
     if item is None:
         raise Http404("No such approval.")
     return item

@@ -8,6 +8,7 @@ from ninja.errors import HttpError
 from ninja.parser import Parser
 from ninja.security import HttpBearer, SessionAuth
 
+from approvals.api import TooManyWaiting
 from approvals.api import router as approvals_router
 from approvals.rule_api import router as rules_router
 from approvals.rulemaking import InvalidRule, ScopeNotAllowed, TargetNotFound
@@ -160,6 +161,13 @@ def not_allowed(request, exc: Exception):
 def step_up_required(request, exc: StepUpRequired):
     # A token is no passkey: such a call is approved on the site; rejecting it here still works.
     return api.create_response(request, {"detail": str(exc), "status": "pending"}, status=403)
+
+
+@api.exception_handler(TooManyWaiting)
+def too_many_waiting(request, exc: TooManyWaiting):
+    response = api.create_response(request, {"detail": str(exc)}, status=429)
+    response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 @api.exception_handler(QuotaExceeded)

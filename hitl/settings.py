@@ -305,6 +305,8 @@ HITL_TELEGRAM_STALE_SECONDS = float(os.environ.get("HITL_TELEGRAM_STALE_SECONDS"
 HITL_A2A_WAIT_SECONDS = float(os.environ.get("HITL_A2A_WAIT_SECONDS", "120"))
 # The longest a long poll of the JSON API holds (GET /api/approvals/{id}?wait=N): N is cut to it.
 HITL_API_MAX_WAIT_SECONDS = int(os.environ.get("HITL_API_MAX_WAIT_SECONDS", "60"))
+# How many of one user's long polls may wait at once, per web process: the extra ones get a 429.
+HITL_LONG_POLLS_PER_USER = int(os.environ.get("HITL_LONG_POLLS_PER_USER", "20"))
 HITL_A2A_STREAM_SECONDS = float(os.environ.get("HITL_A2A_STREAM_SECONDS", "3600"))
 # A2A: how many hitl agents may ask one another in a row (a remote agent's `__ask` carries the count in
 # the message's metadata, `hitl_hops`); one more is refused, so that agents linked in a circle stop.

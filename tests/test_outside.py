@@ -8,6 +8,7 @@ import pytest
 from approvals import audit
 from approvals.models import Approval, Outcome, Rule
 from chat.models import Conversation, ToolCall
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -231,3 +232,26 @@ def test_outside_requests_count_toward_their_own_quota_not_the_chats_conversatio
 
     assert statuses == [201, 201, 201]
     assert again.status_code == 429  # a fourth request, in a thread that exists: the requests' quota
+
+
+def test_one_users_long_polls_past_the_cap_are_429_and_nobody_elses_are(alice, bob, gated_deploy, api_as, settings):
+    from approvals.api import _waiting
+
+    settings.HITL_LONG_POLLS_PER_USER = 2
+    body = ask(api_as(alice)).json()
+    answers = []
+    waiting = [threading.Thread(target=lambda: answers.append(api_as(alice).get(f"approvals/{body['id']}", wait=20))) for _ in range(2)]
+    for thread in waiting:
+        thread.start()
+    wait_until(lambda: _waiting[alice.pk] == 2, timeout=10, message="alice's two long polls to wait")
+
+    extra = api_as(alice).get(f"approvals/{body['id']}", wait=5)
+    assert extra.status_code == 429 and extra["Retry-After"] == "1" and "2 requests waiting" in extra.json()["detail"]
+    assert api_as(alice).get(f"approvals/{body['id']}").status_code == 200  # a read that does not wait is never refused
+    assert api_as(bob).get(f"approvals/{body['id']}", wait=1).status_code == 200  # another user's cap is their own
+
+    api_as(bob).post(f"approvals/{body['id']}/decision", {"decision": "reject", "reason": "no", "shown_hash": body["shown_hash"]})
+    for thread in waiting:
+        thread.join(timeout=20)
+    assert [a.json()["status"] for a in answers] == ["rejected", "rejected"]
+    assert alice.pk not in _waiting  # each wait gave its place back
