@@ -31,17 +31,24 @@ def only_pending(conversation) -> Approval:
     return approval
 
 
-def test_a_row_whose_last_attempt_was_lost_with_its_worker_fails_visibly_and_can_be_sent_again(alice, agent, settings):
-    """A worker killed (or a send that raised) on the last attempt leaves the row queued with its
-    retries spent: no send claims it and the sweep skipped it, so it waited forever, out of reach
-    of the admin's "send again" (failed rows only). The sweep now marks it failed."""
+def claimed_mail_with_no_retry_left(alice, agent, settings) -> int:
+    """alice's mail of a pending call, queued (not sent: email was off when it was asked) and
+    claimed for its one and only attempt."""
     settings.HITL_EMAIL_APPROVALS, settings.HITL_EMAIL_RETRIES = False, 0
     alice.email = "alice@example.org"
     alice.save(update_fields=["email"])
     approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
     settings.HITL_EMAIL_APPROVALS = True
     (pk,) = EMAIL.queue(approval)
-    assert outbox.claim(EMAIL, EmailDelivery, pk) is not None  # its worker dies here, on its only attempt
+    assert outbox.claim(EMAIL, EmailDelivery, pk) is not None
+    return pk
+
+
+def test_a_row_whose_last_attempt_was_lost_with_its_worker_fails_visibly_and_can_be_sent_again(alice, agent, settings):
+    """A worker killed (or a send that raised) on the last attempt leaves the row queued with its
+    retries spent: no send claims it and the sweep skipped it, so it waited forever, out of reach
+    of the admin's "send again" (failed rows only). The sweep now marks it failed."""
+    pk = claimed_mail_with_no_retry_left(alice, agent, settings)  # its worker dies here, on its only attempt
 
     later = timezone.now() + timedelta(seconds=settings.HITL_EMAIL_STALE_SECONDS + 1)
     found = outbox.lost(EMAIL, now=later)
@@ -53,13 +60,7 @@ def test_a_row_whose_last_attempt_was_lost_with_its_worker_fails_visibly_and_can
 
 
 def test_a_row_whose_last_attempt_is_still_on_its_way_is_left_alone(alice, agent, settings):
-    settings.HITL_EMAIL_APPROVALS, settings.HITL_EMAIL_RETRIES = False, 0
-    alice.email = "alice@example.org"
-    alice.save(update_fields=["email"])
-    approval = only_pending(start_conversation(alice, agent, "write hello to a.txt"))
-    settings.HITL_EMAIL_APPROVALS = True
-    (pk,) = EMAIL.queue(approval)
-    outbox.claim(EMAIL, EmailDelivery, pk)
+    pk = claimed_mail_with_no_retry_left(alice, agent, settings)
 
     outbox.lost(EMAIL)  # claimed just now: not stale, its send may still finish
 
