@@ -117,6 +117,8 @@ class AgentHandler(RequestHandler):
     @validate_request_params
     async def on_subscribe_to_task(self, params: pb.SubscribeToTaskRequest, context: ServerCallContext) -> AsyncGenerator:
         task = await self._task(params.id, context)
+        if (await database(runs.read)(task)).state in runs.TERMINAL:  # nothing more will happen: GetTask reads it
+            raise UnsupportedOperationError(message=f"Task {task.pk} is over: there is nothing to subscribe to; GetTask reads it.")
         async for event in self._events(task):
             yield event
 
@@ -312,8 +314,11 @@ def _continue(task: runs.Task, user, message: pb.Message) -> str:
         except decisions.Refused as exc:
             raise InvalidParamsError(message=exc.message, data=exc.data) from None
         name = pb.TaskState.Name(reading.state).removeprefix("TASK_STATE_").lower().replace("_", "-")
-        after = "send a new message with its contextId and no taskId" if reading.state in runs.TERMINAL else "wait until it asks"
-        raise InvalidRequestError(message=f"Task {task.pk} is {name}: it takes no decision now; {after}.")
+        if reading.state in runs.TERMINAL:  # the specification's error for a task in a terminal state
+            raise UnsupportedOperationError(
+                message=f"Task {task.pk} is {name}: it takes no decision now; send a new message with its contextId and no taskId."
+            )
+        raise InvalidRequestError(message=f"Task {task.pk} is {name}: it takes no decision now; wait until it asks.")
     try:
         outcome = decisions.apply(
             conversation=task.conversation, user=user, message=message, pending=reading.pending,

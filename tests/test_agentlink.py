@@ -875,6 +875,17 @@ def test_send_message_starts_a_task_that_pauses_and_a_decision_completes_it(alic
 
 
 
+def test_subscribing_to_a_task_that_is_over_is_the_specifications_unsupported_operation(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    send(task, alice, {"decision_type": "approve"})
+    body = {"jsonrpc": "2.0", "id": 9, "method": "SubscribeToTask", "params": {"id": str(task.pk)}}
+
+    response = call("POST", "/a2a/demo/", token=ApiToken.issue(alice), headers={"A2A-Version": "1.0"}, json=body)
+
+    text = response.text
+    assert response.status_code == 200 and '"code":-32004' in text.replace(" ", "") and "nothing to subscribe to" in text, text
+
+
 def test_a_message_on_a_task_that_is_over_is_refused_and_says_to_start_a_new_one(alice, agent):
     task = a2a_task(alice, agent, "write hello to a.txt")
     send(task, alice, {"decision_type": "approve"})
@@ -882,7 +893,7 @@ def test_a_message_on_a_task_that_is_over_is_refused_and_says_to_start_a_new_one
 
     refusal = rpc(ApiToken.issue(alice), "SendMessage", later)
 
-    assert refusal["error"]["code"] == -32600
+    assert refusal["error"]["code"] == -32004  # UnsupportedOperationError: the specification's for a terminal task
     assert refusal["error"]["message"] == (
         f"Task {task.pk} is completed: it takes no decision now; send a new message with its contextId and no taskId.")
     assert Task.objects.filter(conversation_id=task.conversation_id).count() == 1
