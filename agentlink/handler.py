@@ -127,6 +127,8 @@ class AgentHandler(RequestHandler):
     async def on_get_task(self, params: pb.GetTaskRequest, context: ServerCallContext) -> pb.Task:
         task = await self._task(params.id, context)
         history = params.history_length if params.HasField("history_length") else None
+        if history is not None and history < 0:
+            raise InvalidParamsError(message="historyLength is a number of messages: 0 or more.")
         return await self._snapshot(task, history_length=history)
 
     @guarded
@@ -360,6 +362,10 @@ def _list_tasks(params: pb.ListTasksRequest, user, agent, *, client: str = "") -
         tasks = runs.with_state(tasks).filter(a2a_state=params.status)
     if params.HasField("status_timestamp_after"):
         tasks = tasks.filter(conversation__updated_at__gt=params.status_timestamp_after.ToDatetime(tzinfo=timezone.utc))
+    if params.page_size < 0 or (params.HasField("history_length") and params.history_length < 0):
+        raise InvalidParamsError(message="pageSize and historyLength are numbers: 0 or more (0: the default).")
+    if params.status and params.status not in pb.TaskState.values():
+        raise InvalidParamsError(message=f"status {params.status} is none of the task states.")
     size = min(params.page_size, MAX_PAGE_SIZE) if params.page_size > 0 else PAGE_SIZE
     try:
         offset = int(params.page_token or 0)

@@ -1174,3 +1174,16 @@ def test_the_owner_may_not_approve_a_routed_call_and_is_told_it_is_routed(alice,
 
     assert refusal.message == f"Approval #{approval.pk} is routed: only members of its approver groups decide it, never its requester."
     assert statuses(task) == ["pending"] and not approval.votes.exists()
+
+
+def test_negative_page_sizes_and_history_lengths_and_unknown_states_are_invalid_params(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    token = ApiToken.issue(alice)
+    refused = [
+        rpc(token, "ListTasks", {"pageSize": -1}),
+        rpc(token, "ListTasks", {"historyLength": -2}),
+        rpc(token, "ListTasks", {"status": 99}),
+        rpc(token, "GetTask", {"id": str(task.pk), "historyLength": -1}),
+    ]
+    assert [answer.get("error", {}).get("code") for answer in refused] == [-32602] * 4, refused
+    assert rpc(token, "ListTasks", {"pageSize": 0})["result"]["tasks"]  # 0: the default size
