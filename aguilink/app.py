@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from hitl.inputs import BadInput, parse_json
+from hitl.inputs import NO_SURROGATES, BadInput, parse_json
 from hitl.live import Listening, conversation_group
 from hitl.mounted import Secure, allowed_hosts
 
@@ -59,7 +59,7 @@ async def run(request: Request):
         return JSONResponse({"detail": "POST the RunAgentInput as application/json."}, status_code=415)
     raw = await request.body()
     try:  # too deep, NaN, or no text (a lone surrogate can be neither stored nor sent back)
-        body = parse_json(raw, most_bytes=len(raw), most_depth=MAX_DEPTH, nul_is_text=True)  # a NUL: the field's RUN_ERROR
+        body = parse_json(raw, most_bytes=len(raw), most_depth=MAX_DEPTH, text=NO_SURROGATES)  # a NUL: the field's RUN_ERROR
     except BadInput as exc:
         return JSONResponse({"detail": f"{exc} POST a RunAgentInput."}, status_code=400)
     try:

@@ -76,22 +76,27 @@ def is_storable_value(value) -> bool:
 MAX_JSON_DEPTH = 64  # deeper than any body a route of ours reads; far below the parser's recursion limit
 
 
-def parse_json(raw: bytes | str, *, most_bytes: int, most_depth: int = MAX_JSON_DEPTH, nul_is_text: bool = False):
+# What parse_json refuses in a body's text: NULs and lone surrogates (no database stores either);
+# surrogates only (the route refuses a NUL itself, naming the field); or nothing (the route cleans
+# what a person typed, as a reject reason from a notification, and keeps the rest).
+STORABLE, NO_SURROGATES, ANY_TEXT = "storable", "no surrogates", "any"
+
+
+def parse_json(raw: bytes | str, *, most_bytes: int, most_depth: int = MAX_JSON_DEPTH, text: str = STORABLE):
     """A request body as JSON, or BadInput saying why not, for every JSON route outside django-ninja
     (and its parser): too large, not JSON (or NaN/Infinity, which JSON has not), nested deeper than
-    `most_depth`, or holding a lone UTF-16 surrogate or a NUL (no database stores either;
-    `nul_is_text`: the route refuses a NUL itself, naming the field)."""
+    `most_depth`, or holding text that `text` refuses."""
     if len(raw) > most_bytes:
         raise BadInput(f"The body is larger than {most_bytes:,} bytes.")
     try:
         value = json.loads(raw, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: "[[[[…" past the parser's own depth
         raise BadInput("The body is not JSON.") from None
-    refuse_unstorable(value, most_depth=most_depth, nul_is_text=nul_is_text)
+    refuse_unstorable(value, most_depth=most_depth, text=text)
     return value
 
 
-def refuse_unstorable(value, *, most_depth: int = MAX_JSON_DEPTH, nul_is_text: bool = False) -> None:
+def refuse_unstorable(value, *, most_depth: int = MAX_JSON_DEPTH, text: str = STORABLE) -> None:
     """BadInput if a parsed JSON value nests deeper than `most_depth` or holds text no database
     stores; walked without recursion, so no depth of nesting can crash the check itself."""
     stack = [(value, 1)]
@@ -102,7 +107,7 @@ def refuse_unstorable(value, *, most_depth: int = MAX_JSON_DEPTH, nul_is_text: b
                 raise BadInput(f"The body nests deeper than {most_depth} levels.")
             children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
-        elif isinstance(item, str) and (_SURROGATE.search(item) or (not nul_is_text and "\x00" in item)):
+        elif isinstance(item, str) and text != ANY_TEXT and (_SURROGATE.search(item) or (text == STORABLE and "\x00" in item)):
             raise BadInput("The body holds a NUL or a lone UTF-16 surrogate, which is not text.")
 
 

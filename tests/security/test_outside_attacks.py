@@ -474,7 +474,7 @@ def test_a_wait_for_an_approval_that_stops_being_visible_ends_as_not_found(alice
 
 
 def test_a_flood_is_a_429_with_retry_after_that_leaves_nothing_behind(alice, gated_deploy, api_as, settings):
-    settings.HITL_QUOTA_MESSAGES_PER_MINUTE = 3
+    settings.HITL_QUOTA_OUTSIDE_REQUESTS_PER_HOUR = 3  # requests' own quota (issue 36), not the chat's messages
     api = api_as(alice)
 
     statuses = [ask(api).status_code for _ in range(3)]
