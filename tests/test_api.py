@@ -236,3 +236,19 @@ def test_a_message_with_a_nul_character_is_a_clear_400(alice, agent, api_as):
     response = api_as(alice).post("conversations", {"agent": "demo", "message": "hi\x00there"})
     assert (response.status_code, response.json()["detail"]) == (400, "The message contains a NUL character.")
     assert not Conversation.objects.exists()
+
+
+def test_approve_all_posted_back_after_an_edit_leaves_the_edited_call_pending(alice, agent, api_as):
+    """An outsider's replay: the versions a 409 named, posted back after one call was edited, approve
+    only what is still as it was named (a stale version never approves the edit)."""
+    api = api_as(alice)
+    conversation = start(api)
+    first, second = pending_approvals(conversation)
+    named = api.post(f"conversations/{conversation.pk}/approve-all").json()
+    # As an edit leaves it: another version (what a decider was shown before no longer is what runs).
+    Approval.objects.filter(pk=second.pk).update(edited_arguments={"path": "other.txt"}, edited_arguments_hash="e" * 64)
+
+    response = api.post(f"conversations/{conversation.pk}/approve-all", {"ids": named["would_decide"], "shown_hashes": named["shown_hashes"]})
+
+    assert response.json()["approved"] == [first.pk]
+    assert [a.pk for a in pending_approvals(conversation)] == [second.pk]
