@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from google.protobuf.json_format import MessageToDict
 
 from a2a.types import a2a_pb2 as pb
-from approvals import calls, services, votes
+from approvals import calls, routing, services, votes
 from approvals.models import Approval
 from approvals.permissions import can_decide
 from chat import services as chat_services
@@ -281,6 +281,8 @@ def _check(decision: Decision, user) -> None:
         raise Refused(f"{label} is a plan: approve or deny it; only a tool call's arguments are modified.")
     approving = decision.verb in (APPROVE, EDIT) or (decision.verb == "answer" and not decision.decline)
     if not can_decide(user, approval, approve=approving):
+        if routing.asks_only(user):
+            raise Refused(f"{label}: {routing.ASKING_TOKEN} Nothing was decided.")
         if approval.route_id is not None:
             raise Refused(f"{label} is routed: only members of its approver groups decide it, never its requester.")
         raise Refused(f"{label} needs an approver other than the requester (four eyes).")

@@ -27,6 +27,8 @@ class NotAnApprover(Exception):
 
 def delegate(user, *, to: str, starts_at, ends_at, now=None) -> Delegation:
     now = now or timezone.now()
+    if routing.asks_only(user):
+        raise NotAnApprover(routing.ASKING_TOKEN)
     if not (user and user.is_authenticated and routing.Powers(user).has_own_powers()):
         raise NotAnApprover("Only an approver (a member of a route's group, or a global approver) may delegate what they may decide.")
     if not isinstance(to, str) or not is_storable(to):

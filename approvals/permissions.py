@@ -24,7 +24,7 @@ def may_approve_anything(user: Any, powers: Powers | None = None) -> bool:
 
 
 def may_manage_routes(user: Any) -> bool:
-    return bool(user and user.is_authenticated and user.is_active and user.has_perm(ROUTE_PERMISSION))
+    return bool(user and user.is_authenticated and user.is_active and user.has_perm(ROUTE_PERMISSION)) and not routing.asks_only(user)
 
 
 def can_see(user: Any, approval: Any, powers: Powers | None = None) -> bool:

@@ -29,6 +29,22 @@ from .policy import RISKS
 
 DECIDE_PERMISSION = "approvals.decide_approval"
 
+# What the API token a program acts through was made for (chat.models.ApiToken.scope). A person in
+# a browser acts with no token, with every power their account has.
+DECIDING_SCOPE, ASKING_SCOPE = "decide", "ask"
+
+
+ASKING_TOKEN = (
+    "This API token was made to ask and read outcomes, never to decide (its scope is ask): "
+    "a person decides, or a token made to decide."
+)
+
+
+def asks_only(user) -> bool:
+    """Whether `user` acts here through a token made to ask (an MCP client, an outside agent, an
+    A2A client): it may ask and read outcomes, and decides nothing, whatever its user may."""
+    return getattr(user, "token_scope", DECIDING_SCOPE) == ASKING_SCOPE
+
 
 def is_global_approver(user) -> bool:
     return bool(user and user.is_authenticated and user.is_active and user.has_perm(DECIDE_PERMISSION))
@@ -173,8 +189,9 @@ def acting_as(user, approval: Approval, *, approve: bool = True, powers: Powers 
     """Whom `user` would decide `approval` as: themselves, a delegator (the decision is then on
     their behalf), or None when they may not decide it this way. Refuses what four eyes and routes
     refuse whoever asks: approving one's own call (directly or through a delegation), approving an
-    edit one wrote, deciding a routed call outside its groups (the owner may still reject it)."""
-    if not can_see(user, approval, powers):
+    edit one wrote, deciding a routed call outside its groups (the owner may still reject it), and
+    any decision through a token made only to ask."""
+    if asks_only(user) or not can_see(user, approval, powers):
         return None
     requester, editor = approval.requested_by_id, approval.edited_by_id
     if not approve and user.pk == requester:

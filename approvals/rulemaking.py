@@ -13,6 +13,7 @@ from . import conditions
 from .conditions import MAX_PATTERN_CHARS
 from .models import Rule
 from .permissions import is_approver
+from .routing import ASKING_TOKEN, asks_only
 
 APPROVER_SCOPES = (Rule.Scope.AGENT, Rule.Scope.GLOBAL)
 MAX_CONDITIONS = 20
@@ -43,6 +44,8 @@ def allowed_scopes(user) -> list[str]:
 def create(user, **fields) -> Rule:
     """Make a rule for `user` (the fields as draft() takes them). Raises ScopeNotAllowed,
     TargetNotFound or InvalidRule; nothing is stored then."""
+    if asks_only(user):
+        raise ScopeNotAllowed(ASKING_TOKEN)  # a rule decides what it matches, later
     rule = draft(user, **fields)
     rule.save()
     return rule
@@ -244,6 +247,8 @@ def changeable_rule(user, rule_id: int) -> Rule:
     approver. A rule someone else made in a non-approver's conversation was made by an approver (only
     approvers see others' conversations), and the conversation's owner may not undo it (403)."""
     rule = rule_for(user, rule_id)
+    if asks_only(user):
+        raise ScopeNotAllowed(ASKING_TOKEN)
     if not may_change(user, rule):
         raise ScopeNotAllowed("Only approvers may change or remove a rule an approver made.")
     return rule

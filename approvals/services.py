@@ -576,7 +576,7 @@ def _set_claim(approval_id: int, *, user, claimed_by) -> Approval:
     if approval is None or not can_see(user, approval):
         raise Approval.DoesNotExist
     if not can_decide(user, approval):
-        raise NotAllowed("Only someone who may decide this call may claim it.")
+        raise NotAllowed(routing.ASKING_TOKEN if routing.asks_only(user) else "Only someone who may decide this call may claim it.")
     _refuse_if_settled(approval)
     claim_ = {"claimed_by": claimed_by, "claimed_at": timezone.now() if claimed_by else None}
     # Conditional on pending: a decision that lands first wins, and its update cleared the claim.
@@ -613,7 +613,7 @@ def _decidable(approval_id: int, user, *, approve: bool, shown_hash: str, shown_
         raise Approval.DoesNotExist
     approval.acting_as = routing.acting_as(user, approval, approve=approve)
     if approval.acting_as is None:
-        raise NotAllowed(_why_not(approval))
+        raise NotAllowed(_why_not(approval, user))
     try:
         _refuse_if_settled(approval)
     except AlreadyDecided:
@@ -645,7 +645,9 @@ def record_late(approval_ids: list[int], *, user, via: str, approve: bool) -> No
     )
 
 
-def _why_not(approval: Approval) -> str:
+def _why_not(approval: Approval, user) -> str:
+    if routing.asks_only(user):
+        return routing.ASKING_TOKEN
     if approval.route_id is not None:
         return "This call is routed: only members of its approver groups (once escalated, its escalation groups) may decide it, never its requester."
     return "This call needs an approver other than the requester and whoever edited it (four eyes)."
@@ -808,6 +810,8 @@ def decide_many(shown: dict[int, str], *, user, approve: bool, via: str, reason:
     """Decide each approval of `shown` (id → the version the decider was shown, "" for none) that
     `user` may decide, with the same rules as decide(), in one transaction and a number of queries
     that does not grow with the ids. One whose version moved on lands in `changed`."""
+    if routing.asks_only(user):
+        raise NotAllowed(routing.ASKING_TOKEN)  # not even the ones it may not see: it decides nothing
     outcome = Outcome()
     ids = sorted(set(shown))
     approvals = {a.pk: a for a in Approval.objects.select_related("conversation__agent").filter(pk__in=ids)}
@@ -936,6 +940,8 @@ def extend(approval_id: int, *, user, via: str, seconds: int | None = None) -> A
     warning. Raises Approval.DoesNotExist (not theirs to see), NotAllowed, AlreadyDecided (an
     expired one: ask again instead) or NotExtendable."""
     approval = _requesters_or_deciders(approval_id, user, "extend its deadline")
+    if routing.asks_only(user):
+        raise NotAllowed(routing.ASKING_TOKEN)  # a deadline held open is a decision deferred: a person's to make
     _refuse_if_settled(approval)
     if approval.expires_at is None:
         raise NotExtendable("This approval has no deadline to extend.")

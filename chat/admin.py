@@ -109,5 +109,6 @@ class OutboxEmailAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["user", "created_at", "last_used_at"]
+    list_display = ["user", "scope", "created_at", "last_used_at"]
+    list_filter = ["scope"]
     readonly_fields = ["key_hash"]

@@ -8,7 +8,8 @@ from ninja.errors import HttpError
 
 from approvals.api import ApprovalOut, approval_out
 from approvals.models import Approval
-from approvals.services import decide_all
+from approvals.routing import ASKING_TOKEN, asks_only
+from approvals.services import NotAllowed, decide_all
 
 from . import services
 from .models import Conversation
@@ -187,6 +188,8 @@ def approve_all(request, conversation_id: UUID, payload: ApproveAllIn | None = N
     calls are pending the answer is a 409 naming them (`would_decide`) and their versions
     (`shown_hashes`), to post back as `ids` and `shown_hashes` once you have looked at them."""
     conversation = conversation_for(request.auth, conversation_id)
+    if asks_only(request.auth):
+        raise NotAllowed(ASKING_TOKEN)  # 403 before it names what it would decide
     if payload is None or payload.ids is None:
         pending = list(
             Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING)

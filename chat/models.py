@@ -10,6 +10,8 @@ from django.db.models import Q
 from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
+from approvals import routing
+
 LAST_USED_PRECISION = timedelta(minutes=1)
 
 
@@ -260,10 +262,18 @@ class ToolCall(models.Model):
 
 
 class ApiToken(models.Model):
-    """A bearer token for the JSON API; only its SHA-256 is stored, so the database never leaks it."""
+    """A bearer token for the JSON API, A2A, AG-UI and the MCP gateway; only its SHA-256 is stored,
+    so the database never leaks it. Its scope is the power it was made for: a person's token
+    decides; a program's (an MCP client, an outside agent, an A2A client) asks and reads outcomes,
+    and never decides what it asked, nor anything else."""
+
+    class Scope(models.TextChoices):
+        DECIDE = routing.DECIDING_SCOPE, "decide: ask, read and decide, as its user"
+        ASK = routing.ASKING_SCOPE, "ask: ask and read outcomes, never decide"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     key_hash = models.CharField(max_length=64, unique=True)
+    scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.DECIDE)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 
@@ -272,14 +282,16 @@ class ApiToken(models.Model):
         return hashlib.sha256(key.encode()).hexdigest()
 
     @classmethod
-    def issue(cls, user) -> str:
+    def issue(cls, user, *, scope: str = Scope.DECIDE) -> str:
         key = "hitl_" + secrets.token_urlsafe(32)
-        cls.objects.create(user=user, key_hash=cls.hash_key(key))
+        cls.objects.create(user=user, key_hash=cls.hash_key(key), scope=scope)
         return key
 
     @classmethod
     def user_for(cls, key: str):
-        """The active user whose token `key` is (noting the use), or None: the JSON API and A2A ask here."""
+        """The active user whose token `key` is (noting the use), or None: every surface a program
+        uses asks here. The user carries the token's scope (`token_scope`), which
+        approvals.routing reads before it lets anyone decide."""
         try:
             token = cls.objects.select_related("user").get(key_hash=cls.hash_key(key))  # unique: no ORDER BY
         except cls.DoesNotExist:
@@ -287,6 +299,7 @@ class ApiToken(models.Model):
         if not token.user.is_active:
             return None
         token.note_use()
+        token.user.token_scope = token.scope
         return token.user
 
     def note_use(self) -> None:

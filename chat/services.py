@@ -6,6 +6,7 @@ from django.utils import timezone
 from approvals.models import Approval
 from approvals.permissions import is_approver
 from approvals import questions
+from approvals.routing import ASKING_TOKEN, asks_only
 from approvals.services import AlreadyDecided, InvalidAnswer, NotAllowed, answer, cancel_pending, decide_all
 from approvals.text import Intent, TextDecision, parse_decision
 from hitl import live
@@ -99,7 +100,7 @@ def _post_while_waiting(conversation: Conversation, user, content: str, shown: d
     message = _append(
         conversation, role=Message.Role.USER, content=content, author=user, in_model_context=False
     )
-    refusal = _why_not_decisive(decision, pending, conversation)
+    refusal = ASKING_TOKEN if asks_only(user) else _why_not_decisive(decision, pending, conversation)
     if refusal:
         _notice(conversation, refusal + " Nothing was decided. " + _HOW_TO_DECIDE)
         return message

@@ -57,9 +57,9 @@ def make_conversation(agent):
 class ApiClient:
     """Calls the JSON API with a bearer token, as a program would."""
 
-    def __init__(self, user):
+    def __init__(self, user, *, scope: str = ApiToken.Scope.DECIDE):
         self.client = Client()
-        self.headers = {"Authorization": f"Bearer {ApiToken.issue(user)}"} if user else {}
+        self.headers = {"Authorization": f"Bearer {ApiToken.issue(user, scope=scope)}"} if user else {}
 
     def get(self, path: str, **params):
         return self.client.get(f"/api/{path}", params, headers=self.headers)
