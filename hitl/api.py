@@ -1,7 +1,9 @@
 """The JSON API: session (with CSRF) or bearer-token auth, errors as {"detail": ...}."""
 import json
+import logging
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import DatabaseError
 from django.http import Http404
 from ninja import NinjaAPI
 from ninja.errors import HttpError
@@ -31,6 +33,9 @@ from chat.outside import InvalidRequest, NotTheRequester
 from chat.quotas import QuotaExceeded
 from chat.services import InvalidMessage, NotOwner, UnknownAgent
 from hitl.inputs import has_surrogate
+from hitl.middleware import DATABASE_RETRY_SECONDS, DATABASE_UNAVAILABLE
+
+logger = logging.getLogger(__name__)
 
 
 class BearerToken(HttpBearer):
@@ -161,6 +166,15 @@ def not_allowed(request, exc: Exception):
 def step_up_required(request, exc: StepUpRequired):
     # A token is no passkey: such a call is approved on the site; rejecting it here still works.
     return api.create_response(request, {"detail": str(exc), "status": "pending"}, status=403)
+
+
+@api.exception_handler(DatabaseError)
+def database_unavailable(request, exc: DatabaseError):
+    # The database restarting, or out of connections: a 503 a program retries, never a 500.
+    logger.warning("API %s %s: the database is unavailable: %s", request.method, request.path, exc)
+    response = api.create_response(request, {"detail": DATABASE_UNAVAILABLE}, status=503)
+    response["Retry-After"] = str(DATABASE_RETRY_SECONDS)
+    return response
 
 
 @api.exception_handler(TooManyWaiting)

@@ -6,9 +6,10 @@ from celery import Celery
 from celery.signals import worker_init, worker_process_init
 from django.db import transaction
 
-from hitl import telemetry
+from hitl import broker, telemetry
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
+broker.install()  # before any connection resolves the transport: see hitl/broker.py
 
 app = Celery("hitl")
 app.config_from_object("django.conf:settings", namespace="CELERY")

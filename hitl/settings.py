@@ -83,6 +83,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "hitl.middleware.JsonApiMethodNotAllowed",
+    "hitl.middleware.DatabaseUnavailable",
     "simple_history.middleware.HistoryRequestMiddleware",  # who changed the policy: the signed-in user
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
@@ -160,6 +161,10 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         "max_size": int(os.environ.get("HITL_DB_POOL_SIZE", "20")),
         "timeout": 30,  # seconds a thread waits for a free connection before its step fails (and is retried)
     }
+    # Each pooled connection is checked (one empty query) as it is handed out (Django passes the pool
+    # ConnectionPool.check_connection): after PostgreSQL restarts, the pool's dead connections are
+    # replaced, not handed to requests that would then fail (tests/e2e/test_faults.py).
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -243,6 +248,10 @@ CELERY_WORKER_CONCURRENCY = int(os.environ.get("HITL_WORKER_CONCURRENCY", "100")
 # where Celery's default of 4 s kills and re-forks it, again and again.
 CELERY_WORKER_PROC_ALIVE_TIMEOUT = 60
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# On a lost broker connection, let a running step finish (Celery 6 will cancel it by default): a
+# step is idempotent under its lease, a tool it runs must not be cut halfway, and its message comes
+# back to the queue (hitl/broker.py keeps that working across a Redis restart).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULE = {
     "recover-stalled-conversations": {
@@ -312,10 +321,13 @@ HITL_A2A_STREAM_SECONDS = float(os.environ.get("HITL_A2A_STREAM_SECONDS", "3600"
 # the message's metadata, `hitl_hops`); one more is refused, so that agents linked in a circle stop.
 HITL_A2A_MAX_HOPS = int(os.environ.get("HITL_A2A_MAX_HOPS", "3"))
 # A2A's database work runs on threads of its own (never the sockets' shared thread); each API
-# token may have this many calls running and streams open at once (per daphne process).
+# token may have this many calls running and streams open at once, and each user this many with
+# all of their tokens together (per daphne process): the extra ones get a TOO_MANY error.
 HITL_A2A_DB_THREADS = int(os.environ.get("HITL_A2A_DB_THREADS", "8"))
 HITL_A2A_CALLS_PER_TOKEN = int(os.environ.get("HITL_A2A_CALLS_PER_TOKEN", "4"))
 HITL_A2A_STREAMS_PER_TOKEN = int(os.environ.get("HITL_A2A_STREAMS_PER_TOKEN", "4"))
+HITL_A2A_CALLS_PER_USER = int(os.environ.get("HITL_A2A_CALLS_PER_USER", "8"))
+HITL_A2A_STREAMS_PER_USER = int(os.environ.get("HITL_A2A_STREAMS_PER_USER", "8"))
 HITL_MAX_MESSAGE_CHARS = int(os.environ.get("HITL_MAX_MESSAGE_CHARS", "20000"))
 # Links in webhook payloads point here.
 HITL_BASE_URL = os.environ.get("HITL_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
@@ -396,10 +408,12 @@ LOGGING["loggers"]["emaillink"] = {"handlers": ["console"], "filters": ["masked_
 # until its approval expires (the agent's or tool's timeout), and never longer than this (then the
 # client is told to call again: an identical call joins the same approval). The gateway's database
 # work, and the tools its approved calls run, use threads of their own in each daphne; each API token
-# may have this many calls in flight at once (per daphne process).
+# may have this many calls in flight at once, and each user this many with all of their tokens
+# together (per daphne process): the extra ones get a TOO_MANY error.
 HITL_MCP_WAIT_SECONDS = float(os.environ.get("HITL_MCP_WAIT_SECONDS", "3600"))
 HITL_MCP_DB_THREADS = int(os.environ.get("HITL_MCP_DB_THREADS", "8"))
 HITL_MCP_CALLS_PER_TOKEN = int(os.environ.get("HITL_MCP_CALLS_PER_TOKEN", "16"))
+HITL_MCP_CALLS_PER_USER = int(os.environ.get("HITL_MCP_CALLS_PER_USER", "32"))
 LOGGING["loggers"]["mcpgateway"] = {"handlers": ["console"], "level": os.environ.get("HITL_LOG_LEVEL", "INFO")}
 
 # AG-UI (aguilink): every agent at /agui/<slug>/. Its database work runs on threads of its own in each
