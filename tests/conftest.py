@@ -47,6 +47,14 @@ def agent(db, settings, tmp_path):
 
 
 @pytest.fixture
+def gated_deploy(agent):
+    """The demo agent, gating `deploy` too: a tool it does not have, as outside agents ask for."""
+    agent.require_approval = [*agent.require_approval, "deploy"]
+    agent.save()
+    return agent
+
+
+@pytest.fixture
 def make_conversation(agent):
     def make(owner, **fields) -> Conversation:
         return Conversation.objects.create(owner=owner, agent=fields.pop("agent", agent), **fields)

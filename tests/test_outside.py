@@ -13,13 +13,6 @@ from tests.conftest import wait_until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def gated_deploy(agent):
-    agent.require_approval = [*agent.require_approval, "deploy"]
-    agent.save()
-    return agent
-
-
 def ask(api, **fields):
     body = {"agent": "demo", "tool": "deploy", "arguments": {"service": "web", "version": "1.2"}} | fields
     return api.post("approval-requests", body)

@@ -21,13 +21,6 @@ from tests.conftest import client_for
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def gated_deploy(agent):
-    agent.require_approval = [*agent.require_approval, "deploy"]
-    agent.save()
-    return agent
-
-
 def ask(api, **fields) -> dict:
     body = {"agent": "demo", "tool": "deploy", "arguments": {"service": "web", "version": "1.2"}, "thread": "ticket-42"} | fields
     response = api.post("approval-requests", body)

@@ -14,8 +14,9 @@ from django.db import connection
 from django.db.models import Q
 
 from bench.stack import BIN, Process, free_port, port_open  # noqa: F401  (also used by e2e tests)
-from chat.models import ApiToken, Conversation
+from chat.models import ApiToken, Conversation, Message
 from tests.conftest import wait_until
+from tests.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -150,6 +151,18 @@ def _logged_since(log: Path, offset: int, lines: int = 80) -> str:
     kept = text.splitlines()[-lines:]
     skipped = len(text.splitlines()) - len(kept)
     return (f"[{skipped} earlier lines left out]\n" if skipped else "") + "\n".join(kept)
+
+
+@pytest.fixture
+def fake_model():
+    """A stand-in OpenAI server on loopback (tests/fake_openai.py), for agents whose api_base is its URL."""
+    fake = FakeOpenAI().start()
+    yield fake
+    fake.stop()
+
+
+def replies(conversation_id) -> list[str]:
+    return list(Message.objects.filter(conversation_id=conversation_id, role="assistant").values_list("content", flat=True))
 
 
 class Api:

@@ -20,12 +20,11 @@ from playwright.sync_api import expect
 
 from approvals.models import Approval
 from bench.stack import children
-from chat.models import Agent, Conversation, Message, ToolCall
+from chat.models import Agent, Conversation, ToolCall
 from tests.conftest import wait_until
 from tests.e2e.browser import TIMEOUT_MS, WATCH_SOCKET, browser, button, log_in, wait_for_live  # noqa: F401
 from tests.e2e.a2a_client import A2A, State, answer_of
-from tests.e2e.conftest import BIN, Api, Process, free_port, port_open, start
-from tests.fake_openai import FakeOpenAI
+from tests.e2e.conftest import BIN, Api, Process, free_port, port_open, replies, start
 
 pytestmark = pytest.mark.e2e
 RECOVERY_SECONDS = 60  # lease 3 s + sweeper every 1 s + a worker start (seconds on a loaded 2-core machine)
@@ -145,19 +144,9 @@ def held_site():
     server.server_close()
 
 
-@pytest.fixture
-def fake_model():
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
-
-
 def status_of(conversation_id: str) -> str:
     return Conversation.objects.get(pk=conversation_id).status
 
-
-def replies(conversation_id: str) -> list[str]:
-    return list(Message.objects.filter(conversation_id=conversation_id, role="assistant").values_list("content", flat=True))
 
 
 def start_conversation(crash: CrashStack, user, text: str, agent: str = "demo") -> str:

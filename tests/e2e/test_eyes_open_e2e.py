@@ -13,7 +13,6 @@ from tests.conftest import wait_until
 from tests.e2e.browser import start_with_files
 from tests.e2e.conftest import Api
 from tests.e2e.test_api_e2e import last_reply, session_headers, start, wait_for_pending, wait_for_status
-from tests.fake_openai import FakeOpenAI
 
 pytestmark = pytest.mark.e2e
 
@@ -153,13 +152,6 @@ def test_delete_all_files_runs_only_with_the_typed_confirmation(e2e, api_for, al
 
 
 # --- Stop ---------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def fake_model():
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
 
 
 @pytest.fixture

@@ -28,10 +28,9 @@ from celery import Celery
 from django.db import connections
 
 from approvals.models import Approval
-from chat.models import Agent, Conversation, Message, ToolCall
+from chat.models import Agent, Conversation, ToolCall
 from tests.conftest import wait_until
-from tests.e2e.conftest import BIN, Api, free_port, port_open, start
-from tests.fake_openai import FakeOpenAI
+from tests.e2e.conftest import BIN, Api, free_port, port_open, replies, start
 
 pytestmark = pytest.mark.e2e
 
@@ -162,19 +161,9 @@ def site():
     counting.close()
 
 
-@pytest.fixture
-def fake_model():
-    fake = FakeOpenAI().start()
-    yield fake
-    fake.stop()
-
-
 def conversation_status(conversation_id: str) -> str:
     return Conversation.objects.get(pk=conversation_id).status
 
-
-def replies(conversation_id: str) -> list[str]:
-    return list(Message.objects.filter(conversation_id=conversation_id, role="assistant").values_list("content", flat=True))
 
 
 def pending(conversation_id: str) -> Approval:

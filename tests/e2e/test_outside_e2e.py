@@ -18,13 +18,6 @@ from tests.e2e.test_crashes import crash, crash_stack  # noqa: F401  (fixtures)
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def gated_deploy(agent):
-    agent.require_approval = [*agent.require_approval, "deploy"]
-    agent.save()
-    return agent
-
-
 def request_deploy(api: Api) -> dict:
     response = api.post("approval-requests", {"agent": "demo", "tool": "deploy", "arguments": {"service": "web"}, "thread": "release"})
     assert response.status_code == 201, response.text

@@ -22,13 +22,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ASK = ApiToken.Scope.ASK
 
 
-@pytest.fixture
-def gated_deploy(agent):
-    agent.require_approval = [*agent.require_approval, "deploy"]
-    agent.save()
-    return agent
-
-
 def asked(api) -> dict:
     response = api.post("approval-requests", {"agent": "demo", "tool": "deploy", "arguments": {"service": "web"}})
     assert response.status_code == 201, response.content
