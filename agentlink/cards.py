@@ -1,5 +1,12 @@
 """An agent's A2A card: who it is, where to call it, how to authenticate, and its skills (the
-tools it may call, each saying whether a human may be asked first)."""
+tools it may call, each saying whether a human may be asked first).
+
+Its input modes are what a message that starts a task may hold: text/plain, nothing else (any other
+part is ContentTypeNotSupportedError, agentlink.handler). The reply to a pause is another matter: it
+goes to the task that asked (its taskId), as the input-required status message shows it, with the
+decisions as data parts (application/json) or kagent's HITL extension, declared below; no skill
+takes them (the skills are the tools the agent calls), so no skill lists application/json either.
+Its output is text and data parts: the answer, the tool calls and results, a pause's requests."""
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
 from chat.models import Agent
@@ -21,9 +28,11 @@ def agent_card(agent: Agent, url: str) -> pb.AgentCard:
         ],
         capabilities=pb.AgentCapabilities(streaming=True, push_notifications=True, extensions=[
             pb.AgentExtension(uri=HITL_EXTENSION, required=False, description="kagent's human in the loop: a pause's tool calls "
-                              "and questions in the status message's metadata, and the reply the same way (agentlink.runs).")
+                              "and questions in the status message's metadata, and the reply the same way (agentlink.runs). "
+                              "A reply to a pause goes to its task (taskId), its decisions as data parts (application/json) "
+                              "or in this metadata; a new task takes text/plain only.")
         ]),
-        default_input_modes=["text/plain", "application/json"],
+        default_input_modes=["text/plain"],
         default_output_modes=["text/plain", "application/json"],
         skills=[_skill(agent, spec) for spec in registry.for_agent(agent)],
     )

@@ -18,15 +18,18 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator
-from datetime import timezone
+from datetime import datetime, timezone
 
 from django.conf import settings
+from django.core import signing
+from django.db.models import Q
 
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers.request_handler import RequestHandler, validate_request_params
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import (
     A2AError,
+    ContentTypeNotSupportedError,
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
@@ -48,7 +51,6 @@ State = pb.TaskState
 MOVING = {State.TASK_STATE_SUBMITTED, State.TASK_STATE_WORKING}
 RECHECK_SECONDS = 1.0
 PAGE_SIZE, MAX_PAGE_SIZE = 50, 100
-MAX_OFFSET = 2**31  # a pageToken past it is no page we gave
 
 
 def guarded(method):
@@ -275,6 +277,12 @@ def _with_notice(proto: pb.Task, notice: str) -> pb.Task:
     return proto
 
 
+def _kind_of(part: pb.Part) -> str:
+    """What a part is, as a refusal names it: its media type if it says one, else its kind."""
+    kind = "a data part" if part.WhichOneof("content") == "data" else "a file part"
+    return f"{kind} ({part.media_type})" if part.media_type else kind
+
+
 def _text(message: pb.Message) -> str:
     return "\n".join(part.text for part in message.parts if part.WhichOneof("content") == "text").strip()
 
@@ -294,7 +302,15 @@ def _start(user, agent, message: pb.Message) -> runs.Task:
         conversation = runs.conversation_for(user, agent, message.context_id)
         if conversation is None:
             raise TaskNotFoundError(message="Context not found (contextId).")
-    if any(part.WhichOneof("content") != "text" for part in message.parts) or decisions.data_of(message):
+    if any(part.WhichOneof("content") is None for part in message.parts):
+        raise InvalidParamsError(message="A part holds nothing: a new task starts with text parts.")
+    refused = [_kind_of(part) for part in message.parts if part.WhichOneof("content") != "text"]
+    if refused:  # the card's defaultInputModes: text/plain only (agentlink.cards)
+        raise ContentTypeNotSupportedError(
+            message=f"A new task starts with text parts only (text/plain), not {', '.join(refused)}: "
+            "decisions go, as data parts, to the task that asked for them (taskId)."
+        )
+    if decisions.data_of(message):  # kagent's decision in the metadata, beside a text part
         raise InvalidParamsError(message="A new task starts with text parts only: decisions go to the task that asked for them (taskId).")
     try:
         return runs.start(user=user, agent=agent, text=_text(message), conversation=conversation, hops=hops)
@@ -352,34 +368,63 @@ def _cancel(task: runs.Task, user) -> None:
 
 
 def _list_tasks(params: pb.ListTasksRequest, user, agent, *, client: str = "") -> pb.ListTasksResponse:
-    """A page of the caller's tasks, newest first; filtered by state (computed in SQL, runs.with_state)
-    and by status time in the database, so that every page costs the same whatever the filter."""
-    tasks = runs.visible_tasks(user, agent).order_by("-created_at", "-pk")
+    """A page of the caller's tasks, the most recently updated first, as the specification orders
+    them: by status time (the status timestamp each task shows, runs.with_status_time), then id.
+    Filtered by state (computed in SQL, runs.with_state) and by status time in the database, and
+    paged by a cursor (the status time and id of the page's last task, PageToken), so that every
+    page costs the same however deep it is. A task that moves while a client walks the pages goes to
+    the front, ahead of the cursor: no other task is skipped or repeated for it, and it is not shown
+    twice; a listing from the first page again (or with statusTimestampAfter) shows it as it is now."""
+    if params.page_size < 0 or (params.HasField("history_length") and params.history_length < 0):
+        raise InvalidParamsError(message="pageSize and historyLength are numbers: 0 or more (0: the default).")
+    if params.status and params.status not in pb.TaskState.values():
+        raise InvalidParamsError(message=f"status {params.status} is none of the task states.")
+    tasks = runs.with_status_time(runs.visible_tasks(user, agent))
     if params.context_id:
         key = runs.parse_id(params.context_id)
         tasks = tasks.filter(conversation_id=key) if key else tasks.none()
     if params.status:
         tasks = runs.with_state(tasks).filter(a2a_state=params.status)
-    if params.HasField("status_timestamp_after"):
-        tasks = tasks.filter(conversation__updated_at__gt=params.status_timestamp_after.ToDatetime(tzinfo=timezone.utc))
-    if params.page_size < 0 or (params.HasField("history_length") and params.history_length < 0):
-        raise InvalidParamsError(message="pageSize and historyLength are numbers: 0 or more (0: the default).")
-    if params.status and params.status not in pb.TaskState.values():
-        raise InvalidParamsError(message=f"status {params.status} is none of the task states.")
+    if params.HasField("status_timestamp_after"):  # "greater than or equal to" (the specification's ListTasksRequest)
+        tasks = tasks.filter(a2a_status_at__gte=params.status_timestamp_after.ToDatetime(tzinfo=timezone.utc))
     size = min(params.page_size, MAX_PAGE_SIZE) if params.page_size > 0 else PAGE_SIZE
-    try:
-        offset = int(params.page_token or 0)
-        if not 0 <= offset <= MAX_OFFSET:
-            raise ValueError
-    except ValueError:
-        raise InvalidParamsError(message="pageToken is the nextPageToken of an earlier page.") from None
-    history = params.history_length if params.HasField("history_length") else 0
+    cursor = PageToken(user, agent, params)
     total = tasks.count()
+    if params.page_token:
+        at, last_id = cursor.read(params.page_token)
+        tasks = tasks.filter(Q(a2a_status_at__lt=at) | Q(a2a_status_at=at, pk__lt=last_id))
+    rows = list(tasks.order_by("-a2a_status_at", "-pk")[:size + 1])  # one more: is there a next page?
+    history = params.history_length if params.HasField("history_length") else 0
     page = []
-    for task in tasks[offset:offset + size]:
+    for task in rows[:size]:
         task.client = client
         reading = runs.read(task)
         runs.note_shown(task, reading)
-        page.append(runs.as_proto(task, reading, history_length=history))
-    following = str(offset + size) if offset + size < total else ""
+        page.append(runs.as_proto(task, reading, history_length=history, artifacts=params.include_artifacts))
+    following = cursor.after(rows[size - 1]) if len(rows) > size else ""
     return pb.ListTasksResponse(tasks=page, next_page_token=following, page_size=size, total_size=total)
+
+
+class PageToken:
+    """ListTasks' cursor: the status time and id of a page's last task, signed for this user, agent
+    and filters, so that a token the server did not give for this very listing (edited, another
+    user's, another filter's) is InvalidParamsError rather than some other page."""
+
+    refused = "pageToken is the nextPageToken of an earlier page."
+
+    def __init__(self, user, agent, params: pb.ListTasksRequest):
+        self.salt = f"agentlink.list_tasks:{user.pk}:{agent.pk}"
+        after = params.status_timestamp_after.ToJsonString() if params.HasField("status_timestamp_after") else ""
+        self.listing = [params.context_id, params.status, after]
+
+    def after(self, task: runs.Task) -> str:
+        return signing.dumps({"at": task.a2a_status_at.isoformat(), "id": str(task.pk), "of": self.listing}, salt=self.salt)
+
+    def read(self, token: str) -> tuple[datetime, uuid.UUID]:
+        try:
+            cursor = signing.loads(token, salt=self.salt)
+            if cursor["of"] != self.listing:
+                raise ValueError
+            return datetime.fromisoformat(cursor["at"]), uuid.UUID(cursor["id"])
+        except (signing.BadSignature, ValueError, KeyError, TypeError):
+            raise InvalidParamsError(message=self.refused) from None

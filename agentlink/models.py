@@ -25,8 +25,9 @@ class Task(models.Model):
 
     Its state is read from the conversation (`agentlink.runs`), never stored, except once the next
     turn of the conversation has begun (over A2A or in the chat): then this one is over,
-    `final_state` says how it ended and `end_position` where its turn ended. `shown` is what the
-    client was last sent of a pause, so that a reply to it decides only that."""
+    `final_state` says how it ended, `end_position` where its turn ended and `status_at` when its
+    status last changed (until then its status time is the conversation's `updated_at`). `shown` is
+    what the client was last sent of a pause, so that a reply to it decides only that."""
 
     class FinalState(models.TextChoices):
         COMPLETED = "completed"
@@ -48,6 +49,11 @@ class Task(models.Model):
         default=0,
         help_text="How many hitl agents asked in a row to start it: 0 when a person's client did, one more than the asking "
         "task's when an agent's remote tool did (the message's metadata hitl_hops). Past HITL_A2A_MAX_HOPS it is refused.",
+    )
+    status_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="Once over: when its status last changed (the conversation's updated_at as the next turn found it), "
+        "its A2A status timestamp from then on, as the conversation moves on without it.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

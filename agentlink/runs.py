@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from django.db import transaction
 from django.db import models
-from django.db.models import Case, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery, When
+from django.db.models import Case, DateTimeField, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery, When
+from django.db.models.functions import Coalesce
 from google.protobuf.struct_pb2 import Struct, Value
 from google.protobuf.json_format import ParseDict
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -96,7 +97,9 @@ def open_task(conversation: Conversation) -> Task | None:
 def close_turn(message: Message) -> None:
     """A user message that starts the next turn (in the chat or over A2A) ends the conversation's
     open task for good: completed, failed or cancelled as it stands now. A reply to a pause (a typed
-    decision, a message held until the calls are decided) starts nothing."""
+    decision, a message held until the calls are decided) starts nothing. Its status time stays
+    the conversation's `updated_at` of now, the last change of its turn: the next turn moves the
+    conversation, not this task."""
     conversation = Conversation.objects.get(pk=message.conversation_id)
     if conversation.status not in (Conversation.Status.IDLE, Conversation.Status.FAILED) or _pending(conversation):
         return
@@ -105,7 +108,9 @@ def close_turn(message: Message) -> None:
         return
     state = current_state(conversation, task)
     final = next((name for name, value in FINAL_STATES.items() if value == state), Task.FinalState.COMPLETED)
-    Task.objects.filter(pk=task.pk, final_state="").update(final_state=final, end_position=message.position)
+    Task.objects.filter(pk=task.pk, final_state="").update(
+        final_state=final, end_position=message.position, status_at=conversation.updated_at
+    )
 
 
 def with_state(tasks: QuerySet[Task]) -> QuerySet[Task]:
@@ -135,6 +140,18 @@ def with_state(tasks: QuerySet[Task]) -> QuerySet[Task]:
         output_field=IntegerField(),
     )
     return tasks.annotate(last_stopped=Subquery(last_word, output_field=IntegerField())).annotate(a2a_state=state)
+
+
+def with_status_time(tasks: QuerySet[Task]) -> QuerySet[Task]:
+    """`tasks` annotated with `a2a_status_at`, the time `as_proto` gives as the status timestamp
+    (`status_time`), in SQL: ListTasks orders and filters by it."""
+    return tasks.annotate(a2a_status_at=Coalesce("status_at", "conversation__updated_at", output_field=DateTimeField()))
+
+
+def status_time(task: Task, conversation: Conversation):
+    """When the task's status last changed: once it is over, the time stored as it closed; until
+    then the conversation's last change (every state change of the turn moves the conversation)."""
+    return task.status_at or conversation.updated_at
 
 
 MAX_CLIENTS_SHOWN = 20  # clients (tokens) whose last pause a task keeps; the oldest is forgotten first
@@ -230,18 +247,20 @@ def current_state(
     return State.TASK_STATE_COMPLETED
 
 
-def as_proto(task: Task, reading: Reading, *, history_length: int | None = None) -> pb.Task:
-    """The task as the A2A types say it, with its status message and, once completed, its answer."""
+def as_proto(task: Task, reading: Reading, *, history_length: int | None = None, artifacts: bool = True) -> pb.Task:
+    """The task as the A2A types say it, with its status message and, once completed, its answer
+    (without artifacts when `artifacts` is false: ListTasks omits them unless asked)."""
     conversation = task.conversation
-    status = pb.TaskStatus(state=reading.state, timestamp=_timestamp(conversation.updated_at))
+    status = pb.TaskStatus(state=reading.state, timestamp=_timestamp(status_time(task, conversation)))
     if reading.text or reading.data:
         status.message.CopyFrom(status_message(task, reading))
     proto = pb.Task(id=str(task.pk), context_id=str(conversation.pk), status=status)
     if reading.state == State.TASK_STATE_INPUT_REQUIRED and reading.data:
         proto.metadata.CopyFrom(interrupt_metadata())
-    proto.artifacts.extend(tool_artifacts(task))
-    if reading.state == State.TASK_STATE_COMPLETED and reading.answer:
-        proto.artifacts.append(answer_artifact(task, reading.answer))
+    if artifacts:
+        proto.artifacts.extend(tool_artifacts(task))
+        if reading.state == State.TASK_STATE_COMPLETED and reading.answer:
+            proto.artifacts.append(answer_artifact(task, reading.answer))
     if history_length is None or history_length > 0:
         proto.history.extend(history(task, limit=history_length))
     return proto

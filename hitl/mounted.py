@@ -84,22 +84,30 @@ async def error_response(send, status: int, detail: str, *, bearer: bool = False
 class Secure:
     """What Django's SecurityMiddleware does for the pages, for these responses: HTTPS only where
     the site redirects to it (a token already sent in clear is refused, not redirected), HSTS,
-    nosniff and no caching. `name` says what is served ("A2A", "MCP") in the refusal."""
+    nosniff and no caching. `name` says what is served ("A2A", "MCP") in the refusal.
 
-    def __init__(self, app, *, name: str):
-        self.app, self.name = app, name
+    One exception to no-store: a response on a path that `cacheable` matches keeps the
+    Cache-Control it says (the A2A agent card: private, with an ETag, agentlink.app.card). Every
+    other answer, each JSON-RPC one among them, is no-store."""
+
+    def __init__(self, app, *, name: str, cacheable: re.Pattern | None = None):
+        self.app, self.name, self.cacheable = app, name, cacheable
 
     async def __call__(self, scope, receive, send):
         if settings.SECURE_SSL_REDIRECT and not is_https(scope):
             return await error_response(send, 403, f"{self.name} is served over HTTPS only.")
-        extra = [(b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store"), (b"referrer-policy", b"same-origin")]
+        extra = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin")]
         if settings.SECURE_HSTS_SECONDS and is_https(scope):
             hsts = f"max-age={settings.SECURE_HSTS_SECONDS}" + ("; includeSubDomains" if settings.SECURE_HSTS_INCLUDE_SUBDOMAINS else "")
             extra.append((b"strict-transport-security", hsts.encode()))
 
+        keeps_own = self.cacheable is not None and self.cacheable.fullmatch(scope.get("path", "")) is not None
+
         async def send_secured(message):
             if message["type"] == "http.response.start":
-                message = message | {"headers": list(message.get("headers", [])) + extra}
+                headers = list(message.get("headers", []))
+                says_own = keeps_own and any(name.lower() == b"cache-control" for name, _ in headers)
+                message = message | {"headers": headers + extra + ([] if says_own else [(b"cache-control", b"no-store")])}
             await send(message)
 
         await self.app(scope, receive, send_secured)

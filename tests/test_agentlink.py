@@ -8,13 +8,14 @@ import asyncio
 import json
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import httpx
 import pytest
 from asgiref.sync import SyncToAsync
 from django.contrib.auth.models import Group, User
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict
 
@@ -800,7 +801,7 @@ def test_the_card_has_the_bearer_scheme_and_the_agents_skills(alice, agent):
     response = call("GET", CARD, token=ApiToken.issue(alice))
 
     assert response.status_code == 200
-    assert response.headers["x-content-type-options"] == "nosniff" and response.headers["cache-control"] == "no-store"
+    assert response.headers["x-content-type-options"] == "nosniff"
     card = response.json()
     assert card["name"] == agent.name
     assert card["supportedInterfaces"][0]["url"] == "http://localhost/a2a/demo/"
@@ -962,14 +963,25 @@ def test_list_tasks_filtered_by_state_pages_in_the_database_past_the_newest_500(
     token = ApiToken.issue(alice)
 
     waiting = rpc(token, "ListTasks", {"status": "TASK_STATE_INPUT_REQUIRED"})["result"]
-    first = rpc(token, "ListTasks", {"status": "TASK_STATE_COMPLETED", "pageSize": 100})["result"]
-    last = rpc(token, "ListTasks", {"status": "TASK_STATE_COMPLETED", "pageSize": 100, "pageToken": "500"})["result"]
+    pages, following = [], ""
+    while following or not pages:
+        page = rpc(token, "ListTasks", {"status": "TASK_STATE_COMPLETED", "pageSize": 100, "pageToken": following})["result"]
+        pages.append(page)
+        following = page.get("nextPageToken", "")
 
     assert [t["id"] for t in waiting["tasks"]] == [str(paused.pk)] and waiting["totalSize"] == 1
-    assert (len(first["tasks"]), first["totalSize"], first["nextPageToken"]) == (100, 600, "100")
-    assert (len(last["tasks"]), last.get("nextPageToken", "")) == (100, "")
+    assert [len(page["tasks"]) for page in pages] == [100] * 6 and {page["totalSize"] for page in pages} == {600}
+    assert len({t["id"] for page in pages for t in page["tasks"]}) == 600  # each once
     with django_assert_max_num_queries(40):  # the page's reads, not the 600 tasks'
         handler._list_tasks(pb.ListTasksRequest(status=State.TASK_STATE_INPUT_REQUIRED), alice, agent)
+    first, last = (pb.ListTasksRequest(status=State.TASK_STATE_COMPLETED, page_size=100, page_token=page_token)
+                   for page_token in ("", pages[-2]["nextPageToken"]))
+    with CaptureQueriesContext(connection) as on_first:
+        handler._list_tasks(first, alice, agent)
+    with CaptureQueriesContext(connection) as on_last:
+        handler._list_tasks(last, alice, agent)
+    assert len(on_last) == len(on_first)  # a cursor, not an offset: the last page costs what the first does
+    assert not any("OFFSET" in query["sql"] for query in on_last.captured_queries)
 
 
 def test_list_tasks_filtered_by_status_time_keeps_the_tasks_that_moved_since(alice, agent):
@@ -982,7 +994,8 @@ def test_list_tasks_filtered_by_status_time_keeps_the_tasks_that_moved_since(ali
         return [t["id"] for t in rpc(token, "ListTasks", {"statusTimestampAfter": stamp})["result"].get("tasks", [])]
 
     assert listed(moved - timedelta(seconds=1)) == [str(task.pk)]
-    assert listed(moved) == []
+    assert listed(moved) == [str(task.pk)]  # at or after: "greater than or equal to", as the specification says
+    assert listed(moved + timedelta(microseconds=1)) == []
 
 
 def test_a_page_token_past_any_page_is_invalid_params_not_a_database_error(alice, agent):
@@ -1187,3 +1200,128 @@ def test_negative_page_sizes_and_history_lengths_and_unknown_states_are_invalid_
     ]
     assert [answer.get("error", {}).get("code") for answer in refused] == [-32602] * 4, refused
     assert rpc(token, "ListTasks", {"pageSize": 0})["result"]["tasks"]  # 0: the default size
+
+
+# --- A2A as the specification says (issue 36 item 8): lists, content types, the card's caching ------
+
+
+def listed_ids(token: str, **params) -> list[str]:
+    return [task["id"] for task in rpc(token, "ListTasks", params)["result"].get("tasks", [])]
+
+
+def stamp(moment) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def status_time(task: Task):
+    return sent(Task.objects.get(pk=task.pk)).status.timestamp.ToDatetime(tzinfo=UTC)
+
+
+def test_list_tasks_puts_the_most_recently_updated_task_first_not_the_newest(alice, agent):
+    paused = a2a_task(alice, agent, "write hello to a.txt")
+    later = a2a_task(alice, agent, "what is 2 + 2")
+    token = ApiToken.issue(alice)
+    assert listed_ids(token) == [str(later.pk), str(paused.pk)]
+
+    send(paused, alice, {"decision_type": "approve"})  # the older task moves: it completes now
+
+    assert listed_ids(token) == [str(paused.pk), str(later.pk)]
+    assert status_time(paused) > status_time(later)
+
+
+def test_a_task_that_moves_between_two_pages_is_not_shown_twice_and_shifts_no_other(alice, agent):
+    oldest = a2a_task(alice, agent, "write hello to a.txt")
+    b, c, d, e = (a2a_task(alice, agent, f"what is {n} + {n}") for n in (2, 3, 4, 5))
+    token = ApiToken.issue(alice)
+    first = rpc(token, "ListTasks", {"pageSize": 2})["result"]
+
+    send(oldest, alice, {"decision_type": "approve"})  # an offset would now show d again and never c
+    second = rpc(token, "ListTasks", {"pageSize": 2, "pageToken": first["nextPageToken"]})["result"]
+
+    assert [t["id"] for t in first["tasks"]] == [str(e.pk), str(d.pk)]
+    assert [t["id"] for t in second["tasks"]] == [str(c.pk), str(b.pk)]
+    assert (second["totalSize"], second.get("nextPageToken", "")) == (5, "")  # the moved task is ahead of the cursor now
+    assert listed_ids(token, pageSize=2) == [str(oldest.pk), str(e.pk)]  # and first in a listing from the top
+
+
+def test_a_page_token_not_given_for_this_listing_is_invalid_params(alice, mallory, agent):
+    for n in (2, 3, 4):
+        a2a_task(alice, agent, f"what is {n} + {n}")
+        a2a_task(mallory, agent, f"what is {n} + {n}")
+    alices, mallorys = ApiToken.issue(alice), ApiToken.issue(mallory)
+    page_token = rpc(alices, "ListTasks", {"pageSize": 1})["result"]["nextPageToken"]
+    assert page_token and not page_token.isdigit()  # a position, not an offset
+
+    foreign = [
+        rpc(mallorys, "ListTasks", {"pageSize": 1, "pageToken": page_token}),  # another user's
+        rpc(alices, "ListTasks", {"pageSize": 1, "pageToken": page_token, "status": "TASK_STATE_COMPLETED"}),  # another filter's
+        rpc(alices, "ListTasks", {"pageSize": 1, "pageToken": page_token[:-2] + ("AA" if page_token[-2:] != "AA" else "BB")}),
+        rpc(alices, "ListTasks", {"pageSize": 1, "pageToken": "1"}),  # the old offsets
+    ]
+
+    assert [(answer["error"]["code"], answer["error"]["message"]) for answer in foreign] == [
+        (-32602, "pageToken is the nextPageToken of an earlier page.")] * 4
+    assert len(rpc(alices, "ListTasks", {"pageSize": 1, "pageToken": page_token})["result"]["tasks"]) == 1
+
+
+def test_a_task_over_keeps_its_status_time_and_the_time_filter_reads_that_at_or_after(alice, agent):
+    closed = a2a_task(alice, agent, "what is 3 + 3")
+    settled = status_time(closed)
+    current = a2a_task(alice, agent, "what is 4 + 4", conversation=Conversation.objects.get(pk=closed.conversation_id))
+    token = ApiToken.issue(alice)
+
+    assert Task.objects.get(pk=closed.pk).final_state == Task.FinalState.COMPLETED
+    assert status_time(closed) == settled < Conversation.objects.get(pk=closed.conversation_id).updated_at
+    assert listed_ids(token, statusTimestampAfter=stamp(settled)) == [str(current.pk), str(closed.pk)]  # at: included
+    assert listed_ids(token, statusTimestampAfter=stamp(settled + timedelta(microseconds=1))) == [str(current.pk)]
+    assert rpc(token, "ListTasks", {})["result"]["tasks"][1]["status"]["timestamp"] == stamp(settled)
+
+
+def test_list_tasks_leaves_out_the_artifacts_unless_asked(alice, agent):
+    a2a_task(alice, agent, "what is 2 + 2")
+    token = ApiToken.issue(alice)
+
+    [bare] = rpc(token, "ListTasks", {})["result"]["tasks"]
+    [full] = rpc(token, "ListTasks", {"includeArtifacts": True})["result"]["tasks"]
+
+    assert "artifacts" not in bare
+    assert [artifact["name"] for artifact in full["artifacts"]][-1] == "answer"
+
+
+def test_a_new_task_with_a_data_or_file_part_is_content_type_not_supported_and_the_card_says_text(alice, agent):
+    token = ApiToken.issue(alice)
+    parts = ([{"text": "hello"}, {"data": {"decision_type": "approve"}}], [{"url": "https://example.com/a.pdf", "mediaType": "application/pdf"}],
+             [{"raw": "aGVsbG8=", "mediaType": "image/png"}])
+
+    refusals = [rpc(token, "SendMessage", {"message": {"role": "ROLE_USER", "messageId": f"m{n}", "parts": part}})["error"]
+                for n, part in enumerate(parts)]
+
+    assert [refusal["code"] for refusal in refusals] == [-32005] * 3, refusals
+    assert "a file part (application/pdf)" in refusals[1]["message"] and "text/plain" in refusals[1]["message"]
+    assert not Conversation.objects.exists()
+    card = call("GET", CARD, token=token).json()
+    assert card["defaultInputModes"] == ["text/plain"]
+    assert not any("inputModes" in skill for skill in card["skills"])
+
+
+def test_the_card_is_cached_privately_with_an_etag_and_a_matching_one_is_304(alice, agent):
+    token = ApiToken.issue(alice)
+    first = call("GET", CARD, token=token)
+    etag = first.headers["etag"]
+
+    again = call("GET", CARD, token=token, headers={"If-None-Match": f'W/"other", {etag}'})
+    stale = call("GET", CARD, token=token, headers={"If-None-Match": '"other"'})
+    agent.tools = agent.tools[:-1]  # a tool fewer: another card
+    agent.save()
+    changed = call("GET", CARD, token=token, headers={"If-None-Match": etag})
+
+    assert first.status_code == 200 and etag.startswith('"') and len(etag) == 34
+    assert (first.headers["cache-control"], first.headers["vary"]) == ("private, max-age=300", "Authorization")
+    assert (again.status_code, again.content, again.headers["etag"]) == (304, b"", etag)
+    assert again.headers["cache-control"] == "private, max-age=300"
+    assert (stale.status_code, stale.json()) == (200, first.json())
+    assert changed.status_code == 200 and changed.headers["etag"] != etag
+    answer = call("POST", "/a2a/demo/", token=token, headers={"A2A-Version": "1.0"},
+                  json={"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}})
+    assert answer.headers.get_list("cache-control") == ["no-store"]  # JSON-RPC answers are never kept
+    assert call("GET", CARD).headers.get_list("cache-control") == ["no-store"]  # nor a refusal on the card's path
