@@ -1,8 +1,9 @@
-"""Caps per API token on A2A: how many calls may run at once and how many streams may stay open
-(HITL_A2A_CALLS_PER_TOKEN, HITL_A2A_STREAMS_PER_TOKEN), so that one token holder cannot take the
-pool's threads from everyone else. Counted per daphne process (one event loop: no lock needed).
-Over a cap the request is answered at once with a JSON-RPC error (TOO_MANY, the 429 of JSON-RPC)
-that says when to retry, and a Retry-After header."""
+"""Caps on A2A: how many calls may run at once and how many streams may stay open, per API token
+(HITL_A2A_CALLS_PER_TOKEN, HITL_A2A_STREAMS_PER_TOKEN) and per user, all of the user's tokens
+together (HITL_A2A_CALLS_PER_USER, HITL_A2A_STREAMS_PER_USER), so that no one takes the pool's
+threads, or the channel layer's listeners, from everyone else. Counted per daphne process (one
+event loop: no lock needed). Over a cap the request is answered at once with a JSON-RPC error
+(TOO_MANY, the 429 of JSON-RPC) that says when to retry, and a Retry-After header."""
 import json
 from collections import Counter
 
@@ -14,16 +15,29 @@ STREAM_METHODS = {"SendStreamingMessage", "SubscribeToTask", "message/stream", "
 TOO_MANY = -32029  # a server-defined JSON-RPC code (-32000 to -32099), 429 as HTTP says it
 RETRY_SECONDS = 1
 A2A_DEPTH = 256  # a message's data parts are the client's own JSON
+CAPS = {  # the setting that caps each kind of request, per token and per user
+    ("calls", "token"): "HITL_A2A_CALLS_PER_TOKEN", ("streams", "token"): "HITL_A2A_STREAMS_PER_TOKEN",
+    ("calls", "user"): "HITL_A2A_CALLS_PER_USER", ("streams", "user"): "HITL_A2A_STREAMS_PER_USER",
+}
 
 
 class Throttle:
-    """Pure ASGI, after Authenticate (which puts the token's hash in `scope["hitl_token"]`): reads
-    the body (already capped in length) to tell a stream from a call, holds a slot for as long as
-    the response lasts (a stream's whole life), and hands the same body on."""
+    """Pure ASGI, after Authenticate (which puts the token's hash in `scope["hitl_token"]` and its
+    user in `scope["hitl_user"]`, before any body is read): reads the body (already capped in
+    length) to tell a stream from a call, holds a slot of the token's and one of its user's for as
+    long as the response lasts (a stream's whole life, a blocking send's wait), and hands the same
+    body on.
+
+    Both caps, because they guard different things. The user's is what is fair between people: a
+    second token (another client, another agent) does not double a user's share, so a user with
+    many tokens cannot hold every stream while another user's calls wait. The token's, below it,
+    keeps one client (a runaway loop) from spending all of its user's share, so the user's other
+    clients still get through. By default a user may use two tokens' worth."""
 
     def __init__(self, app):
         self.app = app
-        self.held = {"calls": Counter(), "streams": Counter()}
+        self.held = {"calls": Counter(), "streams": Counter()}  # by token hash
+        self.held_by_user = {"calls": Counter(), "streams": Counter()}  # by user id
 
     async def __call__(self, scope, receive, send):
         token = scope.get("hitl_token")
@@ -32,17 +46,22 @@ class Throttle:
         body, receive = await _buffered(receive) if scope["method"] == "POST" else (b"", receive)
         method, request_id = _method(body)
         kind = "streams" if method in STREAM_METHODS else "calls"
-        cap = settings.HITL_A2A_STREAMS_PER_TOKEN if kind == "streams" else settings.HITL_A2A_CALLS_PER_TOKEN
-        held = self.held[kind]
-        if held[token] >= cap:
-            return await _too_many(send, kind, cap, request_id)
-        held[token] += 1
+        slots = [(self.held[kind], token, "token")]
+        if scope.get("hitl_user") is not None:
+            slots.append((self.held_by_user[kind], scope["hitl_user"].pk, "user"))
+        for held, key, whose in slots:
+            cap = getattr(settings, CAPS[kind, whose])
+            if held[key] >= cap:
+                return await _too_many(send, kind, cap, request_id, whose=whose)
+        for held, key, _ in slots:
+            held[key] += 1
         try:
             await self.app(scope, receive, send)
         finally:
-            held[token] -= 1
-            if held[token] <= 0:
-                del held[token]
+            for held, key, _ in slots:
+                held[key] -= 1
+                if held[key] <= 0:
+                    del held[key]
 
 
 async def _buffered(receive):
@@ -80,13 +99,16 @@ def _method(body: bytes) -> tuple[str, object]:
     return (method if isinstance(method, str) else ""), request_id
 
 
-async def _too_many(send, kind: str, cap: int, request_id) -> None:
+async def _too_many(send, kind: str, cap: int, request_id, *, whose: str) -> None:
     what = "streams open" if kind == "streams" else "calls running"
     advice = "close one of them, or retry" if kind == "streams" else "retry"
+    if whose == "token":
+        holder, which = "this token already has", "the cap"
+    else:
+        holder, which = "your API tokens together already have", "the cap per user"
     error = {
         "code": TOO_MANY,
-        "message": f"Too many requests: this token already has {cap} A2A {what} at once (the cap); "
-        f"{advice} in {RETRY_SECONDS} s.",
+        "message": f"Too many requests: {holder} {cap} A2A {what} at once ({which}); {advice} in {RETRY_SECONDS} s.",
         "data": {"retry_after_seconds": RETRY_SECONDS, "limit": cap, "kind": kind},
     }
     body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()

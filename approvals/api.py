@@ -6,6 +6,7 @@ from datetime import datetime
 from datetime import timezone as dt_timezone
 from typing import Annotated, Any, Literal
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import OuterRef, Prefetch, Subquery, prefetch_related_objects
@@ -13,7 +14,7 @@ from django.http import Http404
 from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
-from hitl.db import thread_pool
+from hitl.db import release_connection, thread_pool
 from hitl.inputs import is_storable
 from hitl.live import Listening, conversation_group
 
@@ -535,33 +536,44 @@ def explain_approval(request, approval_id: ApprovalId):
 @router.get("/{approval_id}", response=ApprovalWithConversation)
 async def get_approval(request, approval_id: ApprovalId, wait: int = 0):
     """One approval (404 if you may not see it). With `wait=N` (at most 60 s), answered as soon as it
-    is decided or after N seconds, whichever is first: a long poll that holds no thread and no
-    database connection while it waits (it listens for the conversation's pushes, and reads the
-    row again every second in case one was lost)."""
-    read, pending = _database(approval_object), _database(_still_pending)
+    is decided or after N seconds, whichever is first: a long poll that holds no database connection
+    and no thread of a shared pool while it waits (it listens for the conversation's pushes, and reads
+    the row again every second in case one was lost, on the few threads of `_database`). Django's
+    sync middleware keeps the request's own thread until it answers: one per poll, never shared."""
+    # The token's user was read on this request's own thread (Django runs the middleware there, and
+    # django-ninja the authentication): give that connection back to the pool first. Kept, each
+    # waiting poll would hold one, and so would each request waiting for `_database`'s threads,
+    # whose reads need connections of the same pool: 300 at once held all 20 (HITL_DB_POOL_SIZE)
+    # and waited for one another until the pool's timeout (503s for everyone).
+    await sync_to_async(release_connection)()
     wait = max(0, min(wait, settings.HITL_API_MAX_WAIT_SECONDS))
+    if not wait:
+        return _found(await _database(approval_object)(request.auth, approval_id))
     user_id = request.auth.pk
-    if wait and _waiting[user_id] >= settings.HITL_LONG_POLLS_PER_USER:
+    if _waiting[user_id] >= settings.HITL_LONG_POLLS_PER_USER:
         raise TooManyWaiting  # before any read: the extra ones cost no database thread
-    item = await read(request.auth, approval_id)
-    if item is None:
-        raise Http404("No such approval.")
-    if not wait or item["status"] != Approval.Status.PENDING:
-        return item
+    # Counted before the first read, not after it: polls that arrive together all await that read
+    # at once, and counted after it each would pass the check above (300 at once let ~250 wait).
     _waiting[user_id] += 1
     try:
+        item = _found(await _database(approval_object)(request.auth, approval_id))
+        if item["status"] != Approval.Status.PENDING:
+            return item
         async with Listening(conversation_group(item["conversation_id"])) as listening:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + wait
             while (left := deadline - loop.time()) > 0:
                 await listening.wait(min(left, RECHECK_SECONDS))
-                if not await pending(approval_id):
+                if not await _database(_still_pending)(approval_id):
                     break
     finally:
         _waiting[user_id] -= 1
         if _waiting[user_id] <= 0:
             del _waiting[user_id]
-    item = await _database(_approval_object_now)(user_id, approval_id)  # as its poller may see it now
+    return _found(await _database(_approval_object_now)(user_id, approval_id))  # as its poller may see it now
+
+
+def _found(item: dict | None) -> dict:
     if item is None:
         raise Http404("No such approval.")
     return item

@@ -34,9 +34,12 @@ RECHECK_SECONDS = 1.0
 PROGRESS_SECONDS = 5.0  # a notification at most this often while nothing changes
 EXPIRY_GRACE_SECONDS = 5.0  # the beat sweep expires a pending approval within about a second
 TOO_MANY = -32029  # a server-defined JSON-RPC code, 429 as HTTP says it (as agentlink.limits answers)
-# Calls in flight per API token in this process (one event loop: no lock), capped so that one token
-# holder's waits cannot take the gateway's threads from everyone else.
+# Calls in flight in this process (one event loop: no lock), by API token and by user. The user's cap
+# (HITL_MCP_CALLS_PER_USER, all their tokens together) is what is fair between people: a second token
+# does not double anyone's share of the gateway's threads and waits. The token's, below it, keeps one
+# client (a runaway loop) from spending all of its user's share, so their other clients get through.
 IN_FLIGHT: Counter = Counter()
+IN_FLIGHT_BY_USER: Counter = Counter()
 
 
 def caller(ctx: ServerRequestContext) -> tuple:
@@ -62,7 +65,12 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
     if IN_FLIGHT[token] >= cap:
         raise MCPError(code=TOO_MANY, message=f"Too many calls: this token already has {cap} MCP calls in flight at "
                        "once (the cap); retry once one of them is answered.", data={"limit": cap})
+    cap = settings.HITL_MCP_CALLS_PER_USER
+    if IN_FLIGHT_BY_USER[user.pk] >= cap:
+        raise MCPError(code=TOO_MANY, message=f"Too many calls: your API tokens together already have {cap} MCP calls "
+                       "in flight at once (the cap per user); retry once one of them is answered.", data={"limit": cap})
     IN_FLIGHT[token] += 1
+    IN_FLIGHT_BY_USER[user.pk] += 1
     try:
         arguments = params.arguments if params.arguments is not None else {}
         try:
@@ -73,9 +81,10 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
         return await _answer(ctx, asked)
     finally:
-        IN_FLIGHT[token] -= 1
-        if IN_FLIGHT[token] <= 0:
-            del IN_FLIGHT[token]
+        for held, key in ((IN_FLIGHT, token), (IN_FLIGHT_BY_USER, user.pk)):
+            held[key] -= 1
+            if held[key] <= 0:
+                del held[key]
 
 
 async def _answer(ctx: ServerRequestContext, asked: calls.Asked) -> types.CallToolResult:
