@@ -9,27 +9,29 @@ in kombu's `Channel._connparams`). That is not a connection error, so the consum
 the worker logs "Unrecoverable error" and never consumes again (every round of a Redis restart
 while a late-acked task ran, before this: tests/e2e/test_faults.py).
 
-Here the transport keeps the connection it was made for: a channel of a lost connection can then
-restore its messages (or fail with a connection error while Redis is down, which the consumer
-ignores and retries), and a task that finishes after the reconnect can still ack on it. Installed
-under kombu's names `redis` and `rediss` (and so `redis+socket`), for every process that talks to
-the broker. Remove it once a Celery release no longer sets the client to None before closing
+Here a channel whose connection was collected says so as a connection error (redis-py's
+ConnectionError), which the consumer ignores while it closes the lost connection and then
+reconnects, as Celery 5.6 did; its unacknowledged messages stay in Redis's unacked set, restored
+as kombu restores any lost consumer's. A task that finishes after the reconnect fails to ack on the
+old channel the same way, logged by kombu ("Failed to acknowledge"), and its message comes back
+later, to be taken under the conversation's lease. Installed under kombu's names `redis` and
+`rediss` (and so `redis+socket`), for every process that talks to the broker. Remove it once a
+Celery release no longer collects the connection before closing it
 (celery/worker/consumer/consumer.py, on_connection_error_after_connected)."""
+import redis as redis_client
 from kombu import transport
 from kombu.transport import redis
 
 
-class Transport(redis.Transport):
-    @property
-    def client(self):
-        return self._client
+class Channel(redis.Channel):
+    def _connparams(self, asynchronous=False):
+        if self.connection.client is None:  # collected: the connection it belonged to is gone
+            raise redis_client.ConnectionError("This broker connection was lost and collected; the consumer reconnects.")
+        return super()._connparams(asynchronous=asynchronous)
 
-    @client.setter
-    def client(self, value) -> None:
-        # kombu clears it to break a reference cycle (the collector breaks it as well); a channel
-        # still open on this transport needs it to reach Redis.
-        if value is not None:
-            self._client = value
+
+class Transport(redis.Transport):
+    Channel = Channel
 
 
 def install() -> None:
