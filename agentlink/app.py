@@ -7,8 +7,8 @@
 
 Every request carries an API token (`Authorization: Bearer …`, the JSON API's tokens) and acts as
 its user; an agent that user may not use is a 404, like an agent that does not exist (the
-guards in front of the routes are hitl.mounted's, shared with the MCP gateway). Each token's
-calls and open streams are capped (agentlink.limits); the database work runs on A2A's own threads
+guards in front of the routes are hitl.mounted's, shared with the MCP gateway). Each token's, and each
+user's (all their tokens together), calls and open streams are capped (agentlink.limits); the database work runs on A2A's own threads
 (agentlink.pool)."""
 import hashlib
 import logging
