@@ -49,8 +49,12 @@ class CrashStack:
         wait_until(lambda: "ready." in self.worker.log.read_text(), timeout=60, message="the crash worker")
 
     def restart_as_prefork(self) -> None:
+        """A prefork worker whose child is up and consuming: the child imports litellm after the
+        worker says "ready." (seconds on a loaded machine), then drains the periodic tasks beat sent
+        meanwhile; a test that waited only seconds for its conversation would time out behind them."""
         self.worker.stop()
         self.start_worker(prefork=True)
+        wait_until(lambda: "ForkPoolWorker-1] Task" in self.worker.log.read_text(), timeout=60, message="the prefork child consuming")
 
     def pool_children(self) -> list[int]:
         return children(self.worker.popen.pid)
