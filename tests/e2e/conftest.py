@@ -153,6 +153,11 @@ def _logged_since(log: Path, offset: int, lines: int = 80) -> str:
     return (f"[{skipped} earlier lines left out]\n" if skipped else "") + "\n".join(kept)
 
 
+# For the stacks that kill their own processes (test_crashes.py, test_faults.py): a lease of 3 s,
+# sweeps every second, no retry of a model call, so that a recovery takes seconds.
+FAST_RECOVERY = {"HITL_LOOP_LEASE_SECONDS": "3", "HITL_STALL_SECONDS": "1", "HITL_SWEEP_SECONDS": "1", "HITL_LLM_RETRIES": "0"}
+
+
 @pytest.fixture
 def fake_model():
     """A stand-in OpenAI server on loopback (tests/fake_openai.py), for agents whose api_base is its URL."""

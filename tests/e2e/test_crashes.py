@@ -24,7 +24,7 @@ from chat.models import Agent, Conversation, ToolCall
 from tests.conftest import wait_until
 from tests.e2e.browser import TIMEOUT_MS, WATCH_SOCKET, browser, button, log_in, wait_for_live  # noqa: F401
 from tests.e2e.a2a_client import A2A, State, answer_of
-from tests.e2e.conftest import BIN, Api, Process, free_port, port_open, replies, start
+from tests.e2e.conftest import BIN, FAST_RECOVERY, Api, Process, free_port, port_open, replies, start
 
 pytestmark = pytest.mark.e2e
 RECOVERY_SECONDS = 60  # lease 3 s + sweeper every 1 s + a worker start (seconds on a loaded 2-core machine)
@@ -95,14 +95,7 @@ class CrashStack:
 def crash_stack(stack, tmp_path_factory):
     work = tmp_path_factory.mktemp("crash")
     redis_port, web_port = free_port(), free_port()
-    env = stack.env | {
-        "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-        "HITL_LOOP_LEASE_SECONDS": "3",
-        "HITL_STALL_SECONDS": "1",
-        "HITL_SWEEP_SECONDS": "1",
-        "OPENAI_API_KEY": "test",
-        "HITL_LLM_RETRIES": "0",
-    }
+    env = stack.env | FAST_RECOVERY | {"REDIS_URL": f"redis://127.0.0.1:{redis_port}/0"}
     crash = CrashStack(env, work, f"http://127.0.0.1:{web_port}", redis_port, {})
     crash.start_redis()
     crash.processes["beat"] = start(

@@ -30,7 +30,7 @@ from django.db import connections
 from approvals.models import Approval
 from chat.models import Agent, Conversation, ToolCall
 from tests.conftest import wait_until
-from tests.e2e.conftest import BIN, Api, free_port, port_open, replies, start
+from tests.e2e.conftest import BIN, FAST_RECOVERY, Api, free_port, port_open, replies, start
 
 pytestmark = pytest.mark.e2e
 
@@ -107,13 +107,7 @@ class FaultStack:
 def fault_stack(stack, tmp_path_factory):
     work = tmp_path_factory.mktemp("faults")
     redis_port, web_port = free_port(), free_port()
-    env = stack.env | {
-        "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-        "HITL_LOOP_LEASE_SECONDS": "3",
-        "HITL_STALL_SECONDS": "1",
-        "HITL_SWEEP_SECONDS": "1",
-        "HITL_LLM_RETRIES": "0",
-    }
+    env = stack.env | FAST_RECOVERY | {"REDIS_URL": f"redis://127.0.0.1:{redis_port}/0"}
     faults = FaultStack(env, work, web_port, redis_port)
     for name in ("redis", "beat", "daphne", *(f"worker-{w}" for w in WORKERS)):
         faults.start(name)
