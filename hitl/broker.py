@@ -15,11 +15,10 @@ reconnects, as Celery 5.6 did; its unacknowledged messages stay in Redis's unack
 as kombu restores any lost consumer's. A task that finishes after the reconnect fails to ack on the
 old channel the same way, logged by kombu ("Failed to acknowledge"), and its message comes back
 later, to be taken under the conversation's lease. Installed under kombu's names `redis` and
-`rediss` (and so `redis+socket`), for every process that talks to the broker. Remove it once a
+`rediss` (and so `redis+socket`) by hitl/celery.py, for every process that talks to the broker. Remove it once a
 Celery release no longer collects the connection before closing it
 (celery/worker/consumer/consumer.py, on_connection_error_after_connected)."""
 import redis as redis_client
-from kombu import transport
 from kombu.transport import redis
 
 
@@ -33,7 +32,3 @@ class Channel(redis.Channel):
 class Transport(redis.Transport):
     Channel = Channel
 
-
-def install() -> None:
-    for name in ("redis", "rediss"):
-        transport.TRANSPORT_ALIASES[name] = f"{__name__}:Transport"

@@ -5,11 +5,15 @@ import os
 from celery import Celery
 from celery.signals import worker_init, worker_process_init
 from django.db import transaction
+from kombu import transport
 
-from hitl import broker, telemetry
+from hitl import telemetry
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
-broker.install()  # before any connection resolves the transport: see hitl/broker.py
+# Before any connection resolves the transport, by name: hitl/broker.py imports redis-py, which
+# loads OpenTelemetry's SDK wherever it is installed, and only processes that connect need it.
+for scheme in ("redis", "rediss"):
+    transport.TRANSPORT_ALIASES[scheme] = "hitl.broker:Transport"
 
 app = Celery("hitl")
 app.config_from_object("django.conf:settings", namespace="CELERY")
