@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from google.protobuf.json_format import MessageToDict
 
 from a2a.types import a2a_pb2 as pb
-from approvals import calls, routing, services, votes
+from approvals import services
+from approvals.deciders import routing, votes
+from approvals.policy import calls
 from approvals.models import Approval
 from approvals.permissions import can_decide
 from chat import services as chat_services

@@ -30,7 +30,7 @@ from a2a.client.card_resolver import parse_agent_card
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import A2AError
-from approvals.policy import RISKS
+from approvals.policy.gate import RISKS
 from chat.asked import MAX_ACTIONS, question_of
 from chat.tools import InputRequired, ToolArgumentsError, ToolError, ToolSpec
 from hitl.inputs import is_storable_value

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 from ag_ui.core import ResumeEntry
 
-from approvals import calls, plans, questions, services
+from approvals import services
+from approvals.pauses import plans, questions
+from approvals.policy import calls
 from approvals.models import Approval
 from hitl.inputs import is_storable_value, storable
 

@@ -11,9 +11,9 @@ from django.utils import timezone
 
 from hitl.admin import ReadOnlyAdminMixin
 
-from .policy_admin import PolicyHistoryAdmin
+from .policy.admin import PolicyHistoryAdmin
 
-from . import routemaking, votes
+from .deciders import routemaking, votes
 from .models import Approval, Delegation, LateDecision, Outcome, PolicyVersion, Route, Rule, Vote, Webhook, WebhookDelivery
 from .permissions import may_manage_routes
 from .templatetags.approval_tags import edit_diff
@@ -224,7 +224,7 @@ class InForceFilter(admin.SimpleListFilter):
 
 
 class RouteForm(forms.ModelForm):
-    """A new route, checked as the API checks one (approvals.routemaking.check_route)."""
+    """A new route, checked as the API checks one (approvals.deciders.routemaking.check_route)."""
 
     class Meta:
         model = Route
@@ -332,7 +332,7 @@ class RouteAdmin(PolicyHistoryAdmin):
 @admin.register(Delegation)
 class DelegationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Delegations, read-only: each is a link of the audit chain, made and ended on the delegation
-    page or the API (approvals.delegations), never here."""
+    page or the API (approvals.deciders.delegations), never here."""
 
     list_display = ["id", "delegator", "delegate", "starts_at", "ends_at", "ended_at"]
     list_filter = [("delegator", admin.RelatedOnlyFieldListFilter), ("delegate", admin.RelatedOnlyFieldListFilter)]

@@ -18,7 +18,8 @@ from hitl.db import release_connection, thread_pool
 from hitl.inputs import is_storable
 from hitl.live import Listening, conversation_group
 
-from . import explain, routing, votes
+from .deciders import routing, votes
+from .policy import explain
 from .models import Approval, Vote
 from .summary import summarize
 from .services import (

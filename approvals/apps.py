@@ -8,7 +8,9 @@ class ApprovalsConfig(AppConfig):
         from django.db.backends.signals import connection_created
         from django.db.models.signals import post_migrate
 
-        from . import policy_versions, receivers, triggers  # noqa: F401 (policy_versions: its receiver)
+        from . import receivers
+        from .audit import triggers
+        from .policy import versions as policy_versions  # noqa: F401 (policy_versions: its receiver)
         from .signals import (
             approval_claimed, approval_edited, approval_requested, approval_voted, approvals_decided,
             approvals_escalated, approvals_reminded,

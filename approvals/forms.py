@@ -14,8 +14,9 @@ from django.utils import timezone
 
 from hitl.inputs import BadInput
 
-from . import rulemaking, rules, services
-from .calls import InvalidArguments
+from . import services
+from .policy import rulemaking, rules
+from .policy.calls import InvalidArguments
 from .models import Approval, Rule
 
 LONG_TEXT = 60  # characters past which a string is edited in a text area
@@ -134,7 +135,7 @@ def grant_from_form(data, approval, *, now=None) -> dict | None:
 
 def may_grant(approval) -> bool:
     """Whether the card may offer a grant: only for what an allow rule could ever approve
-    (approvals.rules.may_auto_approve), the version shown (an edit's); never a routed call, nor one
+    (approvals.policy.rules.may_auto_approve), the version shown (an edit's); never a routed call, nor one
     whose approval needs the approver's passkey (a grant would let the next ones through without it)."""
     if approval.kind != Approval.Kind.ACTION or approval.route_id is not None or services.needs_step_up(approval):
         return False

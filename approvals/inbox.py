@@ -8,7 +8,7 @@ from django.apps import apps
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
-from . import routing, votes
+from .deciders import routing, votes
 from .models import Approval, Snooze
 from .permissions import can_decide
 from .selectors import Filters, pending_approvals, with_routes

@@ -62,7 +62,7 @@ class Approval(models.Model):
         help_text="The rule that decided it at once (decided via rule, by nobody); empty for a human's decision.",
     )
     # CASCADE: a repeat means nothing without the rejection it repeats. Decided approvals are never
-    # deleted but when a whole database is erased (approvals.triggers.erasing), and then all go.
+    # deleted but when a whole database is erased (approvals.audit.triggers.erasing), and then all go.
     repeat_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="repeats",
         help_text="The earlier rejection of the same call this one repeats (decided via repeat).",
@@ -82,7 +82,7 @@ class Approval(models.Model):
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.ACTION)
     question = models.JSONField(
         null=True, blank=True,
-        help_text='A question\'s {"text", "type", "options", "min", "max", "default", "required"} (approvals.questions).',
+        help_text='A question\'s {"text", "type", "options", "min", "max", "default", "required"} (approvals.pauses.questions).',
     )
     plan = models.JSONField(
         null=True, blank=True, help_text='A plan\'s {"title", "steps": [{"index", "action", "description", "optional"}]}.'
@@ -126,7 +126,7 @@ class Approval(models.Model):
         help_text="Who said they are on it, while pending; empty once decided.",
     )
     claimed_at = models.DateTimeField(null=True, blank=True)
-    # Routing (approvals.routing): which route decides who may approve it, how many must, and when
+    # Routing (approvals.deciders.routing): which route decides who may approve it, how many must, and when
     # the route's approvers are reminded and its escalation groups let in. Set once, when requested.
     route = models.ForeignKey(
         "approvals.Route", null=True, blank=True, on_delete=models.PROTECT, related_name="approvals",
@@ -143,7 +143,7 @@ class Approval(models.Model):
     escalated_at = models.DateTimeField(null=True, blank=True)
     explanation = models.JSONField(
         null=True, blank=True,
-        help_text='How it came to be asked or decided at once: [{"step", "outcome", "detail"}], in the order applied (approvals.explain).',
+        help_text='How it came to be asked or decided at once: [{"step", "outcome", "detail"}], in the order applied (approvals.policy.explain).',
     )
     policy_version = models.PositiveIntegerField(
         null=True, blank=True,
@@ -257,7 +257,7 @@ class Route(models.Model):
     """Who decides an agent's gated calls of some tools from some risk up: members of `approvers`
     (Django groups), `quorum` of them, reminded after `remind_after_seconds` and joined by the
     `escalate_to` groups after `escalate_after_seconds`. The most specific matching route applies
-    (approvals.routing.match). Removing a route keeps it (`deleted_at`): what it routed still names it."""
+    (approvals.deciders.routing.match). Removing a route keeps it (`deleted_at`): what it routed still names it."""
 
     agent = models.ForeignKey("chat.Agent", on_delete=models.PROTECT, related_name="routes")
     tool = models.CharField(max_length=200, default="*", help_text="A tool name, or a glob such as payments__*.")
@@ -437,7 +437,7 @@ class Snooze(models.Model):
 class Rule(models.Model):
     """A saved decision: calls of a tool (a name or a glob) whose arguments match are allowed or
     denied at once, without asking, within a scope. Applied only after the tool's own gate asks for
-    a human, and never to what must always be asked (approvals.rules.may_auto_approve). Removing a
+    a human, and never to what must always be asked (approvals.policy.rules.may_auto_approve). Removing a
     rule keeps it (disabled, `deleted_at`), so the decisions it made still name it."""
 
     class Effect(models.TextChoices):
@@ -493,7 +493,7 @@ class Rule(models.Model):
 class PolicyVersion(models.Model):
     """One numbered version of what decides calls (agents' gates and tools, rules, routes, tool servers'
     trust, links and pins): who changed it, when, what (a diff), and a hash of the whole policy after
-    it (approvals.policy_versions). Linked into the audit chain like a decision; final once made."""
+    it (approvals.policy.versions). Linked into the audit chain like a decision; final once made."""
 
     number = models.PositiveIntegerField(unique=True)
     created_at = models.DateTimeField(default=timezone.now)

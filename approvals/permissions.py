@@ -1,11 +1,11 @@
 """Who may see and decide approvals: the conversation's owner, an approver, or (for a routed call)
-the route's groups; the rules themselves are in approvals.routing."""
+the route's groups; the rules themselves are in approvals.deciders.routing."""
 from typing import Any
 
 from django.contrib.auth.models import Group, Permission
 
-from . import routing
-from .routing import Powers
+from .deciders import routing
+from .deciders.routing import Powers
 
 DECIDE_PERMISSION = routing.DECIDE_PERMISSION
 APPROVERS_GROUP = "Approvers"

@@ -2,8 +2,8 @@
 from hitl import live
 from hitl.celery import enqueue_on_commit
 
-from . import webhooks
-from .fragments import claim_html, dashboard_signal_html, votes_html
+from .announcements import webhooks
+from .cards.fragments import claim_html, dashboard_signal_html, votes_html
 from .models import Approval, Webhook
 from .tasks import deliver_webhook
 

@@ -1,5 +1,5 @@
 """The dashboard's reads: pending approvals with filters, and the history of decisions, each limited
-to what the viewer may see (approvals.routing.visible_filter)."""
+to what the viewer may see (approvals.deciders.routing.visible_filter)."""
 import re
 from dataclasses import dataclass
 from datetime import timedelta
@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from hitl.inputs import storable
 
-from . import routing
+from .deciders import routing
 from .models import Approval, Risk
 
 OLDER_THAN = re.compile(r"[0-9]{1,6}")  # minutes, ASCII digits: up to about two years back

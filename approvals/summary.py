@@ -16,7 +16,7 @@ from typing import Any
 
 from hitl.visible import reveal, reveal_json, reveal_line
 
-from . import titles
+from .cards import titles
 from .models import Approval
 
 # The most a sentence says on one line: a longer target (a URL of 3,000 characters) is cut, and a

@@ -3,7 +3,9 @@ lost, warn of approvals about to expire and expire overdue ones, remind and esca
 from celery import shared_task
 from django.conf import settings
 
-from . import escalation, services, webhooks
+from . import services
+from .announcements import webhooks
+from .deciders import escalation
 
 
 @shared_task(bind=True, ignore_result=True, acks_late=True)

@@ -12,12 +12,14 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from hitl.inputs import BadInput, parse_ids, parse_shown
 
-from . import calls, inbox, questions
-from .calls import InvalidArguments
+from . import inbox
+from .pauses import questions
+from .policy import calls
+from .policy.calls import InvalidArguments
 from .forms import arguments_from_form, edit_fields, grant_from_form
-from .fragments import approval_controls_html
+from .cards.fragments import approval_controls_html
 from .models import Approval, Risk
-from .rulemaking import InvalidRule, ScopeNotAllowed, TargetNotFound
+from .policy.rulemaking import InvalidRule, ScopeNotAllowed, TargetNotFound
 from .permissions import can_decide, can_see, may_approve_anything
 from .selectors import Filters, decided_approvals, powers_for, with_routes
 from .services import (

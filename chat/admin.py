@@ -3,14 +3,14 @@ from django import forms
 from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
-from approvals.policy_admin import PolicyHistoryAdmin
+from approvals.policy.admin import PolicyHistoryAdmin
 from hitl.admin import ReadOnlyAdminMixin
 
 from .models import Agent, ApiToken, Conversation, Message, OutboxEmail, ToolCall
 
 
 class AgentForm(forms.ModelForm):
-    """The agent's settings; its always-ask patterns checked for shape (approvals.rules.always_asked)."""
+    """The agent's settings; its always-ask patterns checked for shape (approvals.policy.rules.always_asked)."""
 
     class Meta:
         model = Agent

@@ -8,7 +8,7 @@ from ninja.errors import HttpError
 
 from approvals.api import ApprovalOut, approval_out
 from approvals.models import Approval
-from approvals.routing import ASKING_TOKEN, asks_only
+from approvals.deciders.routing import ASKING_TOKEN, asks_only
 from approvals.services import NotAllowed, decide_all
 
 from . import services

@@ -7,7 +7,8 @@ class ChatConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate
 
-        from approvals import calls, services
+        from approvals import services
+        from approvals.policy import calls
         from approvals.signals import approval_edited, approval_extended, approvals_decided, approvals_expiring
 
         from . import asking_again, demo_tools, human_tools, llm, receivers, triggers  # noqa: F401  (register tools and the provider)

@@ -7,9 +7,11 @@ once every call of the round is settled, with what was decided of each, in their
 from dataclasses import replace
 from typing import NamedTuple
 
-from approvals import explain, questions, routing, rules
+from approvals.deciders import routing
+from approvals.pauses import questions
+from approvals.policy import explain, rules
 from approvals.models import Approval
-from approvals.policy import RISKS, check
+from approvals.policy.gate import RISKS, check
 from approvals.services import request_approval
 from hitl.visible import reveal
 
@@ -108,7 +110,7 @@ def _preview(preview) -> Preview | None:
 
 
 def question_of(text: str, asked: dict) -> dict:
-    """A question the tool relays (its words, its type), as approvals.questions stores it."""
+    """A question the tool relays (its words, its type), as approvals.pauses.questions stores it."""
     fields = {key: asked.get(key) for key in ("type", "options", "min", "max", "required") if asked.get(key) is not None}
     try:
         return questions.normalize({"question": text, **fields})

@@ -6,7 +6,7 @@ import uuid
 from django.db import transaction
 from django.utils import timezone
 
-from approvals import explain
+from approvals.policy import explain
 from approvals.models import Approval
 from approvals.services import CannotAskAgain, request_approval
 from hitl import live

@@ -2,7 +2,7 @@
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
-from approvals import routemaking
+from approvals.deciders import routemaking
 from approvals.models import Route
 from approvals.permissions import APPROVERS_GROUP, approvers_group
 

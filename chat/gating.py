@@ -7,7 +7,8 @@ from functools import partial
 
 from django.conf import settings
 
-from approvals import calls, explain, policy, routing, rules
+from approvals.deciders import routing
+from approvals.policy import calls, explain, gate as policy, rules
 from approvals.services import decide_by_rule, reject_as_repeat, request_approval
 from hitl.inputs import has_surrogate, is_storable_value
 from hitl.visible import reveal
@@ -30,7 +31,7 @@ class GatedCall:
     kind: str = "action"  # or "question", "plan": the agent asks a human (approvals.pauses)
     request: dict | None = None  # the question or the plan, as stored
     annotations: dict | None = None  # the tool's source's hints (an MCP server's), stored with the approval
-    steps: tuple = ()  # the gate's part of the explanation (approvals.explain)
+    steps: tuple = ()  # the gate's part of the explanation (approvals.policy.explain)
     rules_only: bool = False  # the policy would run it: a deny or ask rule (or always-ask pattern) holds it (hold)
     spec: ToolSpec | None = None
 
@@ -187,7 +188,7 @@ class EditChecker:
 
 def screen(call: ToolCall, gated: GatedCall, conversation: Conversation, live_rules: list, live_routes: list) -> tuple:
     """What decides a gated action (or one the rules hold: hold) besides a human, read before any
-    write transaction: the route that says who approves it (approvals.routing.match), what the rules
+    write transaction: the route that says who approves it (approvals.deciders.routing.match), what the rules
     say of it (`live_rules`, rules.applicable(conversation, recently_expired=True)), and what its
     card would offer to remember. For the loop's calls and outside ones alike (chat.outside)."""
     route = routing.match(live_routes, tool=call.name, risk=gated.gate.risk)
@@ -225,7 +226,7 @@ def automatic_decision(applied: rules.Applied):
 
 
 def explained(gated: GatedCall, screening, applied: rules.Applied, route, conversation: Conversation, *, by_policy: bool = False) -> list[dict]:
-    """The call's decision path as it was applied (approvals.explain), stored with its approval."""
+    """The call's decision path as it was applied (approvals.policy.explain), stored with its approval."""
     return explain.path(
         list(gated.steps), screening, applied, route, agent_name=conversation.agent.name, by_policy=by_policy,
         routed=screening is not None,

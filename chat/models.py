@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
-from approvals import routing
+from approvals.deciders import routing
 
 LAST_USED_PRECISION = timedelta(minutes=1)
 
@@ -105,7 +105,7 @@ class Agent(models.Model):
     )
     allowed_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="usable_agents")
     allowed_groups = models.ManyToManyField("auth.Group", blank=True, related_name="usable_agents")
-    # Every change, with who and when (the admin's History); approvals.policy_versions numbers the policy's.
+    # Every change, with who and when (the admin's History); approvals.policy.versions numbers the policy's.
     history = HistoricalRecords(m2m_fields=["allowed_users", "allowed_groups"])
 
     def __str__(self) -> str:
@@ -291,7 +291,7 @@ class ApiToken(models.Model):
     def user_for(cls, key: str):
         """The active user whose token `key` is (noting the use), or None: every surface a program
         uses asks here. The user carries the token's scope (`token_scope`), which
-        approvals.routing reads before it lets anyone decide."""
+        approvals.deciders.routing reads before it lets anyone decide."""
         try:
             token = cls.objects.select_related("user").get(key_hash=cls.hash_key(key))  # unique: no ORDER BY
         except cls.DoesNotExist:

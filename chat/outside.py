@@ -14,10 +14,12 @@ from dataclasses import replace
 
 from django.db import IntegrityError, transaction
 
-from approvals import explain, routing, rules, services
+from approvals import services
+from approvals.deciders import routing
+from approvals.policy import explain, rules
 from approvals.models import Approval
 from approvals.permissions import can_see
-from approvals.policy import RISKS, Gate, check
+from approvals.policy.gate import RISKS, Gate, check
 from hitl import live
 from hitl.inputs import is_storable
 from hitl.visible import has_invisible, reveal
@@ -208,7 +210,7 @@ def _checked_preview(preview) -> Preview | None:
 
 
 def _gate_request(spec: ToolSpec, arguments: dict, conversation: Conversation, *, risk, preview, reason) -> GatedCall:
-    """An approval request gated by the agent's policy (approvals.policy.check), as its own calls
+    """An approval request gated by the agent's policy (approvals.policy.gate.check), as its own calls
     are. The caller's risk can raise the tool's, never lower it; the caller's preview is what the
     deciders see (the call runs where the caller is: a preview taken here would show our world)."""
     if risk is not None and RISKS.index(risk) > RISKS.index(spec.risk):

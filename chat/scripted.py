@@ -7,7 +7,7 @@ import re
 from collections import deque
 from collections.abc import Iterator
 
-from approvals import questions
+from approvals.pauses import questions
 
 from .llm import ModelToolCall, ModelTurn
 

@@ -8,7 +8,7 @@ from django.db.models.functions import Coalesce
 from django.http import Http404
 from django.utils import timezone
 
-from approvals import routing
+from approvals.deciders import routing
 from approvals.models import Approval
 from approvals.selectors import with_routes
 from hitl.inputs import is_storable

@@ -5,8 +5,8 @@ from django.utils import timezone
 
 from approvals.models import Approval
 from approvals.permissions import is_approver
-from approvals import questions
-from approvals.routing import ASKING_TOKEN, asks_only
+from approvals.pauses import questions
+from approvals.deciders.routing import ASKING_TOKEN, asks_only
 from approvals.services import AlreadyDecided, InvalidAnswer, NotAllowed, answer, cancel_pending, decide_all
 from approvals.text import Intent, TextDecision, parse_decision
 from hitl import live

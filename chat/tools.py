@@ -10,7 +10,7 @@ from typing import Any, get_type_hints
 
 import pydantic
 
-from approvals import titles
+from approvals.cards import titles
 
 # A function of (arguments, context) returning (required, reason) or (required, reason, risk):
 # the dynamic gate.
@@ -42,7 +42,7 @@ class ToolError(Exception):
 
 class InputRequired(Exception):
     """A tool asks a human for input before it can finish (an MCP server's input request): `question`
-    is what to ask (a question as approvals.questions stores it), `state` what the tool needs to go
+    is what to ask (a question as approvals.pauses.questions stores it), `state` what the tool needs to go
     on, kept with the call until the human answers and the loop calls `resume`.
 
     Or, with `actions`, it asks for calls to be decided (a remote agent's calls that wait for a

@@ -2,11 +2,11 @@
 row is never deleted, even by raw SQL (SQLite and PostgreSQL); installed after every `migrate`.
 
 Only finished calls: a call still pending approval, approved or running moves on by the loop's
-conditional updates. Deleting is allowed while `approvals.triggers.erasing()` (the test flush).
+conditional updates. Deleting is allowed while `approvals.audit.triggers.erasing()` (the test flush).
 """
 from django.db import DEFAULT_DB_ALIAS
 
-from approvals.triggers import install
+from approvals.audit.triggers import install
 
 from .models import ToolCall
 

@@ -6,7 +6,8 @@ from typing import NamedTuple
 from django.db import transaction
 from django.utils import timezone
 
-from approvals import routing, rules
+from approvals.deciders import routing
+from approvals.policy import rules
 from approvals.models import Approval
 
 from .gating import MAX_RAW_ARGUMENTS, GatedCall, automatic_decision, explained, gate_call, hold, parse_arguments, request, screen

@@ -6,7 +6,7 @@ every channel keeps the same promises. In the manner of healthchecks' integratio
 from django.conf import settings
 from django.db.models import Q, QuerySet
 
-from approvals import routing, votes
+from approvals.deciders import routing, votes
 from approvals.models import Approval
 
 from .models import Delivery, Outbox

@@ -8,7 +8,8 @@ from django.conf import settings
 from django.core.mail import EmailMultiAlternatives, get_connection
 from django.template.loader import render_to_string
 
-from approvals import routing, tokens, votes
+from approvals import tokens
+from approvals.deciders import routing, votes
 from approvals.models import Approval
 from deliveries.channels import Channel
 from deliveries.outbox import Failed, Unwanted
@@ -37,7 +38,7 @@ class EmailChannel(Channel):
         return enabled()
 
     def recipients(self, approval: Approval) -> list:
-        """Those who may decide it (approvals.routing.deciders) with an address, who did not opt out."""
+        """Those who may decide it (approvals.deciders.routing.deciders) with an address, who did not opt out."""
         opted_out = set(EmailPreference.objects.filter(opted_out=True).values_list("user_id", flat=True))
         return [user for user in routing.deciders(approval) if user.is_active and user.email and user.pk not in opted_out]
 

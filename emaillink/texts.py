@@ -4,7 +4,8 @@ that they were cut), every invisible or direction-changing character revealed (t
 the rest), and the outcome once decided."""
 from django.conf import settings
 
-from approvals import outcomes, votes
+from approvals.announcements import outcomes
+from approvals.deciders import votes
 from approvals.models import Approval
 from approvals.summary import Summary, summarize
 from hitl.visible import reveal, reveal_line

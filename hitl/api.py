@@ -12,9 +12,9 @@ from ninja.security import HttpBearer, SessionAuth
 
 from approvals.api import TooManyWaiting
 from approvals.api import router as approvals_router
-from approvals.rule_api import router as rules_router
-from approvals.rulemaking import InvalidRule, ScopeNotAllowed, TargetNotFound
-from approvals.calls import InvalidArguments
+from approvals.policy.api import router as rules_router
+from approvals.policy.rulemaking import InvalidRule, ScopeNotAllowed, TargetNotFound
+from approvals.policy.calls import InvalidArguments
 from approvals.services import (
     AlreadyDecided,
     AlreadyVoted,
@@ -85,11 +85,11 @@ api.add_router("/conversations", chat_router)
 api.add_router("/approvals", approvals_router)
 api.add_router("/approvals", "chat.outside_api.outcome_router")
 api.add_router("/approval-requests", "chat.outside_api.router")
-api.add_router("/rules", "approvals.simulate_api.router")  # before /rules/{rule_id}, which would take "simulate"
+api.add_router("/rules", "approvals.policy.simulate_api.router")  # before /rules/{rule_id}, which would take "simulate"
 api.add_router("/rules", rules_router)
-api.add_router("/analytics", "approvals.analytics_api.router")
-api.add_router("/routes", "approvals.route_api.router")
-api.add_router("/delegations", "approvals.delegation_api.router")
+api.add_router("/analytics", "approvals.analytics.api.router")
+api.add_router("/routes", "approvals.deciders.route_api.router")
+api.add_router("/delegations", "approvals.deciders.delegation_api.router")
 
 
 @api.exception_handler(HttpError)

@@ -54,7 +54,7 @@ INSTALLED_APPS = [
     "ninja",
     "csp",
     "axes",
-    "simple_history",  # versions of what decides calls (approvals.policy_versions)
+    "simple_history",  # versions of what decides calls (approvals.policy.versions)
     "hitl",
     "chat",
     "approvals",

@@ -5,10 +5,10 @@ from .api import api
 
 urlpatterns = [
     path("", include("chat.urls")),
-    path("approvals/analytics/", include("approvals.analytics_urls")),
-    path("approvals/delegations/", include("approvals.delegation_urls")),
+    path("approvals/analytics/", include("approvals.analytics.urls")),
+    path("approvals/delegations/", include("approvals.deciders.urls")),
     path("approvals/", include("approvals.urls")),
-    path("rules/", include("approvals.rule_urls")),
+    path("rules/", include("approvals.policy.urls")),
     path("telegram/", include("telegramlink.urls")),
     path("slack/", include("slacklink.urls")),
     path("profile/", include("profiles.urls")),

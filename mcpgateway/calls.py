@@ -10,7 +10,7 @@ from datetime import datetime
 import mcp_types as types
 
 from approvals.models import Approval
-from approvals.outcomes import outcome_line
+from approvals.announcements.outcomes import outcome_line
 from chat import outside
 from chat.models import Conversation, ToolCall
 from chat.tools import ToolArgumentsError, arguments_hash, registry

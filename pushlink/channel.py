@@ -7,7 +7,8 @@ from django.contrib.auth import get_user_model
 from django.core import signing
 from django.utils import timezone
 
-from approvals import routing, tokens
+from approvals import tokens
+from approvals.deciders import routing
 from approvals.models import Approval
 from approvals.summary import summarize
 from deliveries.channels import Channel
@@ -34,7 +35,7 @@ class PushChannel(Channel):
         return pushservice.enabled()
 
     def recipients(self, approval: Approval) -> list[PushSubscription]:
-        """The devices of those who may decide it (approvals.routing.deciders)."""
+        """The devices of those who may decide it (approvals.deciders.routing.deciders)."""
         users = [user.pk for user in routing.deciders(approval)]
         return list(PushSubscription.objects.filter(user_id__in=users, user__is_active=True).order_by("user_id", "pk"))
 

@@ -6,7 +6,7 @@ notification that shows it cut (too long, or a risk that carries the sentence on
 worker renders it."""
 from django.conf import settings
 
-from approvals import outcomes
+from approvals.announcements import outcomes
 from approvals.models import Approval
 from approvals.summary import Summary
 from hitl.visible import reveal_line

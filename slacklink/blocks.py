@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.utils import timezone
 
-from approvals import votes
+from approvals.deciders import votes
 from approvals.models import Approval
-from approvals.outcomes import outcome_line
+from approvals.announcements.outcomes import outcome_line
 from approvals.summary import Summary, summarize
 from approvals.templatetags.approval_tags import route_need
 from hitl.visible import reveal, reveal_line

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 from django.db.models import Count, F, Q, QuerySet
 
-from approvals import routing
+from approvals.deciders import routing
 from approvals.models import Approval
 from deliveries.channels import Channel
 from deliveries.outbox import Failed, Unwanted
@@ -36,7 +36,7 @@ class SlackChannel(Channel):
         return client.enabled()
 
     def recipients(self, approval: Approval) -> list[SlackAccount]:
-        """The linked accounts of those who may decide it (approvals.routing.deciders)."""
+        """The linked accounts of those who may decide it (approvals.deciders.routing.deciders)."""
         accounts = SlackAccount.objects.select_related("user").filter(user__is_active=True)
         return list(accounts.filter(user_id__in=[user.pk for user in routing.deciders(approval)]).order_by("user_id"))
 

@@ -8,7 +8,8 @@ import logging
 
 from django.utils import timezone
 
-from approvals import questions, services
+from approvals import services
+from approvals.pauses import questions
 from approvals.models import Approval
 from deliveries.tasks import close_later
 from hitl.visible import reveal

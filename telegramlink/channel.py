@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from approvals import routing
+from approvals.deciders import routing
 from approvals.models import Approval
 from deliveries.channels import Channel
 from deliveries.outbox import Failed, Unwanted
@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 Pending = Approval.Status.PENDING
 Status = ApprovalMessage.Status
 
-# A message's text counts its approval's votes (approvals.votes.summary) and names its route's
+# A message's text counts its approval's votes (approvals.deciders.votes.summary) and names its route's
 # groups: read with it, a query each.
 VOTES = ("approval__votes__user", "approval__votes__on_behalf_of", "approval__route__approvers", "approval__route__escalate_to")
 # What approvals.summary and the text read of a message's approval (and its outcome), in the same query.
@@ -52,7 +52,7 @@ class TelegramChannel(Channel):
         return bot.enabled()
 
     def recipients(self, approval: Approval) -> list[TelegramAccount]:
-        """The linked accounts of those who may decide it (approvals.routing.deciders), active ones only."""
+        """The linked accounts of those who may decide it (approvals.deciders.routing.deciders), active ones only."""
         deciders = [user.pk for user in routing.deciders(approval)]
         linked = TelegramAccount.objects.filter(user_id__in=deciders, user__is_active=True)
         return list(linked.select_related("user").order_by("user_id"))

@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.utils import timezone
 
-from approvals import votes
+from approvals.deciders import votes
 from approvals.models import Approval
-from approvals.outcomes import outcome_line  # noqa: F401  (texts.outcome_line: the bot's "Too late: …")
+from approvals.announcements.outcomes import outcome_line  # noqa: F401  (texts.outcome_line: the bot's "Too late: …")
 from approvals.summary import Summary, summarize
 from approvals.templatetags.approval_tags import route_need
 from hitl.visible import reveal, reveal_line
@@ -33,7 +33,7 @@ MAX_OUTCOME_CHARS = 1000  # a rejection's reason or an answer, under the request
 MAX_CUT_CHARS = 1200
 CUT = "… see the site"
 APPROVE, REJECT, REJECT_WITH_REASON, CHOOSE, TYPE, EXTEND = "a", "r", "R", "o", "t", "x"
-# The question types a message answers (option buttons, or a typed reply approvals.questions
+# The question types a message answers (option buttons, or a typed reply approvals.pauses.questions
 # reads); a question of any other type is answered on the site.
 ANSWERABLE = ("text", "choice", "multi_choice", "number", "date", "confirm")
 ICONS = {Approval.Kind.ACTION: "🔔", Approval.Kind.QUESTION: "❓", Approval.Kind.PLAN: "📋"}

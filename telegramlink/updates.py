@@ -9,7 +9,8 @@ from html import escape
 from django.db import transaction
 from django.utils import timezone
 
-from approvals import questions, services
+from approvals import services
+from approvals.pauses import questions
 from approvals.models import Approval
 from deliveries import tasks as delivery_tasks
 from deliveries.models import LinkRefused

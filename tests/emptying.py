@@ -6,11 +6,11 @@ its post_migrate then makes again (with the audit's triggers) for every test. On
 rows: 0.2 s a test, 7 of the PostgreSQL unit run's minutes.
 
 Same result: every row a test made is gone (foreign keys are checked at commit, so the order of the
-deletes does not matter), decided approvals included (approvals.triggers.erasing)."""
+deletes does not matter), decided approvals included (approvals.audit.triggers.erasing)."""
 from django.db import connections
 from django.test import TransactionTestCase
 
-from approvals.triggers import erasing
+from approvals.audit.triggers import erasing
 
 # Made once by migrate and its post_migrate, never by a test; what every test finds.
 KEPT = {"django_migrations", "django_content_type", "auth_permission"}

@@ -3,7 +3,7 @@ them: "Approve all" after the cards it approves, the four-eyes owner told what t
 type "approve all N"), and the rules page saying what a change did."""
 import pytest
 
-from approvals import rulemaking
+from approvals.policy import rulemaking
 from approvals.models import Rule
 from tests.conftest import client_for, pending_approvals
 from tests.conftest import start_conversation as start

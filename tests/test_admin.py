@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 from django.utils import timezone
 
-from approvals import delegations, routemaking
+from approvals.deciders import delegations, routemaking
 from approvals.models import Approval, Delegation, Route
 from approvals.permissions import APPROVERS_GROUP, approvers_group
 from approvals.services import decide

@@ -23,7 +23,7 @@ from a2a.types import a2a_pb2 as pb
 from agentlink import decisions, handler, limits, runs
 from agentlink.app import MAX_BODY_BYTES, application
 from agentlink.models import Task
-from approvals import routemaking
+from approvals.deciders import routemaking
 from approvals.models import Approval
 from approvals.services import decide
 from chat import services

@@ -9,7 +9,14 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals.analytics import DEFAULT_DAYS, MAX_DAYS, Breakdown, approval_analytics, parse_days, InvalidWindow
+from approvals.analytics.selectors import (
+    DEFAULT_DAYS,
+    MAX_DAYS,
+    Breakdown,
+    approval_analytics,
+    parse_days,
+    InvalidWindow,
+)
 from approvals.models import Approval
 from chat.models import Conversation, Message, ToolCall
 from tests.conftest import ApiClient, client_for
@@ -267,14 +274,14 @@ def test_the_page_queries_do_not_grow_with_rows(alice, bob, agent):
 
 
 def test_the_charts_scale_tops_at_an_even_round_number_so_its_middle_tick_is_whole():
-    from approvals.analytics_chart import nice_top
+    from approvals.analytics.chart import nice_top
 
     assert [nice_top(n) for n in (0, 1, 2, 3, 5, 11, 21, 41, 101)] == [2, 2, 2, 4, 10, 20, 40, 100, 200]
 
 
 def test_the_chart_draws_a_bar_and_a_point_a_day_to_scale():
-    from approvals.analytics import Day
-    from approvals.analytics_chart import chart_of
+    from approvals.analytics.selectors import Day
+    from approvals.analytics.chart import chart_of
 
     today = timezone.localtime(NOW).date()
     chart = chart_of([Day(today - timedelta(days=1), pending=4, decided=0), Day(today, pending=0, decided=2)])

@@ -4,7 +4,8 @@ agent's always-ask patterns; uses taken as for allow and deny. Asserted on store
 import pytest
 from django.urls import reverse
 
-from approvals import audit, rules
+from approvals import audit
+from approvals.policy import rules
 from approvals.models import Approval, Rule
 from approvals.services import approve_edited, decide
 from chat.models import Conversation, ToolCall
@@ -373,7 +374,7 @@ def test_a_malformed_always_ask_setting_holds_nothing_and_breaks_nothing(alice, 
 
 def test_no_allow_rule_approves_a_call_that_needs_the_approvers_passkey(alice, agent):
     """An allow rule would approve without the step-up a human must give (max auto-approve high)."""
-    from approvals import rules as rules_
+    from approvals.policy import rules as rules_
 
     call = rules_.Call("delete_file", {"path": "a.txt"}, "high", False, max_auto_approve_risk="high", step_up_from_risk="high")
 

@@ -14,7 +14,7 @@ from django.db import connection, transaction
 
 from approvals import audit
 from approvals.models import Approval
-from approvals.questions import normalize
+from approvals.pauses.questions import normalize
 from approvals.services import answer, approve_edited, decide, request_approval
 from chat import tools
 from chat.models import ToolCall
@@ -60,7 +60,7 @@ def approved_email(alice, bob, agent, *, edited: dict | None = None, comment: st
 
 
 def test_rewriting_an_approved_emails_recipient_names_the_approval(alice, bob, agent):
-    # Link 1 of each chain here is the agent's policy version (approvals.policy_versions).
+    # Link 1 of each chain here is the agent's policy version (approvals.policy.versions).
     first = approved_email(alice, bob, agent)
     approval = approved_email(alice, bob, agent)
     assert intact() == "audit chain intact: 3 decisions"

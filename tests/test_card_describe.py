@@ -2,7 +2,7 @@
 tool's title and key arguments, the tool's name for anything else, and never a crash on odd arguments."""
 import pytest
 
-from approvals import titles
+from approvals.cards import titles
 from approvals.templatetags.approval_tags import call_title, gate_note, shown_arguments
 from chat.tools import ToolSpec, registry, tool
 from tests.conftest import pending_approvals, start_conversation as start

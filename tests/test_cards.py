@@ -236,7 +236,7 @@ def test_the_edit_form_edits_prose_in_a_text_area_with_a_live_diff(alice, agent)
 
 @pytest.mark.parametrize("message", ["delete a.txt", "ask me to choose between tea, coffee and water", "plan a tidy-up of the notes"])
 def test_no_card_or_push_shows_template_comments(alice, agent, message):
-    from approvals.fragments import approval_controls_html
+    from approvals.cards.fragments import approval_controls_html
     from chat.fragments import tool_card_html
 
     conversation = start(alice, agent, message)
@@ -265,7 +265,7 @@ def finance_route(agent, quorum: int = 2, **fields):
     """A route of every gated call of `agent` to the finance group."""
     from django.contrib.auth.models import Group
 
-    from approvals.routemaking import create_route
+    from approvals.deciders.routemaking import create_route
 
     for name in ["finance", *fields.get("escalate_to", [])]:
         Group.objects.get_or_create(name=name)
@@ -331,7 +331,7 @@ def test_the_last_vote_decides_once_and_the_decided_card_lists_the_votes_and_who
 
     from django.utils import timezone
 
-    from approvals import delegations
+    from approvals.deciders import delegations
 
     dana, erin, hank = member("dana", "finance"), member("erin", "finance"), member("hank")
     finance_route(agent)
@@ -405,7 +405,7 @@ def test_an_escalation_pushes_the_escalated_mark_to_the_conversation(alice, agen
 
     from django.utils import timezone
 
-    from approvals import escalation
+    from approvals.deciders import escalation
 
     finance_route(agent, escalate_after_seconds=60, escalate_to=["oncall"])
     conversation, approval = routed_call(alice, agent)

@@ -162,7 +162,7 @@ def test_a_bulk_approval_skips_critical_calls_and_says_so(alice, bob, agent):
 def test_history_says_whom_a_delegate_decided_for_and_the_votes_that_approved(alice, agent):
     from datetime import timedelta
 
-    from approvals import delegations
+    from approvals.deciders import delegations
     from tests.test_cards import finance_route, member
 
     dana, erin, hank = member("dana", "finance"), member("erin", "finance"), member("hank")

@@ -3,7 +3,7 @@ the requested arguments, shown as a diff, and is exactly what runs; the model is
 import pytest
 
 from approvals.models import Approval
-from approvals.calls import InvalidArguments
+from approvals.policy.calls import InvalidArguments
 from approvals.services import ArgumentsChanged, approve_edited, decide
 from chat.models import Conversation, Message, ToolCall
 from chat.tools import arguments_hash

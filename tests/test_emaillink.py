@@ -17,7 +17,7 @@ from approvals import services as approval_services
 from approvals import tokens
 from approvals.models import Approval, DecisionToken
 from approvals.signals import approvals_expiring
-from approvals.routemaking import create_route
+from approvals.deciders.routemaking import create_route
 from approvals.summary import summarize
 from deliveries import outbox
 from deliveries import tasks as delivery_tasks
@@ -497,7 +497,7 @@ def test_an_oversized_reason_is_cut_and_stored(pending):
 
 
 def test_a_due_reminder_mails_once_those_who_have_not_voted(sink, alice, agent):
-    from approvals import escalation
+    from approvals.deciders import escalation
 
     finance = Group.objects.create(name="finance")
     dana, erin = (with_address(User.objects.create_user(name)) for name in ("dana", "erin"))

@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals import explain, rules
+from approvals.policy import explain, rules
 from approvals.models import Approval, Route, Rule
 from approvals.services import approve_edited, decide
 from tests.conftest import client_for, start_conversation

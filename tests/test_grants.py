@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from approvals.models import Approval, Rule
-from approvals.routemaking import create_route
+from approvals.deciders.routemaking import create_route
 from chat import services
 from chat.models import Conversation
 from tests.conftest import client_for, pending_approvals, start_conversation

@@ -1,6 +1,6 @@
 from dataclasses import dataclass, field, replace
 
-from approvals.policy import check
+from approvals.policy.gate import check
 from chat.tools import ToolContext, registry
 
 

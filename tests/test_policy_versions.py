@@ -6,7 +6,8 @@ from django.contrib.auth.models import Group
 from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from approvals import audit, policy_versions
+from approvals import audit
+from approvals.policy import versions as policy_versions
 from approvals.models import Approval, PolicyVersion, Route, Rule
 from approvals.services import decide
 from tests.conftest import pending_approvals, start_conversation
@@ -117,7 +118,7 @@ def test_the_chain_verifies_with_version_links_and_a_changed_version_breaks_it(a
     assert verdict.is_intact and verdict.decisions == PolicyVersion.objects.count() + 1
     assert verdict.head.hash == newest().decision_hash
 
-    from approvals import triggers
+    from approvals.audit import triggers
 
     triggers.uninstall(connection, table="approvals_policyversion", name="approvals_policyversion")
     PolicyVersion.objects.filter(pk=newest().pk).update(changes=[])
@@ -191,7 +192,7 @@ def test_a_rule_disabled_or_removed_through_the_api_is_a_version_naming_who(agen
 
 
 def test_a_route_made_with_its_groups_is_one_version(agent, bob):
-    from approvals.routemaking import create_route, remove_route
+    from approvals.deciders.routemaking import create_route, remove_route
 
     Group.objects.create(name="leads")
     before = newest().number

@@ -14,7 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from approvals.models import Approval, LateDecision
 from approvals.services import AlreadyDecided, NotAllowed, decide, decide_all, expire_overdue
-from approvals.triggers import erasing
+from approvals.audit.triggers import erasing
 from chat import loop, recovery, services, tasks
 from chat.scripted import SCRIPTED_REQUESTS
 from chat.models import Agent, Conversation, Message, OutboxEmail, ToolCall

@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from approvals import audit, plans, questions
+from approvals import audit
+from approvals.pauses import plans, questions
 from approvals.models import Approval
 from approvals.services import InvalidAnswer, WrongKind, answer, decide, decide_many, expire_overdue
 from chat import services

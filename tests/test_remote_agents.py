@@ -17,7 +17,7 @@ from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from agentlink.app import application
 from agentlink.cards import agent_card
 from agentlink.models import RemoteAgent, Task
-from approvals import rulemaking
+from approvals.policy import rulemaking
 from approvals.models import Approval
 from approvals.services import DecisionError, answer, approve_edited, decide
 from chat import services

@@ -9,9 +9,10 @@ from django.contrib.auth.models import Group, Permission, User
 from django.core.management import call_command
 from django.utils import timezone
 
-from approvals import audit, escalation, routing
+from approvals import audit
+from approvals.deciders import escalation, routing
 from approvals.models import Approval, Delegation, PolicyVersion, Route, Vote, WebhookDelivery, Webhook
-from approvals.routemaking import create_route
+from approvals.deciders.routemaking import create_route
 from chat.models import ToolCall
 from tests.conftest import pending_approvals, start_conversation as start
 
@@ -425,7 +426,7 @@ def without_triggers():
     """As someone who owns the tables would: the triggers dropped (they refuse what follows)."""
     from django.db import connection
 
-    from approvals import triggers
+    from approvals.audit import triggers
 
     for table, name in (("approvals_vote", "approvals_vote"), ("approvals_delegation", "approvals_delegation")):
         triggers.uninstall(connection, table=table, name=name)

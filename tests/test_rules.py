@@ -9,7 +9,8 @@ from django.db import connection
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-from approvals import audit, rulemaking, rules
+from approvals import audit
+from approvals.policy import rulemaking, rules
 from approvals.models import Approval, Rule
 from chat import services
 from chat.models import Conversation, Message, ToolCall

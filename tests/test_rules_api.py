@@ -223,7 +223,7 @@ def test_the_rejection_window_is_measured_from_the_rejection(alice, agent, api_a
     [first] = pending_approvals(conversation)
     api_as(alice).post(f"approvals/{first.pk}/decision", {"decision": "reject"})
     later = timezone.now() + timedelta(seconds=settings.HITL_REPEAT_WINDOW_SECONDS + 1)
-    monkeypatch.setattr("approvals.rules.timezone.now", lambda: later)
+    monkeypatch.setattr("approvals.policy.rules.timezone.now", lambda: later)
     assert say(conversation, alice, "delete a.txt").status == Conversation.Status.WAITING_FOR_APPROVAL
 
 

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals import rulemaking
+from approvals.policy import rulemaking
 from approvals.models import Approval, Rule
 from tests.conftest import client_for, start_conversation
 

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals import simulate
+from approvals.policy import simulate
 from approvals.models import Approval, Route, Rule
 from chat.models import Conversation, Message, ToolCall
 from tests.conftest import client_for, pending_approvals, start_conversation

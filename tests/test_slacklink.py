@@ -21,7 +21,7 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
-from approvals import escalation, routemaking
+from approvals.deciders import escalation, routemaking
 from approvals import services as approval_services
 from approvals.models import Approval
 from approvals.summary import summarize

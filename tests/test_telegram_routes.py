@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
-from approvals import escalation, routemaking
+from approvals.deciders import escalation, routemaking
 from approvals import services as approval_services
 from approvals.models import Approval, Vote
 from approvals.permissions import APPROVERS_GROUP

@@ -4,7 +4,7 @@ import pytest
 
 from approvals.models import Webhook, WebhookDelivery
 from approvals.services import approve_edited, decide
-from approvals.webhooks import SIGNATURE_HEADER, Attempt, deliver, give_up, verify
+from approvals.announcements.webhooks import SIGNATURE_HEADER, Attempt, deliver, give_up, verify
 from chat.models import Conversation
 from tests.conftest import pending_approvals, start_conversation as start
 from tests.webhook_receiver import webhook_receiver  # noqa: F401  (the fixture)

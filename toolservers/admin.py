@@ -9,7 +9,7 @@ from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from approvals.policy_admin import PolicyHistoryAdmin
+from approvals.policy.admin import PolicyHistoryAdmin
 
 from . import client, discovery, pins
 from .models import AgentToolServer, ToolPin, ToolServer

@@ -8,7 +8,7 @@ class ToolServersConfig(AppConfig):
     verbose_name = "Tool servers (MCP)"
 
     def ready(self) -> None:
-        from approvals import titles
+        from approvals.cards import titles
         from chat.tools import registry
 
         from .specs import tools_for_agent

@@ -6,7 +6,7 @@ Each form elicitation asks one question per field of its (flat) schema, typed by
 is a choice, an array of enums a multiple choice, a boolean a yes/no, a number or integer a number
 within its bounds, a date-formatted string a date, any other string text. Declining or letting any
 question of a request expire declines (or cancels) that whole request, as the spec has it."""
-from approvals import questions
+from approvals.pauses import questions
 from mcp_types import ElicitResult
 
 MAX_QUESTION_CHARS = 1500
@@ -42,7 +42,7 @@ def pending(state: dict) -> bool:
 
 
 def question(state: dict) -> dict:
-    """The next question, as approvals.questions stores it."""
+    """The next question, as approvals.pauses.questions stores it."""
     key, name = state["asks"][0]
     params = state["requests"][key].get("params") or {}
     schema = params.get("requestedSchema") or {}

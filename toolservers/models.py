@@ -50,7 +50,7 @@ class ToolServer(models.Model):
     )
     refreshed_at = models.DateTimeField(null=True, blank=True, editable=False)
     refresh_error = models.TextField(blank=True, editable=False)
-    # Its trust and its use, with who and when (approvals.policy_versions); not its secrets nor its cached listing.
+    # Its trust and its use, with who and when (approvals.policy.versions); not its secrets nor its cached listing.
     history = HistoricalRecords(excluded_fields=["env", "headers", "tools", "refreshed_at", "refresh_error"])
 
     def __str__(self) -> str:

@@ -12,7 +12,7 @@ import json
 from django.db import transaction
 from django.utils import timezone
 
-from approvals import policy_versions
+from approvals.policy import versions as policy_versions
 from hitl.visible import reveal_json
 
 from .models import ToolPin, ToolServer

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import jsonschema
 
-from approvals.hints import server_hints
+from approvals.cards.hints import server_hints
 from chat.tools import InputRequired, Preview, ToolArgumentsError, ToolError, ToolSpec
 
 from . import client, inputs, pins

@@ -4,7 +4,7 @@ A server's title is only its claim ("Read a file" for a tool that deletes): the 
 named after it ("Read a file (files__delete): a.txt"), so no title hides which tool a person approves."""
 from typing import Any
 
-from approvals.titles import one_line
+from approvals.cards.titles import one_line
 
 from .specs import SEPARATOR
 

@@ -1,7 +1,7 @@
 """The Approvers group, with the permission to decide other users' approvals.
 
 (The trigger that keeps decided approvals final is installed after every migrate: see
-approvals/triggers.py.)"""
+approvals/audit/triggers.py.)"""
 from django.db import migrations
 
 

@@ -3,7 +3,8 @@
 from django.conf import settings
 from django.db import migrations, models
 
-from approvals import audit, triggers
+from approvals import audit
+from approvals.audit import triggers
 
 
 def chain_existing_decisions(apps, schema_editor):

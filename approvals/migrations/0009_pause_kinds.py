@@ -35,7 +35,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='approval',
             name='question',
-            field=models.JSONField(blank=True, help_text='A question\'s {"text", "type", "options", "min", "max", "default", "required"} (approvals.questions).', null=True),
+            field=models.JSONField(blank=True, help_text='A question\'s {"text", "type", "options", "min", "max", "default", "required"} (approvals.pauses.questions).', null=True),
         ),
         migrations.AlterField(
             model_name='approval',

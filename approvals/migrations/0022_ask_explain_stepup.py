@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='approval',
             name='explanation',
-            field=models.JSONField(blank=True, help_text='How it came to be asked or decided at once: [{"step", "outcome", "detail"}], in the order applied (approvals.explain).', null=True),
+            field=models.JSONField(blank=True, help_text='How it came to be asked or decided at once: [{"step", "outcome", "detail"}], in the order applied (approvals.policy.explain).', null=True),
         ),
         migrations.AddField(
             model_name='approval',

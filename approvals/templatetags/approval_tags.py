@@ -8,7 +8,10 @@ from django.urls import reverse
 
 from hitl.visible import reveal
 
-from approvals import hints, questions, summary, titles, votes
+from approvals import summary
+from approvals.cards import hints, titles
+from approvals.deciders import votes
+from approvals.pauses import questions
 
 register = template.Library()
 

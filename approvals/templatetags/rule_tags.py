@@ -5,7 +5,7 @@ import json
 from django import template
 from django.utils import timezone
 
-from approvals.rulemaking import may_change
+from approvals.policy.rulemaking import may_change
 
 register = template.Library()
 

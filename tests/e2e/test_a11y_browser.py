@@ -6,7 +6,7 @@ all" comes after the cards it approves; and the rules page says what a change di
 import pytest
 from playwright.sync_api import Page, expect
 
-from approvals import rulemaking
+from approvals.policy import rulemaking
 from approvals.models import Approval, Rule
 from chat.models import Conversation
 from tests.e2e.browser import (  # noqa: F401  (browser and new_page are fixtures)

@@ -8,7 +8,7 @@ from django.utils import timezone
 from websockets.sync.client import connect
 
 from approvals.models import Approval, Webhook, WebhookDelivery
-from approvals.webhooks import SIGNATURE_HEADER, verify
+from approvals.announcements.webhooks import SIGNATURE_HEADER, verify
 from chat.models import Conversation
 from tests.conftest import wait_until
 from tests.e2e.test_api_e2e import last_reply, session_headers, start, wait_for_pending, wait_for_status

@@ -11,7 +11,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from approvals.models import Approval, Vote, Webhook, WebhookDelivery
-from approvals.webhooks import SIGNATURE_HEADER, verify
+from approvals.announcements.webhooks import SIGNATURE_HEADER, verify
 from chat.models import OutboxEmail, ToolCall
 from tests.conftest import wait_until
 from tests.e2e.browser import TIMEOUT_MS, WATCH_SOCKET, browser, button, log_in  # noqa: F401  (browser: a fixture)

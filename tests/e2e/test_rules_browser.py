@@ -3,7 +3,7 @@ deletes it with htmx (the page is never reloaded), and the database agrees at ea
 import pytest
 from playwright.sync_api import expect
 
-from approvals import rulemaking
+from approvals.policy import rulemaking
 from approvals.models import Rule
 from tests.conftest import wait_until
 from tests.e2e.browser import TIMEOUT_MS, browser, button, log_in, new_page, page  # noqa: F401  (browser, new_page and page are fixtures)

@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group, User
 from playwright.sync_api import expect
 
 from approvals.models import Approval
-from approvals.routemaking import create_route
+from approvals.deciders.routemaking import create_route
 from chat.models import OutboxEmail, ToolCall
 from tests.conftest import wait_until
 from tests.e2e.browser import browser, button, log_in, new_page, open_conversation, start, wait_for_pending  # noqa: F401  (fixtures)

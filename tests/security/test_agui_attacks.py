@@ -14,7 +14,7 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from aguilink import app
-from approvals import calls
+from approvals.policy import calls
 from approvals.models import Approval
 from chat.models import ApiToken, Conversation, ToolCall
 from tests.test_aguilink import approve, call, events_of, interrupts, last, run, signed_in_cookie, thread_of, types

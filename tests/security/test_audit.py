@@ -18,7 +18,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals import audit, triggers
+from approvals import audit
+from approvals.audit import triggers
 from approvals.models import Approval, PolicyVersion
 from approvals.services import AlreadyDecided, approve_edited, decide, decide_many, expire_overdue
 from chat import services

@@ -9,7 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals import inbox, titles
+from approvals import inbox
+from approvals.cards import titles
 from approvals.models import Approval, Snooze
 from approvals.templatetags.approval_tags import call_title, target
 from tests.conftest import client_for, pending_approvals, start_conversation as start

@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from approvals.models import Approval, Rule
-from approvals.routemaking import create_route
+from approvals.deciders.routemaking import create_route
 from tests.conftest import pending_approvals, start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,7 +15,7 @@ from django.db import connection
 from django.urls import reverse
 
 from agentlink import remote as remote_module
-from approvals import rulemaking
+from approvals.policy import rulemaking
 from approvals.models import Approval, Route
 from approvals.services import DecisionError, decide
 from chat import services

@@ -10,7 +10,8 @@ import pytest
 from django.db.models import F
 from django.utils import timezone
 
-from approvals import services, titles, tokens
+from approvals import services, tokens
+from approvals.cards import titles
 from approvals.models import Approval, DecisionToken, LateDecision, Vote
 from approvals.services import AlreadyDecided, NotExtendable, ShownCut, answer, check_decidable, decide, extend
 from approvals.summary import summarize, utf8_bytes, utf16_units
@@ -395,7 +396,7 @@ def test_of_two_extends_racing_one_wins(alice, bob, timed, monkeypatch):
             raced[0] = extend(approval.pk, user=bob, via="api")
         return real(start, seconds)
 
-    monkeypatch.setattr(services, "warning_at", the_other_extend_lands_first)
+    monkeypatch.setattr(services.deadlines, "warning_at", the_other_extend_lands_first)
     with pytest.raises(NotExtendable):
         extend(approval.pk, user=alice, via="api")
 

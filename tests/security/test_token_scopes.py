@@ -11,7 +11,7 @@ from django.core.management import call_command
 
 from approvals.models import Approval, Delegation, Route, Rule
 from approvals.permissions import approvers_group
-from approvals.routing import ASKING_TOKEN
+from approvals.deciders.routing import ASKING_TOKEN
 from chat.models import ApiToken
 from tests.conftest import client_for, pending_approvals
 from tests.test_agentlink import rpc

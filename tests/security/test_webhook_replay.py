@@ -13,7 +13,8 @@ import pytest
 from celery.exceptions import Retry
 from django.utils import timezone
 
-from approvals import tasks, webhooks
+from approvals import tasks
+from approvals.announcements import webhooks
 from approvals.models import Webhook, WebhookDelivery
 from tests.conftest import pending_approvals, start_conversation as start
 from tests.webhook_receiver import webhook_receiver  # noqa: F401  (the fixture)

@@ -1,8 +1,8 @@
-"""`manage.py export_policy`: print the whole policy as YAML (approvals.policy_files), for a team to
+"""`manage.py export_policy`: print the whole policy as YAML (approvals.policy.files), for a team to
 keep in git, review, and apply again with import_policy."""
 from django.core.management.base import BaseCommand
 
-from approvals import policy_files, policy_versions
+from approvals.policy import files as policy_files, versions as policy_versions
 
 
 class Command(BaseCommand):

@@ -3,7 +3,7 @@ database's triggers otherwise refuse: it empties every table, the audit's with t
 suite flushes between transactional tests; nothing else in the app deletes decisions."""
 from django.core.management.commands import flush
 
-from approvals.triggers import erasing
+from approvals.audit.triggers import erasing
 
 
 class Command(flush.Command):

@@ -5,7 +5,7 @@ import sys
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from approvals import policy_files
+from approvals.policy import files as policy_files
 
 
 class Command(BaseCommand):

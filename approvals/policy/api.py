@@ -1,0 +1,114 @@
+"""Rules in the JSON API: list the caller's, make one, enable or disable one, remove one."""
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from django.http import Http404
+from ninja import Field, Router, Schema, Status
+
+from . import rulemaking
+from ..models import Rule
+
+router = Router(tags=["rules"])
+
+RuleId = Annotated[int, Field(ge=1, le=2**63 - 1)]  # as the database stores them (64-bit)
+Scope = Literal["conversation", "agent_user", "agent", "global"]
+
+
+class RuleIn(Schema):
+    effect: Literal["allow", "deny", "ask"] = Field(
+        description="deny rejects at once; ask makes a human decide, even a call the policy would run; allow approves at once. Applied in that order."
+    )
+    tool: str = Field(description="A tool's name, or a glob such as notes__*.")
+    arguments: dict[str, Any] = Field(
+        default_factory=dict, description='Conditions, all of which must match: {name: glob} or {name: {"regex": "..."}}.'
+    )
+    scope: Scope = Field(description="conversation, agent_user (your conversations with an agent); agent and global: approvers only.")
+    conversation_id: UUID | None = None
+    agent: str = Field("", description="The agent's slug, for the agent_user and agent scopes.")
+    expires_at: datetime | None = None
+    max_uses: int | None = Field(None, ge=1, le=10**9)
+    note: str = ""
+
+
+class RuleOut(Schema):
+    id: int
+    effect: str
+    tool: str
+    arguments: dict
+    scope: str
+    conversation_id: str | None
+    agent: str | None
+    created_by: str
+    created_at: datetime
+    expires_at: datetime | None
+    max_uses: int | None
+    uses: int
+    last_used_at: datetime | None
+    note: str
+    enabled: bool
+
+
+class RuleList(Schema):
+    items: list[RuleOut]
+    count: int
+
+
+class RuleChange(Schema):
+    enabled: bool
+
+
+def rule_out(rule: Rule) -> dict:
+    return {
+        "id": rule.pk,
+        "effect": rule.effect,
+        "tool": rule.tool,
+        "arguments": rule.arguments,
+        "scope": rule.scope,
+        "conversation_id": str(rule.conversation_id) if rule.conversation_id else None,
+        "agent": rule.agent.slug if rule.agent else None,
+        "created_by": rule.created_by.get_username(),
+        "created_at": rule.created_at,
+        "expires_at": rule.expires_at,
+        "max_uses": rule.max_uses,
+        "uses": rule.uses,
+        "last_used_at": rule.last_used_at,
+        "note": rule.note,
+        "enabled": rule.enabled,
+    }
+
+
+@router.get("", response=RuleList)
+def list_rules(request):
+    """The rules the caller may see: those they made and those of their conversations; for an
+    approver also every agent-wide and global rule. Newest first; removed rules are not listed."""
+    rules = list(rulemaking.visible_rules(request.auth)[:1000])
+    return {"items": [rule_out(rule) for rule in rules], "count": len(rules)}
+
+
+@router.post("", response={201: RuleOut})
+def create_rule(request, payload: RuleIn):
+    """Make a rule. 403 for a scope the caller may not use (agent and global are for approvers), 404
+    for a conversation or agent that is not theirs, 400 for a rule that says nothing valid."""
+    data = payload.dict()
+    rule = rulemaking.create(request.auth, **data)
+    return Status(201, rule_out(rule))
+
+
+@router.patch("/{rule_id}", response=RuleOut)
+def change_rule(request, rule_id: RuleId, payload: RuleChange):
+    """Enable or disable a rule; the decisions it made stand."""
+    try:
+        return rule_out(rulemaking.set_enabled(request.auth, rule_id, payload.enabled))
+    except Rule.DoesNotExist:
+        raise Http404("No such rule.") from None
+
+
+@router.delete("/{rule_id}", response={204: None})
+def delete_rule(request, rule_id: RuleId):
+    """Remove a rule: it stops deciding at once; the decisions it made keep naming it."""
+    try:
+        rulemaking.remove(request.auth, rule_id)
+    except Rule.DoesNotExist:
+        raise Http404("No such rule.") from None
+    return Status(204, None)
