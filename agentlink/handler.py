@@ -40,7 +40,7 @@ from a2a.utils.errors import (
 from approvals.models import Approval
 from chat import services as chat_services
 from chat.quotas import QuotaExceeded
-from hitl.live import Listening, conversation_group
+from core.live import Listening, conversation_group
 
 from . import decisions, push, runs
 from .pool import database

@@ -9,7 +9,7 @@ from collections import Counter
 
 from django.conf import settings
 
-from hitl.inputs import BadInput, parse_json
+from core.inputs import BadInput, parse_json
 
 STREAM_METHODS = {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
 TOO_MANY = -32029  # a server-defined JSON-RPC code (-32000 to -32099), 429 as HTTP says it

@@ -37,7 +37,7 @@ from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from chat import fetching
 from chat.selectors import may_use
 from chat.tools import ToolError
-from hitl.inputs import is_storable
+from core.inputs import is_storable
 
 from . import runs
 from .models import PushConfig, Task

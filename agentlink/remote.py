@@ -33,7 +33,7 @@ from a2a.utils.errors import A2AError
 from approvals.policy.gate import RISKS
 from chat.asked import MAX_ACTIONS, question_of
 from chat.tools import InputRequired, ToolArgumentsError, ToolError, ToolSpec
-from hitl.inputs import is_storable_value
+from core.inputs import is_storable_value
 
 from .models import ASK, HOPS_KEY, REMOTE_SEPARATOR, RemoteAgent, Task
 

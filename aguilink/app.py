@@ -30,8 +30,8 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from hitl.inputs import NO_SURROGATES, BadInput, parse_json
-from hitl.live import Listening, conversation_group
+from core.inputs import NO_SURROGATES, BadInput, parse_json
+from core.live import Listening, conversation_group
 from hitl.mounted import Secure, allowed_hosts
 
 from . import runs

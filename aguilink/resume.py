@@ -22,7 +22,7 @@ from approvals import services
 from approvals.pauses import plans, questions
 from approvals.policy import calls
 from approvals.models import Approval
-from hitl.inputs import is_storable_value, storable
+from core.inputs import is_storable_value, storable
 
 from .interrupts import APPROVE, REJECT
 

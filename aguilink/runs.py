@@ -19,7 +19,7 @@ from chat import services as chat_services
 from chat.loop import STOPPED_BY
 from chat.models import Agent, Conversation, Message, ToolCall
 from chat.quotas import QuotaExceeded
-from hitl.inputs import is_storable
+from core.inputs import is_storable
 
 from . import resume
 from .interrupts import interrupt_for

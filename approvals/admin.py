@@ -9,7 +9,7 @@ from django.contrib import admin
 from django.http import HttpResponse
 from django.utils import timezone
 
-from hitl.admin import ReadOnlyAdminMixin
+from core.admin import ReadOnlyAdminMixin
 
 from .policy.admin import PolicyHistoryAdmin
 

@@ -14,9 +14,9 @@ from django.http import Http404
 from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 
-from hitl.db import release_connection, thread_pool
-from hitl.inputs import is_storable
-from hitl.live import Listening, conversation_group
+from core.db import release_connection, thread_pool
+from core.inputs import is_storable
+from core.live import Listening, conversation_group
 
 from .deciders import routing, votes
 from .policy import explain

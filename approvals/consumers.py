@@ -1,7 +1,7 @@
 """The dashboard socket: approvers (global, a route's group, a delegate) join the `approvals` group
 and receive its signals; each signal only tells an inbox to re-read what its viewer may see."""
-from hitl import live
-from hitl.consumers import LiveConsumer
+from core import live
+from core.consumers import LiveConsumer
 
 from .permissions import may_approve_anything
 

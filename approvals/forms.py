@@ -12,7 +12,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from hitl.inputs import BadInput
+from core.inputs import BadInput
 
 from . import services
 from .policy import rulemaking, rules

@@ -156,7 +156,7 @@ class Approval(models.Model):
     trace_context = models.JSONField(
         default=dict, blank=True,
         help_text="The W3C trace context (traceparent, tracestate) of the step that asked, so that its wait and decision join "
-        "that trace (hitl.telemetry); empty when tracing is off.",
+        "that trace (core.telemetry); empty when tracing is off.",
     )
     # Expiry that warns, extends and asks again (approvals.services.extend, ask_again, warn_expiring).
     warn_at = models.DateTimeField(

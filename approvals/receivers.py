@@ -1,5 +1,5 @@
 """approvals' own reactions to its events: tell the dashboards, and send the webhooks."""
-from hitl import live
+from core import live
 from hitl.celery import enqueue_on_commit
 
 from .announcements import webhooks

@@ -8,7 +8,7 @@ from django.db.models import Q, QuerySet, TextField, prefetch_related_objects
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from hitl.inputs import storable
+from core.inputs import storable
 
 from .deciders import routing
 from .models import Approval, Risk

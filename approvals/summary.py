@@ -5,7 +5,7 @@ channel's space. A channel renders it with its own markup; none builds its own, 
 that cannot show the details whole sends the call as cut (`complete` False), which can reject but
 never approve (approvals.services.decide).
 
-Every text is shown with its invisible and direction-changing characters revealed (hitl.visible);
+Every text is shown with its invisible and direction-changing characters revealed (core.visible);
 markup is the renderer's to escape."""
 import json
 import re
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from hitl.visible import reveal, reveal_json, reveal_line
+from core.visible import reveal, reveal_json, reveal_line
 
 from .cards import titles
 from .models import Approval

@@ -10,7 +10,7 @@ from django.template.loader import render_to_string
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from hitl.inputs import BadInput, parse_ids, parse_shown
+from core.inputs import BadInput, parse_ids, parse_shown
 
 from . import inbox
 from .pauses import questions

@@ -7,7 +7,7 @@ worker, while the benchmark runs (issue 24). Off unless HITL_BENCH_COUNTS names 
 
 steps: calls of chat.loop._step (one model call, one settled turn, the finish...) in the task;
 statements: what Django's default connection executed in the task's thread (an executemany is
-one); pushes: events sent to a Channels group (hitl.live.send_now, which every push goes through).
+one); pushes: events sent to a Channels group (core.live.send_now, which every push goes through).
 `read(dir)` sums the lines; the bench reads them before and after a workload.
 """
 import os
@@ -34,11 +34,11 @@ def _count_statement(execute, sql, params, many, context):
 
 
 def _patch_once() -> None:
-    """Wrap chat.loop._step and hitl.live.send_now (both looked up through their module at each
+    """Wrap chat.loop._step and core.live.send_now (both looked up through their module at each
     call, so wrapping the module's attribute is enough). Done at the first task: the apps are
     ready then."""
     from chat import loop
-    from hitl import live
+    from core import live
 
     if getattr(loop._step, "_bench_counted", False):
         return

@@ -223,7 +223,7 @@ class Bench:
         django.setup()
         from django.core.management import call_command
 
-        from hitl import live
+        from core import live
 
         live.use_own_loop()  # as in a Celery worker (hitl/celery.py), for the "as the app does" push floor
 
@@ -317,7 +317,7 @@ class Bench:
         html = f'<i data-bench="{marker}"></i>'
         t0 = time.time()
         if via_app:
-            from hitl import live
+            from core import live
 
             live.push_now(group, html)  # exactly as the worker does
         else:
@@ -637,7 +637,7 @@ class QueryTimer:
 
 class LayerLoop:
     """One event loop in a thread of its own, so a bare group_send is timed: the floor. (A worker
-    pushes the same way, hitl/live.py, plus rendering nothing and its retry guard: `push_app`.)"""
+    pushes the same way, core/live.py, plus rendering nothing and its retry guard: `push_app`.)"""
 
     def __init__(self):
         import asyncio
@@ -792,7 +792,7 @@ class Profiler:
 PROFILE_CATEGORIES = {
     # (name, substrings of a stack that put a sample in it); the first that matches wins
     "worker": [
-        ("push_now (the calls)", ("push_now (hitl/live.py",)),
+        ("push_now (the calls)", ("push_now (core/live.py",)),
         ("model call (litellm, with its logging thread)", ("complete (chat/llm.py", "litellm/")),
         ("event loops in other threads (asyncio, Redis clients; a worker's pushes count under push_now)",
          ("_worker (concurrent/futures/thread.py", "channels_redis", "asyncio/", "redis/asyncio")),
@@ -803,7 +803,7 @@ PROFILE_CATEGORIES = {
     ],
     "daphne": [
         ("Celery enqueue (kombu)", ("apply_async (celery/app/task.py", "kombu/")),
-        ("pushes (push_now, channel layer)", ("push_now (hitl/live.py", "channels_redis")),
+        ("pushes (push_now, channel layer)", ("push_now (core/live.py", "channels_redis")),
         ("templates", ("render_to_string", "django/template/")),
         ("database (ORM + sqlite3)", ("django/db/", "sqlite3")),
         ("Django + ninja request handling", ("SyncToAsync.thread_handler",)),
@@ -932,7 +932,7 @@ def report(results: dict) -> str:
             ("celery", "Celery round trip (send_task → app worker → RPUSH → BLPOP)"),
             ("commit_enqueue", "commit + Celery enqueue (send_task, not waited for)"),
             ("push", "Channels group_send → websocket frame (daphne)"),
-            ("push_app", "  same, sent as the app does (hitl.live.push_now)"),
+            ("push_app", "  same, sent as the app does (core.live.push_now)"),
             ("one_hop", "one hop: commit + Redis + Celery + push, back to back"),
         ):
             add(row.format(label, f[key]["n"], fmt(f[key]["p50"], 2), fmt(f[key]["p95"], 2), ""))

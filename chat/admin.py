@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.utils.html import format_html, format_html_join
 
 from approvals.policy.admin import PolicyHistoryAdmin
-from hitl.admin import ReadOnlyAdminMixin
+from core.admin import ReadOnlyAdminMixin
 
 from .models import Agent, ApiToken, Conversation, Message, OutboxEmail, ToolCall
 

@@ -13,7 +13,7 @@ from approvals.policy import explain, rules
 from approvals.models import Approval
 from approvals.policy.gate import RISKS, check
 from approvals.services import request_approval
-from hitl.visible import reveal
+from core.visible import reveal
 
 from .gating import GatedCall, automatic_decision, confirmation_hint, explained, request, screen, tool_context
 from .models import Conversation, ToolCall

@@ -9,7 +9,7 @@ from django.utils import timezone
 from approvals.policy import explain
 from approvals.models import Approval
 from approvals.services import CannotAskAgain, request_approval
-from hitl import live
+from core import live
 
 from . import fragments, loop
 from .messages import append_message, lock_conversation, push_status, set_loaded_calls

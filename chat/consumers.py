@@ -1,8 +1,8 @@
 """The conversation socket: the owner or an approver joins `conversation.<uuid>` and receives HTML."""
 from django.http import Http404
 
-from hitl import live
-from hitl.consumers import LiveConsumer
+from core import live
+from core.consumers import LiveConsumer
 
 from .selectors import conversation_for
 

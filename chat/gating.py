@@ -10,8 +10,8 @@ from django.conf import settings
 from approvals.deciders import routing
 from approvals.policy import calls, explain, gate as policy, rules
 from approvals.services import decide_by_rule, reject_as_repeat, request_approval
-from hitl.inputs import has_surrogate, is_storable_value
-from hitl.visible import reveal
+from core.inputs import has_surrogate, is_storable_value
+from core.visible import reveal
 
 from .models import Conversation, ToolCall
 from .tools import OutsideTool, Preview, ToolArgumentsError, ToolContext, ToolSpec, arguments_hash, registry

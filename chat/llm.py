@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from hitl import telemetry
-from hitl.inputs import storable
+from core import telemetry
+from core.inputs import storable
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ class ModelToolCall:
 class ModelTurn:
     text: str
     tool_calls: list[ModelToolCall] = field(default_factory=list)
-    input_tokens: int | None = None  # as the provider reported them, if it did (hitl.telemetry)
+    input_tokens: int | None = None  # as the provider reported them, if it did (core.telemetry)
     output_tokens: int | None = None
 
 

@@ -14,8 +14,8 @@ from django.utils import timezone
 from approvals import pauses
 from approvals.models import Approval
 from approvals.services import request_approval
-from hitl import live, telemetry
-from hitl.db import release_connection
+from core import live, telemetry
+from core.db import release_connection
 
 from . import fragments, freshness, lease
 from .asked import answer as round_answer, check_round, is_decision_round, latest_round, passed_on, store_round

@@ -3,7 +3,7 @@ and the small helpers every writer of a conversation shares (its lock, its statu
 from django.db import transaction
 from django.db.models import Max, prefetch_related_objects
 
-from hitl import live
+from core import live
 
 from . import fragments
 from .models import Conversation, Message, ToolCall

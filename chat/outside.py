@@ -20,9 +20,9 @@ from approvals.policy import explain, rules
 from approvals.models import Approval
 from approvals.permissions import can_see
 from approvals.policy.gate import RISKS, Gate, check
-from hitl import live
-from hitl.inputs import is_storable
-from hitl.visible import has_invisible, reveal
+from core import live
+from core.inputs import is_storable
+from core.visible import has_invisible, reveal
 
 from . import fragments, loop, quotas
 from .gating import (

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from hitl.visible import reveal, reveal_line
+from core.visible import reveal, reveal_line
 
 from . import fetching
 from .tools import Preview, ToolContext, ToolError

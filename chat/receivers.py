@@ -1,7 +1,7 @@
 """chat's reaction to decisions, in the worker that announces them (approvals.announcements): resume
 each conversation whose turn is decided, or move the card on (which pushes it) where other calls of
 the turn still wait for a human."""
-from hitl import telemetry
+from core import telemetry
 
 from . import loop, recovery
 from .tasks import advance_conversation

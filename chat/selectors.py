@@ -11,7 +11,7 @@ from django.utils import timezone
 from approvals.deciders import routing
 from approvals.models import Approval
 from approvals.selectors import with_routes
-from hitl.inputs import is_storable
+from core.inputs import is_storable
 
 from .models import Agent, Conversation, Message
 

@@ -9,9 +9,9 @@ from approvals.pauses import questions
 from approvals.deciders.routing import ASKING_TOKEN, asks_only
 from approvals.services import AlreadyDecided, InvalidAnswer, NotAllowed, answer, cancel_pending, decide_all
 from approvals.text import Intent, TextDecision, parse_decision
-from hitl import live
+from core import live
 from hitl.celery import enqueue_on_commit
-from hitl.inputs import is_storable
+from core.inputs import is_storable
 
 from . import fragments, loop, messages, quotas
 from .models import Agent, Conversation, Message

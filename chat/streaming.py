@@ -3,8 +3,8 @@ import time
 
 from django.conf import settings
 
-from hitl import live
-from hitl.db import release_connection
+from core import live
+from core.db import release_connection
 
 from . import fragments, lease
 from .llm import Stopped

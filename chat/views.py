@@ -12,7 +12,7 @@ from approvals.models import Approval, Outcome
 from approvals.permissions import may_approve_anything
 from approvals.selectors import powers_for
 from approvals.services import decide_all
-from hitl.inputs import BadInput, parse_shown
+from core.inputs import BadInput, parse_shown
 
 from . import services
 from .quotas import QuotaExceeded

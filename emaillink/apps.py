@@ -11,7 +11,7 @@ class EmailLinkConfig(AppConfig):
 
     def ready(self) -> None:
         from deliveries.channels import register as register_channel
-        from hitl.masking import mask_admin_emails, mask_daphne_access_log
+        from core.masking import mask_admin_emails, mask_daphne_access_log
         from profiles.sections import Section, register
 
         from .channel import CHANNEL

@@ -8,7 +8,7 @@ from approvals.announcements import outcomes
 from approvals.deciders import votes
 from approvals.models import Approval
 from approvals.summary import Summary, summarize
-from hitl.visible import reveal, reveal_line
+from core.visible import reveal, reveal_line
 
 # The most details (preview and arguments) a mail carries whole; past it the mail says they were cut
 # and the page the Approve link opens shows them. Mail clients clip long messages (Gmail at ~100 kB).

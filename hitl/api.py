@@ -32,8 +32,8 @@ from chat.models import ApiToken
 from chat.outside import InvalidRequest, NotTheRequester
 from chat.quotas import QuotaExceeded
 from chat.services import InvalidMessage, NotOwner, UnknownAgent
-from hitl.inputs import has_surrogate
-from hitl.middleware import DATABASE_RETRY_SECONDS, DATABASE_UNAVAILABLE
+from core.inputs import has_surrogate
+from core.middleware import DATABASE_RETRY_SECONDS, DATABASE_UNAVAILABLE
 
 logger = logging.getLogger(__name__)
 

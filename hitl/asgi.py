@@ -6,7 +6,7 @@ import os
 
 from django.core.asgi import get_asgi_application
 
-from hitl import telemetry
+from core import telemetry
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
 telemetry.setup(web=True)  # if configured; before Django loads its middleware, which the instrumentation adds to

@@ -7,7 +7,7 @@ from celery.signals import worker_init, worker_process_init
 from django.db import transaction
 from kombu import transport
 
-from hitl import telemetry
+from core import telemetry
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
 # Before any connection resolves the transport, by name: hitl/broker.py imports redis-py, which
@@ -33,14 +33,14 @@ def freeze_what_is_loaded(**kwargs) -> None:
 @worker_init.connect
 def push_through_one_loop(**kwargs) -> None:
     """A worker (and each pool process it forks) pushes to browsers through one long-lived event loop."""
-    from hitl import live
+    from core import live
 
     live.use_own_loop()
 
 
 @worker_process_init.connect
 def trace_a_pool_process(**kwargs) -> None:
-    """OpenTelemetry (hitl.telemetry, if configured) in each prefork child, after the fork, as the
+    """OpenTelemetry (core.telemetry, if configured) in each prefork child, after the fork, as the
     Celery instrumentation asks: the exporters' threads would not survive it."""
     telemetry.setup()
 

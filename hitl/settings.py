@@ -55,7 +55,7 @@ INSTALLED_APPS = [
     "csp",
     "axes",
     "simple_history",  # versions of what decides calls (approvals.policy.versions)
-    "hitl",
+    "core",  # the ground every app stands on (live pushes, inputs, telemetry): imports no other app
     "chat",
     "approvals",
     "toolservers",
@@ -82,8 +82,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "hitl.middleware.JsonApiMethodNotAllowed",
-    "hitl.middleware.DatabaseUnavailable",
+    "core.middleware.JsonApiMethodNotAllowed",
+    "core.middleware.DatabaseUnavailable",
     "simple_history.middleware.HistoryRequestMiddleware",  # who changed the policy: the signed-in user
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
@@ -141,8 +141,8 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Django's backend, with writers queued on a file lock rather than polling (hitl/sqlite_backend).
-    DATABASES["default"]["ENGINE"] = "hitl.sqlite_backend"
+    # Django's backend, with writers queued on a file lock rather than polling (core/sqlite_backend).
+    DATABASES["default"]["ENGINE"] = "core.sqlite_backend"
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
@@ -152,7 +152,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_db.sqlite3")}
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # A pool per process (psycopg_pool): a worker's hundred threads mostly wait for a model, and give
-    # their connection back while they do (hitl.db.release_connection), so a few connections serve
+    # their connection back while they do (core.db.release_connection), so a few connections serve
     # them all, well inside PostgreSQL's max_connections (100 by default) with daphne and beat beside.
     # Pooled connections are never kept by Django itself (CONN_MAX_AGE must be 0).
     DATABASES["default"]["CONN_MAX_AGE"] = 0
@@ -345,7 +345,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     # A decision token in a URL (an email's /approve/<token>/) is masked in every line: Django names
     # a refused request's path ("Forbidden: /approve/…") on django.request and django.security.csrf.
-    "filters": {"masked_tokens": {"()": "hitl.masking.MaskTokens"}},
+    "filters": {"masked_tokens": {"()": "core.masking.MaskTokens"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["masked_tokens"]}},
     "loggers": {
         "django.request": {"filters": ["masked_tokens"]},

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from chat.outside import InvalidRequest
-from hitl.live import Listening, conversation_group
+from core.live import Listening, conversation_group
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError

@@ -9,7 +9,7 @@ from django.conf import settings
 from approvals.announcements import outcomes
 from approvals.models import Approval
 from approvals.summary import Summary
-from hitl.visible import reveal_line
+from core.visible import reveal_line
 
 # The most of the sentence and details a notification carries whole. Android shows an expanded
 # notification's body in about eight lines of forty characters, desktop Chrome (Windows, GNOME)

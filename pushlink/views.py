@@ -16,7 +16,7 @@ from approvals import services, tokens
 from approvals.models import Approval
 from approvals.permissions import can_see
 from approvals.summary import summarize
-from hitl.inputs import ANY_TEXT, STORABLE, BadInput, parse_json
+from core.inputs import ANY_TEXT, STORABLE, BadInput, parse_json
 
 from . import keys, pushservice, subscriptions, texts
 from .channel import open_extend_token

@@ -16,7 +16,7 @@ from approvals.models import Approval
 from approvals.announcements.outcomes import outcome_line
 from approvals.summary import Summary, summarize
 from approvals.templatetags.approval_tags import route_need
-from hitl.visible import reveal, reveal_line
+from core.visible import reveal, reveal_line
 
 MAX_DETAIL = 2900  # a block's text may hold 3000 characters: the details go in blocks of this many
 # The most details a message carries whole: a few blocks (a message may hold 50), and small enough

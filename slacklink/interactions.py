@@ -12,7 +12,7 @@ from approvals import services
 from approvals.pauses import questions
 from approvals.models import Approval
 from deliveries.tasks import close_later
-from hitl.visible import reveal
+from core.visible import reveal
 
 from . import accounts, blocks, client
 from .channel import CHANNEL

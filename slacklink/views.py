@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from hitl.inputs import ANY_TEXT, BadInput, parse_json
+from core.inputs import ANY_TEXT, BadInput, parse_json
 
 from . import accounts, client, commands, interactions, verification
 from .models import SlackAccount

@@ -22,7 +22,7 @@ from webauthn.helpers.structs import (
 
 from approvals.models import Approval
 from approvals.services import StepUp
-from hitl.inputs import storable
+from core.inputs import storable
 
 from .models import Challenge, Passkey
 

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_POST
 
 from approvals import services
 from approvals.models import Approval
-from hitl.inputs import BadInput, parse_json
+from core.inputs import BadInput, parse_json
 
 from . import ceremony
 from .models import Passkey

@@ -19,7 +19,7 @@ from approvals.models import Approval
 from approvals.announcements.outcomes import outcome_line  # noqa: F401  (texts.outcome_line: the bot's "Too late: …")
 from approvals.summary import Summary, summarize
 from approvals.templatetags.approval_tags import route_need
-from hitl.visible import reveal, reveal_line
+from core.visible import reveal, reveal_line
 
 MAX_TEXT = 4096  # the Bot API's limit: characters of a message's text after entities parsing
 # Kept free under that limit: Telegram's own count (after it parses the entities) is the one that

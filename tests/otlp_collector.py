@@ -1,4 +1,4 @@
-"""A local stand-in for an OpenTelemetry collector's OTLP/HTTP receiver, for tests of hitl.telemetry.
+"""A local stand-in for an OpenTelemetry collector's OTLP/HTTP receiver, for tests of core.telemetry.
 
 It serves `POST /v1/traces` and `POST /v1/metrics` (protobuf, gzip or not, as the SDK's exporters
 send them), decodes each request with `opentelemetry.proto` and keeps what it received: spans as

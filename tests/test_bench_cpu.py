@@ -125,7 +125,7 @@ def test_a_task_in_the_worker_writes_the_statements_and_pushes_it_made(tmp_path,
     from django.db import connection
 
     from chat import loop
-    from hitl import live
+    from core import live
 
     monkeypatch.setattr(loop, "_step", loop._step)  # put back after the test: install wraps them
     monkeypatch.setattr(live, "send_now", lambda group, event: None)

@@ -11,7 +11,7 @@ from django.template.loader import render_to_string
 from approvals.models import Approval
 from approvals.services import decide
 from chat.models import ToolCall
-from hitl.live import conversation_group
+from core.live import conversation_group
 from tests.conftest import client_for, pending_approvals, start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,7 +10,7 @@ from channels.layers import get_channel_layer
 from approvals import services
 from approvals.models import Approval
 from approvals.services import AlreadyDecided, NotAllowed, claim, decide, unclaim
-from hitl.live import APPROVALS_GROUP, conversation_group
+from core.live import APPROVALS_GROUP, conversation_group
 from tests.conftest import client_for, pending_approvals, start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)

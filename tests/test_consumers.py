@@ -7,7 +7,7 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
 from chat.models import Conversation
-from hitl import live
+from core import live
 from hitl.asgi import application
 from hitl.routing import websocket_urlpatterns
 

@@ -20,7 +20,7 @@ from approvals.signals import approvals_expiring
 from chat import fragments
 from chat.models import Conversation, ToolCall
 from chat.scripted import SCRIPTED_REQUESTS
-from hitl.live import conversation_group
+from core.live import conversation_group
 from tests.conftest import client_for, pending_approvals, start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,9 +1,9 @@
-"""hitl.live.Listening leaves nothing behind in the channel layer, however its waiter ends."""
+"""core.live.Listening leaves nothing behind in the channel layer, however its waiter ends."""
 import asyncio
 
 import anyio
 
-from hitl.live import Listening
+from core.live import Listening
 
 
 def _slow_discards(layer, monkeypatch) -> None:

@@ -9,7 +9,7 @@ from approvals.models import Approval
 from approvals.services import decide, decide_all
 from chat import loop, recovery, services, streaming, tasks
 from chat.models import Conversation, ToolCall
-from hitl import live
+from core import live
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

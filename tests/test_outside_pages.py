@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from approvals.models import Approval, Outcome
 from chat import outside
 from chat.models import Conversation, Message, ToolCall
-from hitl.live import conversation_group
+from core.live import conversation_group
 from tests.conftest import client_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""hitl.telemetry: the GenAI spans of a turn, the approval.wait span of every decision in the trace
+"""core.telemetry: the GenAI spans of a turn, the approval.wait span of every decision in the trace
 that asked, the metrics, content kept out unless asked for, and nothing at all when it is off.
 The SDK's in-memory exporter and reader stand in for the OTLP collector (tests/e2e has the real one)."""
 import json
@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from approvals.models import Approval, Rule
 from approvals.services import decide, expire_overdue
 from chat.models import ToolCall
-from hitl import telemetry
+from core import telemetry
 from tests.conftest import pending_approvals, start_conversation as start
 from tests.fake_openai import fake_openai  # noqa: F401  (the fixture)
 

@@ -1,4 +1,4 @@
-"""Decision tokens never leave the decision (hitl.masking): an email link's token is masked in the
+"""Decision tokens never leave the decision (core.masking): an email link's token is masked in the
 spans the ASGI and Django instrumentations make of its request (name, http.target, http.url,
 url.path, url.full...), in Django's log line for a refused request, and in daphne's access log.
 The end-to-end proof (a real collector and daphne's own output) is in tests/e2e/test_email_e2e.py."""
@@ -18,7 +18,7 @@ from django.test import Client
 from django.urls import URLResolver, get_resolver
 
 from approvals import tokens
-from hitl.masking import MaskTokens, mask
+from core.masking import MaskTokens, mask
 
 ROOT = Path(__file__).resolve().parents[1]
 # Shaped as approvals.tokens signs (payload:timestamp:signature) but signed for something else, so

@@ -1,7 +1,7 @@
 """What you see is what runs: invisible and direction-changing characters are shown, not hidden."""
 from django.template import Context, Template
 
-from hitl.visible import has_invisible, reveal, reveal_json, reveal_line
+from core.visible import has_invisible, reveal, reveal_json, reveal_line
 
 
 def test_right_to_left_override_is_revealed():

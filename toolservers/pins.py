@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.policy import versions as policy_versions
-from hitl.visible import reveal_json
+from core.visible import reveal_json
 
 from .models import ToolPin, ToolServer
 

@@ -1,6 +1,6 @@
 """What became of an approval, in one line, for every surface that tells people outside the site
 (Telegram, Slack, an email's page, a notification): "✅ Approved by alice via slack at 12:03 UTC"."""
-from hitl.visible import reveal
+from core.visible import reveal
 
 from ..models import Approval
 from ..pauses.questions import shown
@@ -11,7 +11,7 @@ ICONS = {"approved": "✅", "rejected": "❌", "answered": "✅", "declined": "�
 def outcome_line(approval: Approval, *, icon: bool = True, reveal_text=reveal) -> str:
     """How it ended, by whom, via what and when, with a rejection's reason or the answer given.
     `reveal_text` shows what a person wrote with its invisible characters revealed (a surface that
-    keeps to one line passes hitl.visible.reveal_line)."""
+    keeps to one line passes core.visible.reveal_line)."""
     status = approval.status
     who = approval.decided_by.get_username() if approval.decided_by_id else None
     at = f" at {approval.decided_at:%H:%M} UTC" if approval.decided_at else ""

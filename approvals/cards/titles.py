@@ -39,7 +39,7 @@ def sentence(name: str, arguments: Any, annotations: dict | None = None) -> str:
 
 
 # The spaces and line breaks a title folds into one space. Not str.split()'s whitespace: that also
-# takes U+2028, U+0085 and U+001C-U+001F, which the card must show (hitl.visible), never fold away.
+# takes U+2028, U+0085 and U+001C-U+001F, which the card must show (core.visible), never fold away.
 _FOLDED = re.compile(r"[ \t\r\n]+")
 
 

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from hitl.inputs import is_storable
+from core.inputs import is_storable
 
 from .. import audit
 from . import routing

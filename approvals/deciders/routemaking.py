@@ -6,7 +6,7 @@ from django.apps import apps
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
-from hitl.inputs import is_storable
+from core.inputs import is_storable
 
 from ..policy import versions as policy_versions
 from ..models import Risk, Route

@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='approval',
             name='trace_context',
-            field=models.JSONField(blank=True, default=dict, help_text='The W3C trace context (traceparent, tracestate) of the step that asked, so that its wait and decision join that trace (hitl.telemetry); empty when tracing is off.'),
+            field=models.JSONField(blank=True, default=dict, help_text='The W3C trace context (traceparent, tracestate) of the step that asked, so that its wait and decision join that trace (core.telemetry); empty when tracing is off.'),
         ),
         migrations.AlterField(
             model_name='approval',

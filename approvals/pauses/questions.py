@@ -6,7 +6,7 @@ import math
 import re
 from datetime import date
 
-from hitl.inputs import is_storable
+from core.inputs import is_storable
 
 TYPES = ("text", "choice", "multi_choice", "number", "date", "confirm")
 MIN_OPTIONS, MAX_OPTIONS = 2, 20

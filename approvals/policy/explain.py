@@ -1,7 +1,7 @@
 """Why a call was asked or decided at once: its decision path, step by step, built as it is applied
 (the gate, the route, each rule considered, the repeat check, the outcome) and stored on the approval
 when it is made (Approval.explanation: [{"step", "outcome", "detail"}]). Pure: no database."""
-from hitl.visible import has_invisible
+from core.visible import has_invisible
 
 from . import rules as rules_
 

@@ -4,7 +4,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone as dt_timezone
 
-from hitl.inputs import storable
+from core.inputs import storable
 
 from . import simulate
 from ..models import Rule

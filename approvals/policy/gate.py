@@ -2,7 +2,7 @@
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hitl.visible import has_invisible
+from core.visible import has_invisible
 
 RISKS = ("low", "medium", "high", "critical")
 

@@ -6,8 +6,8 @@ import json
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from hitl.inputs import is_storable
-from hitl.visible import hidden_as_any
+from core.inputs import is_storable
+from core.visible import hidden_as_any
 
 from . import conditions
 from .conditions import MAX_PATTERN_CHARS

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
-from hitl.visible import has_invisible
+from core.visible import has_invisible
 
 from .conditions import holds
 from ..models import Approval, Rule

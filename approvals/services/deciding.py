@@ -10,8 +10,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from hitl import telemetry
-from hitl.inputs import storable
+from core import telemetry
+from core.inputs import storable
 
 from .. import announcements, audit
 from ..announcements import webhooks

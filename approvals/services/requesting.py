@@ -4,7 +4,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from hitl import telemetry
+from core import telemetry
 
 from ..deciders import routing
 from ..models import Approval, Route, Rule

@@ -6,7 +6,7 @@ import re
 from django import template
 from django.urls import reverse
 
-from hitl.visible import reveal
+from core.visible import reveal
 
 from approvals import summary
 from approvals.cards import hints, titles

@@ -4,7 +4,7 @@ tests/e2e/test_faults.py, restarts a real PostgreSQL)."""
 import pytest
 from django.db import OperationalError
 
-from hitl.middleware import DATABASE_UNAVAILABLE
+from core.middleware import DATABASE_UNAVAILABLE
 from tests.conftest import client_for
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission
 
-from hitl import live
+from core import live
 from hitl.asgi import application
 from tests.conftest import client_for
 

@@ -3,7 +3,7 @@ import os
 from django.core.management.base import BaseCommand
 
 from chat.demo import FINANCE_GROUP, ensure_demo_agent, ensure_finance_route, ensure_ops_agent, ensure_outside_agent, ensure_user
-from hitl import live
+from core import live
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 from channels.db import DatabaseSyncToAsync
 from django.db import connection
 
-from hitl.live import use_own_loop_in_this_thread
+from core.live import use_own_loop_in_this_thread
 
 
 def release_connection() -> None:

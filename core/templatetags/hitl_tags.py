@@ -5,7 +5,7 @@ from django import template
 from django.utils import timezone
 from django.utils.timesince import timesince
 
-from hitl import visible
+from core import visible
 
 register = template.Library()
 

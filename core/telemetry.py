@@ -10,7 +10,7 @@ conventions: `invoke_agent <agent>` per run of the loop, `chat <model>` per mode
 decision, parented on the trace context stored with the approval (`Approval.trace_context`), so a
 decision made hours later, on any surface, joins the trace of the step that asked. Arguments,
 results, previews and reasons stay out unless `HITL_OTEL_CAPTURE_CONTENT=1`; decision tokens in a
-URL are always masked (hitl.masking).
+URL are always masked (core.masking).
 """
 import contextvars
 import json
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 from django.db import transaction
 
-from hitl import masking
+from core import masking
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ class _OwnLoop:
     event loop, and channels-redis open (and close) a Redis connection, each time. A loop in a
     thread of its own costs a GIL hand-over each way instead, measured at a fifth of a worker's
     time; run here, in the calling thread, the push costs the send and nothing more. In daphne only
-    the database threads of hitl.db.thread_pool use it (see use_own_loop_in_this_thread); a
+    the database threads of core.db.thread_pool use it (see use_own_loop_in_this_thread); a
     request's sync code hands the send to the server's own loop through `async_to_sync`."""
 
     def __init__(self):
@@ -54,7 +54,7 @@ _pushes_on_own_loop = threading.local()
 
 
 def use_own_loop_in_this_thread() -> None:
-    """Called as each thread of hitl.db.thread_pool starts (A2A's, AG-UI's, the MCP gateway's database
+    """Called as each thread of core.db.thread_pool starts (A2A's, AG-UI's, the MCP gateway's database
     work in daphne): it pushes through a loop of its own. Through `async_to_sync` its push would run
     on the server's loop, which a shutdown stops: a push caught there waits for ever, and the process,
     which joins these threads as it exits, never ends (a restart waited for SIGKILL)."""
