@@ -38,6 +38,7 @@ $(VENV)/.test-deps: requirements.txt requirements-dev.txt | $(VENV)/bin/activate
 	touch $@ $(VENV)/.run-deps
 
 setup: $(VENV)/.run-deps $(GIT_MCP)/.installed
+	@mkdir -p var && printf '# Written by make: the defaults manage.py uses in this checkout (delete it to run as in production).\nDEBUG=%s\nHITL_PORT=%s\n' "$(DEBUG)" "$(PORT)" > var/development.env
 	bin/ensure-system-packages
 	$(PY) manage.py migrate --no-input -v 0
 	$(PY) manage.py setup_demo
