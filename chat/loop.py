@@ -4,7 +4,6 @@ Each step reads the stored state and does the next thing: run approved calls, st
 ones, or call the model. Nothing waits in memory, so any worker can pick a conversation up at any
 step, after a crash or a restart, and the outcome is the same.
 """
-import json
 import logging
 import uuid
 
@@ -17,15 +16,15 @@ from approvals.services import request_approval
 from core import live, telemetry
 from core.db import release_connection
 
-from . import fragments, freshness, lease
+from . import approved, fragments, freshness, lease
 from .asked import answer as round_answer, check_round, is_decision_round, latest_round, passed_on, store_round
-from .gating import preview_of, tool_context
+from .gating import tool_context
 from .history import History
 from .messages import add_notice, load_calls, lock_conversation, push_status
 from .llm import LLMError, Stopped, complete
 from .models import Conversation, Message, ToolCall
 from .streaming import AnswerStream
-from .tools import InputRequired, ToolError, arguments_hash, registry
+from .tools import InputRequired, ToolError, registry
 from .turns import check_calls, store_turn
 
 logger = logging.getLogger(__name__)
@@ -232,7 +231,7 @@ def _run(call: ToolCall, conversation: Conversation, *, claim_from: str = Status
     call.arguments, call.arguments_hash = stored.arguments, stored.arguments_hash
     approval = stored.approval if call.is_gated else None
     arguments = approval.edited_arguments if approval is not None and approval.is_edited else call.arguments
-    if call.is_gated and not _matches_approval(call, approval, arguments):
+    if call.is_gated and not approved.matches_approval(call, approval, arguments):
         _transition(call, Status.RUNNING, Status.FAILED, error="Refused: the arguments differ from the ones that were approved.")
         return
     spec = _spec(call, conversation)
@@ -240,10 +239,10 @@ def _run(call: ToolCall, conversation: Conversation, *, claim_from: str = Status
         _transition(call, Status.RUNNING, Status.FAILED, error=f"Not run: {call.name} is no longer available to this agent.")
         return
     context = tool_context(conversation, idempotency_key=str(approval.pk) if approval else f"call-{call.pk}", call=call)
-    if approval is not None and (changed := _world_changed(spec, arguments, context, approval)):
+    if approval is not None and (changed := approved.world_changed(spec, arguments, context, approval)):
         _transition(call, Status.RUNNING, Status.FAILED, error=changed)
         return
-    note = _edit_note(call.arguments, arguments, approval) if approval is not None and approval.is_edited else ""
+    note = approved.edit_note(call.arguments, arguments, approval) if approval is not None and approval.is_edited else ""
     _invoke(call, conversation, lambda: spec.run(arguments, context), note)
 
 
@@ -257,12 +256,12 @@ def _invoke(call: ToolCall, conversation: Conversation, work, note: str = "") ->
     except InputRequired as asked:
         _ask(call, conversation, asked)
     except ToolError as exc:
-        _transition(call, Status.RUNNING, Status.FAILED, error=_storable(note + str(exc)))
+        _transition(call, Status.RUNNING, Status.FAILED, error=approved.storable_output(note + str(exc)))
     except Exception as exc:  # a tool's bug is the model's information, not the loop's crash
         logger.exception("tool %s failed", call.name)
-        _transition(call, Status.RUNNING, Status.FAILED, error=_storable(f"{note}{exc.__class__.__name__}: {exc}"))
+        _transition(call, Status.RUNNING, Status.FAILED, error=approved.storable_output(f"{note}{exc.__class__.__name__}: {exc}"))
     else:
-        _transition(call, Status.RUNNING, Status.SUCCEEDED, result=_storable(note + str(output)))
+        _transition(call, Status.RUNNING, Status.SUCCEEDED, result=approved.storable_output(note + str(output)))
 
 
 def _ask(call: ToolCall, conversation: Conversation, asked: InputRequired) -> None:
@@ -318,7 +317,7 @@ def _resume(call: ToolCall, conversation: Conversation) -> None:
         _apply_decision(child)  # a decision the receiver has not copied yet
     if not asked or any(child.status == Status.PENDING_APPROVAL for child in asked):
         return
-    answer = round_answer(asked) if is_decision_round(asked) else _input_answer(asked[0].approval)
+    answer = round_answer(asked) if is_decision_round(asked) else approved.input_answer(asked[0].approval)
     if not _transition(call, Status.WAITING_FOR_INPUT, Status.RUNNING):
         return
     for child in asked:  # the claim passes the approved calls on: the tool runs them, or not
@@ -333,53 +332,6 @@ def _resume(call: ToolCall, conversation: Conversation) -> None:
     arguments = approval.edited_arguments if approval is not None and approval.is_edited else call.arguments
     context = tool_context(conversation, idempotency_key=str(approval.pk) if approval else f"call-{call.pk}", call=call)
     _invoke(call, conversation, lambda: spec.resume(arguments, context, call.input_state, answer))
-
-
-def _input_answer(approval: Approval) -> dict:
-    """What the human did with a tool's question, as the tool takes it."""
-    if approval.status == Approval.Status.ANSWERED:
-        return {"action": "accept", "value": approval.answer}
-    return {"action": "decline" if approval.status == Approval.Status.DECLINED else "cancel"}
-
-
-def _world_changed(spec, arguments: dict, context, approval: Approval) -> str:
-    """Approve exactly what was shown, the state it acts on included: the preview's fingerprint of
-    that state (a file's content) is taken again, and a call whose world changed does not run."""
-    if not approval.preview_state:
-        return ""
-    now = preview_of(spec, arguments, context)
-    if now is not None and now.state == approval.preview_state:
-        return ""
-    return (
-        "Not run: the world changed since the approval. What the approver was shown "
-        f"({approval.preview['text'].splitlines()[0] if approval.preview else 'the preview'}) no longer holds; "
-        "ask again if it should still be done."
-    )
-
-
-def _edit_note(requested: dict, approved: dict, approval: Approval) -> str:
-    """Tell the model that a human changed its arguments, and how, before the tool's own result."""
-    who = approval.edited_by.get_username() if approval.edited_by else "a human"
-    changes = "; ".join(
-        f"{key}: {json.dumps(requested.get(key), ensure_ascii=False)} → {json.dumps(approved.get(key), ensure_ascii=False)}"
-        for key in sorted(set(requested) | set(approved))
-        if requested.get(key) != approved.get(key)
-    )
-    return f"Note: {who} changed the arguments before approving ({changes}).\n"
-
-
-def _storable(text: str) -> str:
-    """Tool output as a text column can hold it: a NUL (a binary file read, say) is shown as \\0."""
-    return text.replace("\x00", "\\0")
-
-
-def _matches_approval(call: ToolCall, approval: Approval | None, arguments: dict) -> bool:
-    """The call runs only with arguments whose hash was approved: the model's, or the human's edit."""
-    if approval is None or approval.status != Approval.Status.APPROVED:
-        return False
-    if approval.is_edited:
-        return approval.edited_arguments_hash == arguments_hash(arguments)
-    return approval.arguments_hash == call.arguments_hash == arguments_hash(arguments)
 
 
 # --- Stopping and finishing --------------------------------------------------------------------
