@@ -21,7 +21,7 @@ from tests.webhook_receiver import webhook_receiver  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+WEBHOOKS_DOC = Path(__file__).resolve().parents[2] / "docs" / "approvals-and-rules.md"
 
 
 @pytest.fixture(autouse=True)
@@ -75,7 +75,7 @@ def test_a_call_replayed_after_the_tolerance_is_rejected(alice, agent, webhook_r
     call = signed_call(webhook_receiver, "s3cret", alice, agent)
     header = call.headers[webhooks.SIGNATURE_HEADER]
     signed_at = int(re.search(r"t=(\d+)", header).group(1))
-    assert webhooks.SIGNATURE_TOLERANCE_SECONDS == 300  # the five minutes the README documents
+    assert webhooks.SIGNATURE_TOLERANCE_SECONDS == 300  # the five minutes docs/approvals-and-rules.md documents
 
     assert webhooks.verify(header, call.body, "s3cret", now=signed_at + 299)
     assert not webhooks.verify(header, call.body, "s3cret", now=signed_at + 301)  # replayed later
@@ -99,7 +99,7 @@ def test_the_body_carries_the_delivery_id(alice, agent, webhook_receiver):
 
 def test_the_readme_snippet_accepts_a_call_and_rejects_a_replay(alice, agent, webhook_receiver):
     call = signed_call(webhook_receiver, "s3cret", alice, agent)
-    snippet = re.search(r"Verify a webhook in Python:\n\n```python\n(.*?)```", README.read_text(), re.S).group(1)
+    snippet = re.search(r"Verify a webhook in Python:\n\n```python\n(.*?)```", WEBHOOKS_DOC.read_text(), re.S).group(1)
 
     def check(header: str) -> None:
         request = SimpleNamespace(headers={webhooks.SIGNATURE_HEADER: header})
