@@ -1,14 +1,19 @@
 """ASGI entry point: HTTP through Django, except `/a2a/` (the agents' A2A endpoints, a Starlette
 app: agentlink.app), `/mcp/` (every agent as an MCP server: mcpgateway.app) and `/agui/` (every
 agent as an AG-UI endpoint: aguilink.app); websockets through Channels (auth and origin checked)."""
+import faulthandler
 import gc
 import os
+import signal
 
 from django.core.asgi import get_asgi_application
 
 from core import telemetry
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hitl.settings")
+# `kill -USR1 <daphne's pid>` prints every thread's stack to its stderr: what a request that never
+# answers waits for (the end-to-end tests ask for it when a request times out).
+faulthandler.register(signal.SIGUSR1, all_threads=True)
 telemetry.setup(web=True)  # if configured; before Django loads its middleware, which the instrumentation adds to
 django_asgi_app = get_asgi_application()
 

@@ -254,7 +254,7 @@ def test_off_setup_installs_nothing_and_loads_no_sdk():
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")} | {"DJANGO_SETTINGS_MODULE": "tests.settings"}
     script = (
         "import django, sys; django.setup()\n"
-        "from hitl import telemetry\n"
+        "from core import telemetry\n"
         "from opentelemetry import trace\n"
         "app = object()\n"
         "assert telemetry.setup(web=True) is False and not telemetry.is_on()\n"
@@ -279,7 +279,7 @@ def test_on_setup_installs_the_sdk_and_the_instrumentations_once():
     script = (
         "import django; django.setup()\n"
         "from django.conf import settings\n"
-        "from hitl import telemetry\n"
+        "from core import telemetry\n"
         "from opentelemetry import trace\n"
         "assert telemetry.setup(web=True) and telemetry.setup(web=True) and telemetry.is_on()\n"
         "provider = trace.get_tracer_provider()\n"

@@ -3,6 +3,7 @@ loopback, sharing the test database file with this process. Tests drive them ove
 websockets and read the outcome from the database."""
 import os
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,8 +141,23 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     stack, starts = getattr(item, "stack", None), getattr(item, "stack_logs_from", None)
     if report.failed and stack is not None and starts is not None:
+        if call.excinfo is not None and call.excinfo.errisinstance(httpx.TimeoutException):
+            _dump_web_threads(stack)  # daphne did not answer: what was each of its threads doing?
         for name, process in stack.processes.items():
             report.sections.append((f"{name} log during this test", _logged_since(process.log, starts.get(name, 0))))
+
+
+def _dump_web_threads(stack) -> None:
+    """SIGUSR1 makes daphne print every thread's stack to its log (hitl/asgi.py)."""
+    web = stack.processes.get("web")
+    if web is None or web.popen.poll() is not None:
+        return
+    size = web.log.stat().st_size
+    os.kill(web.popen.pid, signal.SIGUSR1)
+    try:
+        wait_until(lambda: web.log.stat().st_size > size, timeout=5, message="daphne's thread dump")
+    except AssertionError:
+        pass  # the log then says nothing more: the section below shows what there is
 
 
 def _logged_since(log: Path, offset: int, lines: int = 80) -> str:

@@ -1,5 +1,8 @@
 """End to end through the real parts: the API on daphne, the loop in a Celery worker process,
 Redis as broker and channel layer, the scripted model. Asserted on stored state."""
+import os
+import signal
+
 import pytest
 from django.test import Client
 from websockets.sync.client import connect
@@ -237,3 +240,12 @@ def test_the_websocket_refuses_a_foreign_origin(e2e, api_for, alice, agent):
         with open_socket(e2e, conversation_id, alice, origin="http://evil.example") as socket:
             socket.recv(timeout=5)
     assert "403" in str(refused.value)
+
+
+def test_daphne_prints_every_threads_stack_on_sigusr1_and_keeps_serving(e2e, api_for, alice):
+    """What a request that never answers waits for: `kill -USR1` (the e2e hook sends it on a timeout)."""
+    web = e2e.processes["web"]
+    before = web.log.stat().st_size
+    os.kill(web.popen.pid, signal.SIGUSR1)
+    wait_until(lambda: "Current thread" in web.log.read_bytes()[before:].decode(errors="replace"), timeout=10, message="daphne's thread dump")
+    assert api_for(alice).get("approvals").status_code == 200
