@@ -40,9 +40,7 @@ $(VENV)/.test-deps: requirements.txt requirements-dev.txt | $(VENV)/bin/activate
 setup: $(VENV)/.run-deps $(GIT_MCP)/.installed
 	@mkdir -p var && printf '# Written by make: the defaults manage.py uses in this checkout (delete it to run as in production).\nDEBUG=%s\nHITL_PORT=%s\n' "$(DEBUG)" "$(PORT)" > var/development.env
 	bin/ensure-system-packages
-	$(PY) manage.py migrate --no-input -v 0
-	$(PY) manage.py setup_demo
-	$(PY) manage.py setup_demo_tool_servers
+	$(PY) manage.py prepare_run
 
 run: setup
 	@echo "hitl starts at http://$(HITL_BIND):$(PORT)/ ; log in as demo (password: demo, or HITL_DEMO_PASSWORD). Ctrl-C stops everything."

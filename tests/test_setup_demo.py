@@ -69,3 +69,29 @@ def test_a_newcomer_approves_the_ops_agents_email_as_dana_then_erin_and_it_runs_
     assert (approval.status, approval.decided_by) == ("approved", erin)
     assert sorted(approval.votes.values_list("user__username", flat=True)) == ["dana", "erin"]
     assert list(OutboxEmail.objects.values_list("to", flat=True)) == ["bob@example.com"]
+
+
+def test_what_make_run_sets_up_lists_the_tool_servers_once_and_then_starts_none(settings, tmp_path, monkeypatch):
+    """`manage.py prepare_run`, one process for what each `make run` sets up: the first run lists the demo
+    tool servers' tools (starting each server); a warm start asks none of them again (~5 s of every start,
+    before issue 37); `--refresh` does."""
+    from toolservers import discovery
+    from toolservers.models import ToolServer
+
+    settings.VAR_DIR = tmp_path
+    listed = []
+    real_refresh = discovery.refresh
+    monkeypatch.setattr(discovery, "refresh", lambda server: listed.append(server.name) or real_refresh(server))
+    out = io.StringIO()
+
+    call_command("prepare_run", stdout=out)
+    assert sorted(listed) == ["git", "notes"], out.getvalue()
+    assert User.objects.filter(username__in=["demo", "approver", "dana", "erin"]).count() == 4
+    assert all(server.tools for server in ToolServer.objects.all())
+
+    call_command("prepare_run", stdout=out)
+    assert sorted(listed) == ["git", "notes"]  # not started again
+    assert out.getvalue().count("(listed before)") == 2, out.getvalue()
+
+    call_command("setup_demo_tool_servers", "--refresh", stdout=out)
+    assert sorted(listed) == ["git", "git", "notes", "notes"]
