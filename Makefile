@@ -17,7 +17,10 @@ PROCESSES := $(if $(REDIS_URL),web worker beat,redis web worker beat)
 # With a Telegram bot token and no webhook URL, the bot's poller too (telegramlink).
 PROCESSES += $(if $(TELEGRAM_BOT_TOKEN),$(if $(TELEGRAM_WEBHOOK_URL),,telegram))
 
-.PHONY: run test setup check screens
+.PHONY: run test setup check screens system-packages test-system-packages
+# What does not depend on each other is installed at once (the app's packages, the git tool server's,
+# Debian's): a first `make run` waits for the longest, not for their sum.
+MAKEFLAGS += --jobs=3
 
 $(VENV)/bin/activate:
 	python3 -m venv $(VENV)
@@ -37,9 +40,14 @@ $(VENV)/.test-deps: requirements.txt requirements-dev.txt | $(VENV)/bin/activate
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
 	touch $@ $(VENV)/.run-deps
 
-setup: $(VENV)/.run-deps $(GIT_MCP)/.installed
-	@mkdir -p var && printf '# Written by make: the defaults manage.py uses in this checkout (delete it to run as in production).\nDEBUG=%s\nHITL_PORT=%s\n' "$(DEBUG)" "$(PORT)" > var/development.env
+system-packages:
 	bin/ensure-system-packages
+
+test-system-packages:
+	bin/ensure-system-packages --test
+
+setup: $(VENV)/.run-deps $(GIT_MCP)/.installed system-packages
+	@mkdir -p var && printf '# Written by make: the defaults manage.py uses in this checkout (delete it to run as in production).\nDEBUG=%s\nHITL_PORT=%s\n' "$(DEBUG)" "$(PORT)" > var/development.env
 	$(PY) manage.py prepare_run
 
 run: setup
@@ -49,8 +57,7 @@ run: setup
 # Every test twice, on SQLite and on a throwaway PostgreSQL server, the unit tests and the end-to-end
 # tests side by side (bin/run-tests says how). PYTEST_ARGS go to each pytest.
 PYTEST_ARGS ?= --durations=25
-test: $(VENV)/.test-deps $(GIT_MCP)/.installed
-	bin/ensure-system-packages --test
+test: $(VENV)/.test-deps $(GIT_MCP)/.installed test-system-packages
 	PY=$(PY) bin/run-tests $(PYTEST_ARGS)
 
 # Screenshots of the pages, taken from a real stack of their own (bench/screens.py, about a minute):

@@ -16,7 +16,8 @@ def test_a_process_that_exits_is_started_again_and_a_stop_stops_it_for_good(tmp_
     script = f"echo ran >> {runs}; exit 3"
     wrapper = subprocess.Popen([str(KEEP_RUNNING), "bash", "-c", script], stderr=subprocess.PIPE, text=True)
     try:
-        wait_until(lambda: runs.exists() and len(runs.read_text().split()) >= 2, timeout=10, message="a second start")
+        # A third start: the second start's exit has then been said too (waiting for two raced its message).
+        wait_until(lambda: runs.exists() and len(runs.read_text().split()) >= 3, timeout=15, message="a third start")
     finally:
         wrapper.send_signal(signal.SIGTERM)
     assert wrapper.wait(timeout=10) == 0
