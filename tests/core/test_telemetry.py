@@ -24,7 +24,7 @@ from tests.conftest import pending_approvals, start_conversation as start
 from tests.standins.fake_openai import fake_openai  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Recorded:

@@ -20,7 +20,7 @@ from django.urls import URLResolver, get_resolver
 from approvals import tokens
 from core.masking import MaskTokens, mask
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Shaped as approvals.tokens signs (payload:timestamp:signature) but signed for something else, so
 # the page refuses it (a 403 and its log line) without a database.
 FOREIGN = signing.dumps({"t": 1, "n": "0" * 32}, salt="not-a-decision-token", compress=False)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.conftest import wait_until
 
-KEEP_RUNNING = Path(__file__).resolve().parents[1] / "bin" / "keep-running"
+KEEP_RUNNING = Path(__file__).resolve().parents[2] / "bin" / "keep-running"
 
 
 def test_a_process_that_exits_is_started_again_and_a_stop_stops_it_for_good(tmp_path):
