@@ -13,7 +13,7 @@ from datetime import UTC, timedelta
 import httpx
 import pytest
 from asgiref.sync import SyncToAsync
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -29,7 +29,7 @@ from approvals.services import decide
 from chat import services
 from chat.models import ApiToken, Conversation, Message, OutboxEmail
 from chat.tools import arguments_hash
-from tests.conftest import pending_approvals
+from tests.conftest import asgi_call, finance_group, pending_approvals
 
 pytestmark = pytest.mark.django_db(transaction=True)  # real commits: the loop runs on them (eager Celery)
 
@@ -708,16 +708,7 @@ def test_only_the_owners_tasks_and_contexts_are_found(alice, mallory, agent):
 
 def call(method: str, path: str, *, token: str | None = None, headers: dict | None = None, **kwargs) -> httpx.Response:
     """One request to agentlink's ASGI app, as a client would send it (no server)."""
-    sent = dict(headers or {})
-    if token is not None:
-        sent["Authorization"] = f"Bearer {token}"
-
-    async def go():
-        transport = httpx.ASGITransport(app=application)
-        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=20) as client:
-            return await client.request(method, path, headers=sent, **kwargs)
-
-    return asyncio.run(go())
+    return asgi_call(application, method, path, token=token, headers=headers, **kwargs)
 
 
 def rpc(token: str, method: str, params: dict, *, slug: str = "demo", version: str | None = "1.0") -> dict:
@@ -1134,10 +1125,7 @@ def test_a_pause_sent_to_another_client_never_widens_a_blanket_reply(alice, agen
 @pytest.fixture
 def finance_route(ops_agent):
     """The ops agent's emails go to the finance group (dana and erin), two of whom must approve."""
-    group = Group.objects.create(name="finance")
-    members = [User.objects.create_user(name) for name in ("dana", "erin")]
-    for member in members:
-        member.groups.add(group)
+    _, members = finance_group()
     routemaking.create_route(created_by=None, agent="ops", tool="send_email", approvers=["finance"], quorum=2)
     return members
 

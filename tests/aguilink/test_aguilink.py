@@ -3,7 +3,6 @@ their answer's schema, resume entries decided through the decision service (via 
 first, threads scoped to their owner, and the ASGI app's gate (token or same-origin session, agent,
 body, input). The loop runs inline with the scripted model (eager Celery), so a run that starts a turn
 finds it paused or over; tests/e2e/protocols/test_agui_e2e.py drives the same through daphne and a worker."""
-import asyncio
 import json
 from datetime import timedelta
 
@@ -16,7 +15,7 @@ from aguilink.app import MAX_BODY_BYTES, application
 from approvals.models import Approval
 from chat import services
 from chat.models import ApiToken, Conversation, Message, ToolCall
-from tests.conftest import pending_approvals
+from tests.conftest import asgi_call, pending_approvals
 
 pytestmark = pytest.mark.django_db(transaction=True)  # real commits: the loop runs on them (eager Celery)
 
@@ -26,16 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)  # real commits: the loop r
 
 def call(method: str, path: str, *, token: str | None = None, headers: dict | None = None, **kwargs) -> httpx.Response:
     """One request to aguilink's ASGI app, as a client would send it (no server)."""
-    sent = dict(headers or {})
-    if token is not None:
-        sent["Authorization"] = f"Bearer {token}"
-
-    async def go():
-        transport = httpx.ASGITransport(app=application)
-        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=20) as client:
-            return await client.request(method, path, headers=sent, **kwargs)
-
-    return asyncio.run(go())
+    return asgi_call(application, method, path, token=token, headers=headers, **kwargs)
 
 
 def events_of(response: httpx.Response) -> list[dict]:

@@ -163,7 +163,8 @@ def test_history_says_whom_a_delegate_decided_for_and_the_votes_that_approved(al
     from datetime import timedelta
 
     from approvals.deciders import delegations
-    from tests.approvals.cards.test_cards import finance_route, member
+    from tests.approvals.cards.test_cards import finance_route
+    from tests.approvals.conftest import member
 
     dana, erin, hank = member("dana", "finance"), member("erin", "finance"), member("hank")
     finance_route(agent)
@@ -180,7 +181,8 @@ def test_history_says_whom_a_delegate_decided_for_and_the_votes_that_approved(al
 
 
 def test_history_of_routed_decisions_reads_votes_in_a_constant_number_of_queries(alice, agent):
-    from tests.approvals.cards.test_cards import finance_route, member
+    from tests.approvals.cards.test_cards import finance_route
+    from tests.approvals.conftest import member
 
     dana, erin = member("dana", "finance"), member("erin", "finance")
     finance_route(agent)

@@ -229,7 +229,8 @@ def test_stop_lives_in_the_rows_menu(alice, bob, agent):
 
 
 def test_a_route_member_sees_only_what_the_route_sends_them_in_the_inbox_count_and_history(alice, bob, agent):
-    from tests.approvals.cards.test_cards import finance_route, member
+    from tests.approvals.cards.test_cards import finance_route
+    from tests.approvals.conftest import member
 
     dana = member("dana", "finance")
     unrouted = start(alice, agent, "delete a.txt")  # before the route: decided as before routes
@@ -252,7 +253,8 @@ def test_a_route_member_sees_only_what_the_route_sends_them_in_the_inbox_count_a
 
 
 def test_a_route_member_decides_from_the_inbox_and_bulk_and_a_stranger_still_gets_403(alice, mallory, agent):
-    from tests.approvals.cards.test_cards import finance_route, member
+    from tests.approvals.cards.test_cards import finance_route
+    from tests.approvals.conftest import member
 
     dana = member("dana", "finance")
     finance_route(agent, quorum=1)
@@ -271,7 +273,8 @@ def test_a_route_member_decides_from_the_inbox_and_bulk_and_a_stranger_still_get
 
 def test_calls_that_need_several_approvals_are_never_grouped_and_each_row_shows_its_votes(alice, agent):
     from approvals.services import decide
-    from tests.approvals.cards.test_cards import finance_route, member
+    from tests.approvals.cards.test_cards import finance_route
+    from tests.approvals.conftest import member
 
     dana, erin = member("dana", "finance"), member("erin", "finance")
     finance_route(agent)
@@ -287,7 +290,8 @@ def test_calls_that_need_several_approvals_are_never_grouped_and_each_row_shows_
 
 
 def test_reminded_and_escalated_calls_are_marked_in_the_inbox(alice, bob, agent):
-    from tests.approvals.cards.test_cards import finance_route, member
+    from tests.approvals.cards.test_cards import finance_route
+    from tests.approvals.conftest import member
 
     member("dana", "finance")
     finance_route(agent, quorum=1, remind_after_seconds=60, escalate_after_seconds=120, escalate_to=["oncall"])
@@ -309,7 +313,8 @@ def test_reminded_and_escalated_calls_are_marked_in_the_inbox(alice, bob, agent)
 
 def test_the_inbox_of_routed_calls_reads_votes_in_a_constant_number_of_queries(alice, agent):
     from approvals.services import decide
-    from tests.approvals.cards.test_cards import finance_route, member
+    from tests.approvals.cards.test_cards import finance_route
+    from tests.approvals.conftest import member
 
     dana, erin = member("dana", "finance"), member("erin", "finance")
     finance_route(agent)

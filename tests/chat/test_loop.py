@@ -10,7 +10,7 @@ from approvals.services import AlreadyDecided, decide, decide_all
 from chat import loop, services
 from chat.scripted import SCRIPTED_REQUESTS
 from chat.models import Conversation, Message, OutboxEmail, ToolCall
-from tests.conftest import pending_approvals, start_conversation as start
+from tests.conftest import pending_approvals, sandbox, start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,10 +28,6 @@ def calls(conversation) -> list[ToolCall]:
 
 def last_reply(conversation) -> str:
     return conversation.messages.filter(role=Message.Role.ASSISTANT).last().content
-
-
-def sandbox(settings, conversation):
-    return settings.HITL_SANDBOX_ROOT / str(conversation.pk)
 
 
 def test_gated_call_waits_then_runs_once_when_approved(alice, agent, settings):

@@ -2,7 +2,6 @@
 and clear in each state (pending, approved with no report yet, reported succeeded or failed,
 allowed by policy, rejected), an outside conversation has no composer but says where its calls come
 from, and the inbox, the history, the conversation list and the admin mark them."""
-import asyncio
 import re
 
 import pytest
@@ -16,7 +15,7 @@ from approvals.models import Approval, Outcome
 from chat import outside
 from chat.models import Conversation, Message, ToolCall
 from core.live import conversation_group
-from tests.conftest import client_for
+from tests.conftest import client_for, receive
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -197,10 +196,6 @@ def test_the_card_pushed_when_the_outcome_is_reported_says_so(alice, bob, gated_
 
     pushed = async_to_sync(receive)(layer, channel)["html"]
     assert "✓ Succeeded · as reported" in pushed and "Reported succeeded by alice" in pushed
-
-
-async def receive(layer, channel) -> dict:
-    return await asyncio.wait_for(layer.receive(channel), 5)
 
 
 def test_the_inbox_and_the_history_mark_calls_from_outside(alice, bob, gated_deploy, api_as):

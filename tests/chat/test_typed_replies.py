@@ -3,22 +3,11 @@ stated, and never calls the agent asked about in words in the same turn."""
 import pytest
 
 from approvals.models import Approval
-from chat import services
 from chat.models import Agent, Conversation, OutboxEmail, ToolCall
-from tests.conftest import pending_approvals, start_conversation as start
+from tests.conftest import last_notice, pending_approvals, say, start_conversation as start
 from tests.standins.fake_openai import fake_openai  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def say(conversation, user, text: str) -> Conversation:
-    services.post_message(conversation=conversation, user=user, content=text)
-    conversation.refresh_from_db()
-    return conversation
-
-
-def last_notice(conversation) -> str:
-    return conversation.messages.filter(role="system").last().content
 
 
 def test_a_question_beside_a_hidden_email_is_not_approved_by_yes_please(alice, fake_openai, settings, tmp_path):

@@ -166,6 +166,10 @@ def fake_model():
     fake.stop()
 
 
+def status_of(conversation_id: str) -> str:
+    return Conversation.objects.get(pk=conversation_id).status
+
+
 def replies(conversation_id) -> list[str]:
     return list(Message.objects.filter(conversation_id=conversation_id, role="assistant").values_list("content", flat=True))
 

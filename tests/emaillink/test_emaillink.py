@@ -23,7 +23,7 @@ from deliveries import outbox
 from deliveries import tasks as delivery_tasks
 from emaillink.channel import CHANNEL
 from emaillink.models import EmailDelivery, EmailPreference
-from tests.conftest import client_for, pending_approvals, start_conversation
+from tests.conftest import client_for, only_pending, start_conversation, warned_without_its_signal
 from tests.standins.smtp_sink import SmtpSink, link, links, parts
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,11 +49,6 @@ def with_address(user, address: str | None = None):
 
 def summary_of(approval: Approval):
     return summarize(Approval.objects.select_related("tool_call", "conversation__agent", "requested_by").get(pk=approval.pk))
-
-
-def only_pending(conversation) -> Approval:
-    (approval,) = pending_approvals(conversation)
-    return approval
 
 
 def path_of(url: str) -> str:
@@ -565,12 +560,6 @@ def test_a_warning_lost_while_the_mail_server_was_down_is_sent_once_by_the_sweep
     delivery_tasks.sweep()
 
     assert len(warnings_in(sink)) == 1 and EmailDelivery.objects.get(kind="warning").status == "sent"
-
-
-def warned_without_its_signal(approval: Approval) -> Approval:
-    """As a worker that marked it warned and died before approvals_expiring (or had email off) leaves it."""
-    Approval.objects.filter(pk=approval.pk).update(warned_at=timezone.now())
-    return Approval.objects.get(pk=approval.pk)
 
 
 def test_a_warning_whose_signal_was_lost_is_mailed_once_by_the_sweep(pending, sink, settings):

@@ -22,7 +22,7 @@ from deliveries import tasks as delivery_tasks
 from pushlink import channel, keys, texts
 from pushlink.channel import CHANNEL
 from pushlink.models import PushNotification, PushSubscription
-from tests.conftest import client_for, pending_approvals, start_conversation
+from tests.conftest import client_for, only_pending, start_conversation, warned_without_its_signal
 from tests.standins.fake_push import FakePush
 
 pytestmark = pytest.mark.django_db
@@ -41,11 +41,6 @@ def subscribe(fake: FakePush, user, *, user_agent: str = "Mozilla/5.0 Chrome/140
     response = client_for(user).post("/push/subscriptions", subscription, content_type="application/json", HTTP_USER_AGENT=user_agent)
     assert response.status_code == 201, response.content
     return subscription
-
-
-def only_pending(conversation) -> Approval:
-    (approval,) = pending_approvals(conversation)
-    return approval
 
 
 def decide(token: str, decision: str, **extra):
@@ -634,12 +629,6 @@ def test_a_warning_lost_with_its_task_is_sent_once_by_the_sweep(fake, alice, age
     expiring(approval)
 
     assert len(warnings_to(fake, phone, approval)) == 1 and PushNotification.objects.get(pk=warning_id).status == "sent"
-
-
-def warned_without_its_signal(approval: Approval) -> Approval:
-    """As a worker that marked it warned and died before approvals_expiring (or had push off) leaves it."""
-    Approval.objects.filter(pk=approval.pk).update(warned_at=timezone.now())
-    return Approval.objects.get(pk=approval.pk)
 
 
 @through_the_loop

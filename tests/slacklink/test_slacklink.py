@@ -31,7 +31,7 @@ from deliveries.tasks import send_later, sweep_channel
 from slacklink import accounts, blocks, verification
 from slacklink.channel import CHANNEL
 from slacklink.models import LinkCode, Reminder, SeenRequest, SentVersion, SlackAccount, SlackMessage
-from tests.conftest import client_for, pending_approvals, start_conversation
+from tests.conftest import client_for, only_pending, start_conversation
 from tests.standins.fake_slack import TEAM, FakeSlack, django_poster, dm, sign
 
 pytestmark = pytest.mark.django_db
@@ -59,11 +59,6 @@ def answer(response: tuple[int, str]) -> str:
     status, body = response
     assert status == 200, body
     return json.loads(body)["text"]
-
-
-def only_pending(conversation) -> Approval:
-    (approval,) = pending_approvals(conversation)
-    return approval
 
 
 def shows(fake, message: dict, approval: Approval) -> bool:

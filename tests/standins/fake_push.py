@@ -12,12 +12,14 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import http_ece
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from py_vapid import Vapid02
+
+from tests.standins.serving import QuietHandler
 
 MAX_BODY = 4096  # RFC 8291: a push message's payload is at most 4096 octets once encrypted
 
@@ -105,12 +107,9 @@ class FakePush:
     def _handler(self):
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                body = self.body()
                 if fake.failing:
                     return self._refuse(503, "Service Unavailable")
                 sid = self.path.removeprefix("/push/")
@@ -143,12 +142,7 @@ class FakePush:
             def _refuse(self, status: int, why: str):
                 with fake.changed:
                     fake.refused.append((status, why))
-                data = json.dumps({"code": status, "message": why}).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_json(status, {"code": status, "message": why})
 
         return Handler
 

@@ -10,10 +10,12 @@ import itertools
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlencode
 
 import httpx
+
+from tests.standins.serving import QuietHandler, Served, maybe_json
 
 TEAM = "T0HITL"
 MAX_BLOCKS, MAX_BLOCK_TEXT, MAX_FIELD, MAX_BUTTON_TEXT, MAX_VALUE, MAX_MESSAGE_TEXT = 50, 3000, 2000, 75, 2000, 40000
@@ -44,7 +46,7 @@ def http_poster(base_url: str):
     return post
 
 
-class FakeSlack:
+class FakeSlack(Served):
     def __init__(self, token: str = "xoxb-test-token", signing_secret: str = "test-signing-secret", *, port: int = 0, poster=None):
         self.token, self.signing_secret, self.poster = token, signing_secret, poster
         self.calls: list[tuple[str, dict]] = []
@@ -59,14 +61,6 @@ class FakeSlack:
         self.server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
     @property
     def url(self) -> str:
@@ -214,41 +208,30 @@ class FakeSlack:
     def _handler(self):
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self):
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+                raw = self.body().decode()
                 if not self.path.startswith("/api/"):
-                    return self._send(404, {"ok": False, "error": "unknown_method"})
+                    return self.send_json(404, {"ok": False, "error": "unknown_method"})
                 method = self.path[len("/api/"):].split("?")[0]
                 if "json" in (self.headers.get("Content-Type") or ""):
                     body = json.loads(raw or "{}")
                 else:
-                    body = {key: _maybe_json(value) for key, value in parse_qsl(raw)}
+                    body = {key: maybe_json(value) for key, value in parse_qsl(raw)}
                 if method in fake.failing:
-                    return self._send(503, {"ok": False, "error": "service_unavailable"})
+                    return self.send_json(503, {"ok": False, "error": "service_unavailable"})
                 if self.headers.get("Authorization") != f"Bearer {fake.token}":
-                    return self._send(200, {"ok": False, "error": "invalid_auth"})
+                    return self.send_json(200, {"ok": False, "error": "invalid_auth"})
                 if error := fake.refusing.get(method) or _refusal(method, body):
-                    return self._send(200, {"ok": False, "error": error})
+                    return self.send_json(200, {"ok": False, "error": error})
                 with fake.changed:
                     result = fake._result(method, body)
                     if result.get("ok", True):
                         fake.calls.append((method, body))
                     fake.changed.notify_all()
                 if method in fake.lost_answers:
-                    return self._send(502, {"ok": False, "error": "bad_gateway"})
-                self._send(200, {"ok": True, **result} if result.get("ok", True) else result)
-
-            def _send(self, status: int, payload: dict):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                    return self.send_json(502, {"ok": False, "error": "bad_gateway"})
+                self.send_json(200, {"ok": True, **result} if result.get("ok", True) else result)
 
         return Handler
 
@@ -297,12 +280,3 @@ def _valid_block(block: dict) -> bool:
                     return False
         return 0 < len(elements) <= 25
     return kind in ("input", "divider", "header")
-
-
-def _maybe_json(value: str):
-    if value[:1] in "{[":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value

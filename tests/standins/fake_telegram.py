@@ -8,8 +8,10 @@ import json
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from urllib.parse import parse_qsl
+
+from tests.standins.serving import QuietHandler, Served, maybe_json
 
 BOT = {"id": 4242, "is_bot": True, "first_name": "hitl", "username": "hitl_test_bot",
        "can_join_groups": False, "can_read_all_group_messages": False, "supports_inline_queries": False}
@@ -19,7 +21,7 @@ MAX_TEXT = 4096  # characters of a message's text after entities parsing (UTF-16
 MAX_CALLBACK_DATA = 64  # bytes
 
 
-class FakeTelegram:
+class FakeTelegram(Served):
     def __init__(self, token: str = "4242:test-token", *, port: int = 0):
         self.token = token
         self.calls: list[tuple[str, dict]] = []
@@ -34,14 +36,6 @@ class FakeTelegram:
         self.server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
     @property
     def url(self) -> str:
@@ -119,43 +113,32 @@ class FakeTelegram:
     def _handler(self):
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self):
                 prefix = f"/bot{fake.token}/"
                 if not self.path.startswith(prefix):
-                    return self._send(404, {"ok": False, "error_code": 404, "description": "Not Found"})
+                    return self.send_json(404, {"ok": False, "error_code": 404, "description": "Not Found"})
                 method = self.path[len(prefix):]
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+                body = self.body().decode()
                 if "json" in (self.headers.get("Content-Type") or ""):
                     params = json.loads(body or "{}")
                 else:
-                    params = {key: _maybe_json(value) for key, value in parse_qsl(body)}
+                    params = {key: maybe_json(value) for key, value in parse_qsl(body)}
                 for key in ("chat_id", "message_id"):
                     if isinstance(params.get(key), str) and params[key].lstrip("-").isdigit():
                         params[key] = int(params[key])
                 if method in fake.failing:
-                    return self._send(500, {"ok": False, "error_code": 500, "description": "Internal Server Error"})
+                    return self.send_json(500, {"ok": False, "error_code": 500, "description": "Internal Server Error"})
                 if refused := _refusal(method, params):
-                    return self._send(400, {"ok": False, "error_code": 400, "description": f"Bad Request: {refused}"})
+                    return self.send_json(400, {"ok": False, "error_code": 400, "description": f"Bad Request: {refused}"})
                 if method != "getUpdates":
                     with fake.changed:
                         fake.calls.append((method, params))
                         fake.changed.notify_all()
                 result = fake._result(method, params)
                 if method in fake.lost_answers:
-                    return self._send(502, {"ok": False, "error_code": 502, "description": "Bad Gateway"})
-                self._send(200, {"ok": True, "result": result})
-
-            def _send(self, status: int, payload: dict):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                    return self.send_json(502, {"ok": False, "error_code": 502, "description": "Bad Gateway"})
+                self.send_json(200, {"ok": True, "result": result})
 
         return Handler
 
@@ -176,12 +159,3 @@ def _refusal(method: str, params: dict) -> str:
     if any(len(str(button.get("callback_data", "")).encode()) > MAX_CALLBACK_DATA for row in rows for button in row):
         return "BUTTON_DATA_INVALID"
     return ""
-
-
-def _maybe_json(value: str):
-    if value[:1] in "{[":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value

@@ -8,10 +8,12 @@ plain `Span` records, metric names with their data points. Point `OTEL_EXPORTER_
 import gzip
 import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest, ExportMetricsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+
+from tests.standins.serving import QuietHandler
 
 MAX_BODY = 20 * 1024 * 1024
 
@@ -104,7 +106,7 @@ class Collector:
     def _handler(self):
         collector = self
 
-        class Receiver(BaseHTTPRequestHandler):
+        class Receiver(QuietHandler):
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 if length > MAX_BODY:
@@ -123,8 +125,5 @@ class Collector:
                 self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
                 self.wfile.write(answer)
-
-            def log_message(self, *args):
-                pass
 
         return Receiver

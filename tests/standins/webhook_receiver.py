@@ -4,10 +4,12 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 from django.db import connections
+
+from tests.standins.serving import QuietHandler
 
 
 @dataclass
@@ -37,7 +39,7 @@ def webhook_receiver():
     receiver = WebhookReceiver()
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self):
             body = self.rfile.read(int(self.headers["Content-Length"]))
             with lock:
@@ -57,9 +59,6 @@ def webhook_receiver():
                 receiver.errors.append(exc)
             finally:
                 connections.close_all()  # this thread's own database connection
-
-        def log_message(self, *args):
-            pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

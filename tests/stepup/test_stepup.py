@@ -2,18 +2,16 @@
 site, with a passkey assertion (user verified) whose challenge was issued for that approval at that
 version, used once; every other surface may only reject it. Verified for real by py_webauthn against
 a software authenticator (tests.standins.soft_passkey)."""
-import io
 import json
 
 import pytest
-from django.core.management import call_command
 from django.test import Client
 
 from approvals import audit
 from approvals.models import Approval
 from approvals.services import StepUp, StepUpRequired, decide, decide_many
 from stepup.models import Challenge, Passkey
-from tests.conftest import client_for, pending_approvals, start_conversation as start
+from tests.conftest import client_for, intact, pending_approvals, start_conversation as start
 from tests.standins.soft_passkey import SoftPasskey
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -70,12 +68,6 @@ def ceremony(client: Client, approval: Approval, key: SoftPasskey, **get):
 
 def refreshed(approval: Approval) -> Approval:
     return Approval.objects.get(pk=approval.pk)
-
-
-def intact() -> str:
-    out = io.StringIO()
-    call_command("verify_audit", stdout=out)
-    return out.getvalue().splitlines()[0]
 
 
 # --- Registering passkeys -------------------------------------------------------------------------

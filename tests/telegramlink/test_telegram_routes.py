@@ -6,7 +6,6 @@ tests/standins/fake_telegram.py; the loop runs inline (eager Celery)."""
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
 from approvals.deciders import escalation, routemaking
@@ -17,7 +16,7 @@ from deliveries import outbox
 from deliveries import tasks as delivery_tasks
 from telegramlink.channel import CHANNEL
 from telegramlink.models import ApprovalMessage, Reminder
-from tests.conftest import start_conversation
+from tests.conftest import finance_group, only_pending, start_conversation
 from tests.telegramlink.test_telegramlink import (
     ALICE_TG,
     BOB_TG,
@@ -25,7 +24,6 @@ from tests.telegramlink.test_telegramlink import (
     edits_to,
     fake,
     link,
-    only_pending,
     press,
     replies,
     request_to,
@@ -42,10 +40,7 @@ EMAIL = "email bob@example.com about lunch"
 @pytest.fixture
 def finance(db):
     """The finance group and its two members, dana and erin."""
-    group = Group.objects.create(name="finance")
-    members = [User.objects.create_user(name) for name in ("dana", "erin")]
-    for member in members:
-        member.groups.add(group)
+    _, members = finance_group()
     return members
 
 

@@ -19,14 +19,13 @@ from deliveries import tasks as delivery_tasks
 from telegramlink import bot, texts, updates
 from telegramlink.channel import CHANNEL
 from telegramlink.models import ApprovalMessage, ExpiryWarning, TelegramAccount
-from tests.conftest import start_conversation
+from tests.conftest import only_pending, start_conversation
 from tests.telegramlink.test_telegramlink import (
     ALICE_TG,
     MALLORY_TG,
     edits_to,
     fake,
     link,
-    only_pending,
     press,
     queued_unsent,
     replies,

@@ -29,7 +29,7 @@ from telegramlink.channel import CHANNEL
 from telegramlink.models import ApprovalMessage, LinkCode, SentVersion, TelegramAccount
 from telegramlink.views import SECRET_HEADER, webhook_secret
 from bench.stack import free_port
-from tests.conftest import client_for, pending_approvals, start_conversation, wait_until
+from tests.conftest import client_for, only_pending, start_conversation, wait_until
 from tests.standins.fake_telegram import FakeTelegram
 
 # Linking, updates without approvals, the webhook's checks and the page need no commit; whatever
@@ -56,7 +56,7 @@ class RefusingTelegram(FakeTelegram):
             def do_POST(self):
                 if self.path.rsplit("/", 1)[-1] in fake.forbidden:
                     self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                    return self._send(403, {"ok": False, "error_code": 403, "description": "Forbidden: bot was blocked by the user"})
+                    return self.send_json(403, {"ok": False, "error_code": 403, "description": "Forbidden: bot was blocked by the user"})
                 return super().do_POST()
 
         return Handler
@@ -127,11 +127,6 @@ def token_of(row: ApprovalMessage) -> str:
     """What the buttons of the message's one send carry."""
     (version,) = row.versions.all()
     return version.token
-
-
-def only_pending(conversation) -> Approval:
-    (approval,) = pending_approvals(conversation)
-    return approval
 
 
 def queued_unsent(settings, user, agent, text: str) -> tuple[Approval, ApprovalMessage]:

@@ -14,9 +14,9 @@ from django.core.exceptions import ValidationError
 
 from approvals.models import Approval, Rule
 from chat import services
-from chat.models import Conversation, Message, ToolCall
+from chat.models import Conversation, ToolCall
 from chat.tools import registry
-from tests.conftest import client_for, pending_approvals, start_conversation
+from tests.conftest import client_for, last_reply, pending_approvals, start_conversation
 from tests.standins.notes_server import notes_over_http as notes_over_http_server
 from toolservers import client, discovery, pins
 from toolservers.demo import ensure_git_server, ensure_notes_server
@@ -36,10 +36,6 @@ def notes(agent, notes_dir):
     server = ensure_notes_server(agent, notes_dir=notes_dir)
     discovery.refresh(server)
     return server
-
-
-def last_reply(conversation) -> str:
-    return Message.objects.filter(conversation=conversation, role="assistant").last().content
 
 
 def calls(conversation) -> list[ToolCall]:

@@ -4,7 +4,7 @@ import io
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.utils import timezone
 
@@ -13,7 +13,7 @@ from approvals.models import Approval, Delegation, Route
 from approvals.permissions import APPROVERS_GROUP, approvers_group
 from approvals.services import decide
 from chat import services
-from tests.conftest import pending_approvals
+from tests.conftest import finance_group, pending_approvals
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,10 +74,7 @@ def test_decisions_export_as_csv(auditor, decided):
 
 @pytest.fixture
 def finance(db):
-    group = Group.objects.create(name="finance")
-    members = [User.objects.create_user(name) for name in ("dana", "erin")]
-    for member in members:
-        member.groups.add(group)
+    group, _ = finance_group()
     return group
 
 

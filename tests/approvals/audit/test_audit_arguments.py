@@ -18,7 +18,7 @@ from approvals.pauses.questions import normalize
 from approvals.services import answer, approve_edited, decide, request_approval
 from chat import tools
 from chat.models import ToolCall
-from tests.conftest import client_for, pending_approvals, start_conversation as start
+from tests.conftest import client_for, intact, pending_approvals, start_conversation as start
 from tests.security.test_audit import triggers_dropped
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,12 +38,6 @@ def broken_link() -> str:
         call_command("verify_audit", stdout=io.StringIO())
     assert broken.value.returncode == 1
     return str(broken.value)
-
-
-def intact() -> str:
-    out = io.StringIO()
-    call_command("verify_audit", stdout=out)
-    return out.getvalue().splitlines()[0]
 
 
 def approved_email(alice, bob, agent, *, edited: dict | None = None, comment: str = "") -> Approval:

@@ -12,7 +12,8 @@ from approvals.models import Approval
 from approvals.services import decide
 from chat.models import ToolCall
 from core.live import conversation_group
-from tests.conftest import client_for, pending_approvals, start_conversation as start
+from tests.approvals.conftest import member
+from tests.conftest import client_for, pending_approvals, receive, start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HTMX = {"HX-Request": "true"}
@@ -23,10 +24,6 @@ def test_every_status_has_a_badge_that_says_it(status):
     html = render_to_string("partials/tool_status_badge.html", {"call": ToolCall(status=status)})
     text = re.sub(r"<[^>]+>", "", html).strip()
     assert text and text != status, f"{status}: {html!r}"
-
-
-async def receive(layer, channel) -> dict:
-    return await asyncio.wait_for(layer.receive(channel), 5)
 
 
 def test_a_tools_question_mid_run_is_pushed_in_place_of_its_turn(alice, agent, tmp_path, api_as):
@@ -249,16 +246,6 @@ def test_no_card_or_push_shows_template_comments(alice, agent, message):
 
 
 # Routes, quorum, delegation (issue 25): what a routed card tells each viewer
-
-
-def member(name: str, *groups: str):
-    """A user in `groups` (made when missing), no global approver permission."""
-    from django.contrib.auth.models import Group, User
-
-    user = User.objects.create_user(name, password=f"{name}-password")
-    for group in groups:
-        user.groups.add(Group.objects.get_or_create(name=group)[0])
-    return User.objects.get(pk=user.pk)
 
 
 def finance_route(agent, quorum: int = 2, **fields):

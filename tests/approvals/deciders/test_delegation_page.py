@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from approvals.models import Delegation
 from tests.conftest import client_for
-from tests.approvals.cards.test_cards import member
+from tests.approvals.conftest import member
 
 pytestmark = pytest.mark.django_db(transaction=True)
 URL = "/approvals/delegations/"

@@ -14,16 +14,10 @@ from approvals.deciders import escalation, routing
 from approvals.models import Approval, Delegation, PolicyVersion, Route, Vote, WebhookDelivery, Webhook
 from approvals.deciders.routemaking import create_route
 from chat.models import ToolCall
+from tests.approvals.conftest import member
 from tests.conftest import pending_approvals, start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def member(name: str, *groups: str, **perms) -> User:
-    user = User.objects.create_user(name, password=f"{name}-password")
-    for group in groups:
-        user.groups.add(Group.objects.get_or_create(name=group)[0])
-    return User.objects.get(pk=user.pk)
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from approvals import audit
 from approvals.policy import rulemaking, rules
 from approvals.models import Approval, Rule
 from chat import services
-from chat.models import Conversation, Message, ToolCall
-from tests.conftest import start_conversation
+from chat.models import Conversation, ToolCall
+from tests.conftest import last_reply, start_conversation
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -77,10 +77,6 @@ def test_conditions_match_whole_arguments_by_glob_or_regex():
 def rule(user, **fields) -> Rule:
     defaults = {"effect": "allow", "tool": "write_file", "scope": Rule.Scope.GLOBAL, "created_by": user}
     return Rule.objects.create(**(defaults | fields))
-
-
-def last_reply(conversation) -> str:
-    return Message.objects.filter(conversation=conversation, role="assistant").last().content
 
 
 def test_a_rules_decision_reads_as_such_in_the_api(alice, agent, api_as):

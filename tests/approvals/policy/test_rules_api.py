@@ -9,21 +9,10 @@ from django.utils import timezone
 
 from approvals import audit
 from approvals.models import Approval, Rule
-from chat import services
-from chat.models import Conversation, Message, ToolCall
-from tests.conftest import client_for, pending_approvals, start_conversation
+from chat.models import Conversation, ToolCall
+from tests.conftest import client_for, last_reply, pending_approvals, say, start_conversation
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def last_reply(conversation) -> str:
-    return Message.objects.filter(conversation=conversation, role="assistant").last().content
-
-
-def say(conversation, user, text: str) -> Conversation:
-    services.post_message(conversation=conversation, user=user, content=text)
-    conversation.refresh_from_db()
-    return conversation
 
 
 # --- The rules API ----------------------------------------------------------------------------------

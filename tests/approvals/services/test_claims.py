@@ -1,6 +1,5 @@
 """Claims (issue 25, item 5): "I'm on it" on a pending approval, a signal and not a lock, shown on
 every inbox row and card, live; it ends with the decision or on unclaim."""
-import asyncio
 import re
 
 import pytest
@@ -11,7 +10,7 @@ from approvals import services
 from approvals.models import Approval
 from approvals.services import AlreadyDecided, NotAllowed, claim, decide, unclaim
 from core.live import APPROVALS_GROUP, conversation_group
-from tests.conftest import client_for, pending_approvals, start_conversation as start
+from tests.conftest import client_for, pending_approvals, receive, start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HTMX = {"HX-Request": "true"}
@@ -200,10 +199,6 @@ def test_the_page_routes_refuse_what_the_api_refuses(alice, bob, mallory, ops_ag
     assert late.status_code == 409 and "Rejected" in late.content.decode()
     approval.refresh_from_db()
     assert approval.claimed_by is None
-
-
-async def receive(layer, channel) -> dict:
-    return await asyncio.wait_for(layer.receive(channel), 5)
 
 
 def test_a_claim_is_pushed_to_the_inboxes_and_the_conversation(alice, bob, agent):

@@ -9,13 +9,9 @@ from approvals.models import Approval
 from approvals.services import AlreadyDecided, ConfirmationRequired, decide, decide_many
 from chat import services
 from chat.models import Conversation, ToolCall
-from tests.conftest import client_for, pending_approvals, start_conversation as start
+from tests.conftest import client_for, pending_approvals, sandbox, start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def sandbox(settings, conversation):
-    return settings.HITL_SANDBOX_ROOT / str(conversation.pk)
 
 
 def test_delete_all_files_is_critical_and_runs_only_with_its_confirmation(alice, agent, api_as, settings):

@@ -7,13 +7,9 @@ from approvals.policy.calls import InvalidArguments
 from approvals.services import ArgumentsChanged, approve_edited, decide
 from chat.models import Conversation, Message, ToolCall
 from chat.tools import arguments_hash
-from tests.conftest import client_for, pending_approvals, start_conversation as start
+from tests.conftest import client_for, pending_approvals, sandbox, start_conversation as start
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def sandbox(settings, conversation):
-    return settings.HITL_SANDBOX_ROOT / str(conversation.pk)
 
 
 def test_edited_arguments_are_what_runs_and_the_model_is_told(alice, agent, api_as, settings):

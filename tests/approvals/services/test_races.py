@@ -80,7 +80,8 @@ def test_many_approvers_clicking_approve_at_once_run_the_tool_once(alice, bob, c
 def test_three_votes_at_once_on_a_two_of_three_quorum_approve_once_and_run_once(alice, agent, round_):
     from approvals.models import Vote
     from approvals.services import AlreadyVoted
-    from tests.approvals.deciders.test_routes import member, route
+    from tests.approvals.conftest import member
+    from tests.approvals.deciders.test_routes import route
 
     voters = [member(name, "finance") for name in ("dana", "erin", "fred")]
     route(agent, quorum=2)

@@ -7,7 +7,7 @@ from approvals.models import Approval, Rule
 from approvals.services import ArgumentsChanged, EditForbidden, NotAllowed, approve_edited, decide, decide_many
 from chat import services
 from chat.models import OutboxEmail, ToolCall
-from tests.conftest import client_for, pending_approvals, start_conversation as start
+from tests.conftest import client_for, last_notice, pending_approvals, start_conversation as start
 from tests.standins.fake_openai import fake_openai  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -121,10 +121,6 @@ def say_from_page(conversation, user, text: str, shown: dict[int, str]):
     return client_for(user).post(
         f"/conversations/{conversation.pk}/messages/", {"content": text, "page_shows": "1", "shown": values}
     )
-
-
-def last_notice(conversation) -> str:
-    return conversation.messages.filter(role="system").last().content
 
 
 def test_a_typed_yes_decides_nothing_when_a_call_is_pending_the_page_had_not_shown(alice, agent):

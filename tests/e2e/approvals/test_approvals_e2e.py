@@ -11,16 +11,11 @@ from approvals.models import Approval, Webhook, WebhookDelivery
 from approvals.announcements.webhooks import SIGNATURE_HEADER, verify
 from chat.models import Conversation
 from tests.conftest import wait_until
+from tests.e2e.approvals.conftest import start_on
 from tests.e2e.chat.test_api_e2e import last_reply, session_headers, start, wait_for_pending, wait_for_status
 from tests.standins.webhook_receiver import webhook_receiver  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.e2e
-
-
-def start_on(api, agent_slug: str, text: str) -> str:
-    response = api.post("conversations", {"agent": agent_slug, "message": text})
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
 
 
 def test_a_requester_cannot_approve_their_high_risk_call_and_an_approver_can(e2e, api_for, alice, bob, ops_agent):

@@ -5,14 +5,10 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from approvals.models import Approval
-from tests.e2e.browser import browser, decide, log_in, new_page, open_conversation, start, wait_for_pending  # noqa: F401  (fixtures)
+from tests.e2e.browser import browser, decide, log_in, new_page, open_conversation, row, start, wait_for_pending  # noqa: F401  (fixtures)
 from tests.e2e.approvals.test_dashboard_browser import logged_in, open_dashboard, still_same_document
 
 pytestmark = pytest.mark.e2e
-
-
-def row(page: Page, approval: Approval) -> Locator:
-    return page.locator(f"#approval-row-{approval.pk}")
 
 
 def claim_button(page: Page, approval: Approval, name: str) -> Locator:

@@ -8,15 +8,18 @@ from playwright.sync_api import Locator, Page, expect
 
 from approvals.models import Approval
 from chat.models import Conversation
+from tests.e2e.approvals.conftest import start_on
 from tests.e2e.browser import (  # noqa: F401  (browser and new_page are fixtures)
     browser,
     button,
     card,
     conversation_id_of,
     decide,
+    last_reply,
     log_in,
     new_page,
     open_conversation,
+    row,
     start,
     status_bar,
     wait_for_live,
@@ -78,10 +81,6 @@ def still_same_document(page: Page) -> bool:
     return page.evaluate("window.sameDocument") is True
 
 
-def row(page: Page, approval: Approval) -> Locator:
-    return page.locator(f"#approval-row-{approval.pk}")
-
-
 def opened(listed: Locator) -> Locator:
     """The row with its card open: the inbox shows one line per call until asked (a click, or "o")."""
     listed.locator(":scope > .row-open > summary").click()
@@ -93,22 +92,12 @@ def pending_count(page: Page) -> Locator:
     return page.locator("#dashboard-count")
 
 
-def start_on(api, agent_slug: str, text: str) -> str:
-    response = api.post("conversations", {"agent": agent_slug, "message": text})
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
-
-
 def stored(approval: Approval) -> Approval:
     return Approval.objects.select_related("decided_by", "tool_call").get(pk=approval.pk)
 
 
 def cells(page: Page, approval: Approval) -> Locator:
     return page.locator(f"#history-{approval.pk} td")
-
-
-def last_reply(page: Page) -> Locator:
-    return page.locator("#messages .message-assistant .message-content").last
 
 
 def test_an_approver_approves_from_the_dashboard_and_the_owners_chat_follows_live(e2e, new_page, alice, bob, agent, api_for):

@@ -7,7 +7,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from approvals.models import Approval
 from tests.conftest import wait_until
-from tests.e2e.browser import browser, new_page, start, wait_for_pending  # noqa: F401  (fixtures)
+from tests.e2e.browser import browser, new_page, row, start, wait_for_pending  # noqa: F401  (fixtures)
 from tests.e2e.approvals.test_dashboard_browser import logged_in, open_dashboard
 
 pytestmark = pytest.mark.e2e
@@ -20,10 +20,6 @@ AXE = "/static/vendor/axe-core-4.14.1.min.js"  # vendored; loaded by the test, n
 def size(request) -> dict:
     width, height = SIZES[request.param]
     return {"width": width, "height": height}
-
-
-def row(page: Page, approval: Approval) -> Locator:
-    return page.locator(f"#approval-row-{approval.pk}")
 
 
 def focused(page: Page) -> Locator:

@@ -11,11 +11,11 @@ import httpx
 import pytest
 
 from approvals.models import Approval
-from chat.models import Conversation
 from emaillink.models import EmailDelivery
 from tests.conftest import wait_until
 from tests.e2e import conftest as stack_parts
-from tests.e2e.conftest import BIN, Api, free_port, port_open, start
+from tests.e2e.channels.conftest import ChannelStack, after_the_test, approval_of, start_on, start_parts, wait_for_parts
+from tests.e2e.conftest import Api, free_port, status_of
 from tests.standins.otlp_collector import Collector
 from tests.standins.smtp_sink import SmtpSink, link, links, parts
 
@@ -23,12 +23,9 @@ pytestmark = pytest.mark.e2e
 SERVER = 2  # SpanKind.SERVER in OTLP
 
 
-class EmailStack:
+class EmailStack(ChannelStack):
     def __init__(self, base_url: str, sink: SmtpSink, collector: Collector, processes: dict):
         self.base_url, self.sink, self.collector, self.processes = base_url, sink, collector, processes
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {name} ---\n{process.tail()}" for name, process in self.processes.items())
 
 
 @pytest.fixture(scope="module")
@@ -64,16 +61,9 @@ def email_stack(django_db_setup, django_db_blocker, tmp_path_factory):
     }
     processes = {}
     try:
-        processes["redis"] = start("email-redis", ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1",
-                                                   "--save", "", "--appendonly", "no", "--dir", str(work)], env, work)
-        wait_until(lambda: port_open(redis_port), timeout=10, message="redis")
-        processes["beat"] = start("email-beat", [str(BIN / "celery"), "-A", "hitl", "beat", "--schedule", str(work / "beat")], env, work)
-        processes["web"] = start("email-web", [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(web_port), "hitl.asgi:application"], env, work)
-        processes["worker"] = start("email-worker", [str(BIN / "celery"), "-A", "hitl", "worker", "--loglevel", "INFO", "--without-mingle",
-                                                     "--without-gossip", "--hostname", "email@%h"], env, work)
+        start_parts(processes, "email", env, work, redis_port, web_port)
         stack = EmailStack(f"http://127.0.0.1:{web_port}", sink, collector, processes)
-        wait_until(lambda: port_open(web_port), timeout=90, message="daphne")
-        wait_until(lambda: "ready." in processes["worker"].log.read_text(), timeout=60, message="the worker")
+        wait_for_parts(processes, web_port, daphne_timeout=90)
         yield stack
     finally:
         for process in reversed(processes.values()):
@@ -87,26 +77,13 @@ def mail(email_stack, transactional_db):
     email_stack.sink.raw.clear()
     email_stack.sink.refused.clear()
     yield email_stack
-    for name, process in email_stack.processes.items():
-        assert process.popen.poll() is None, f"{name} died:\n{process.tail()}"
-    running = Conversation.objects.filter(status=Conversation.Status.RUNNING)
-    wait_until(lambda: not running.exists(), timeout=30, message="the worker to finish what the test started")
+    after_the_test(email_stack)
 
 
 def addressed(*users) -> None:
     for user in users:
         user.email = f"{user.username}@example.org"
         user.save(update_fields=["email"])
-
-
-def start_on(stack, user, text: str, agent: str = "demo") -> str:
-    response = Api(stack.base_url, user).post("conversations", {"agent": agent, "message": text})
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
-
-
-def approval_of(conversation_id: str) -> Approval:
-    return wait_until(lambda: Approval.objects.filter(conversation_id=conversation_id).first(), timeout=20, message="the approval")
 
 
 def mails_to(stack, user, approval: Approval) -> list:
@@ -134,10 +111,6 @@ class Page:
 
 def text(response: httpx.Response) -> str:
     return re.sub(r"\s+", " ", response.text)
-
-
-def status_of(conversation_id: str) -> str:
-    return Conversation.objects.get(pk=conversation_id).status
 
 
 def test_approving_from_the_mail_resumes_the_run_and_a_second_press_decides_nothing(mail, alice, agent):

@@ -12,22 +12,19 @@ import pytest
 from django.utils import timezone
 
 from approvals.models import Approval
-from chat.models import Conversation
 from pushlink.models import PushNotification, PushSubscription
 from tests.conftest import wait_until
 from tests.e2e.browser import _store_password_for_the_server
-from tests.e2e.conftest import BIN, Api, free_port, port_open, start
+from tests.e2e.channels.conftest import ChannelStack, after_the_test, approval_of, start_on, start_parts, wait_for_parts
+from tests.e2e.conftest import Api, free_port, status_of
 from tests.standins.fake_push import FakePush
 
 pytestmark = pytest.mark.e2e
 
 
-class PushStack:
+class PushStack(ChannelStack):
     def __init__(self, base_url: str, fake: FakePush, processes: dict):
         self.base_url, self.fake, self.processes = base_url, fake, processes
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {name} ---\n{process.tail()}" for name, process in self.processes.items())
 
 
 @pytest.fixture(scope="module")
@@ -47,17 +44,10 @@ def push_stack(stack, tmp_path_factory):
     }
     processes = {}
     with FakePush() as fake:
-        processes["redis"] = start("push-redis", ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1",
-                                                  "--save", "", "--appendonly", "no", "--dir", str(work)], env, work)
-        wait_until(lambda: port_open(redis_port), timeout=10, message="redis")
-        processes["beat"] = start("push-beat", [str(BIN / "celery"), "-A", "hitl", "beat", "--schedule", str(work / "beat")], env, work)
-        processes["web"] = start("push-web", [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(web_port), "hitl.asgi:application"], env, work)
-        processes["worker"] = start("push-worker", [str(BIN / "celery"), "-A", "hitl", "worker", "--loglevel", "INFO", "--without-mingle",
-                                                    "--without-gossip", "--hostname", "push@%h"], env, work)
+        start_parts(processes, "push", env, work, redis_port, web_port)
         stack = PushStack(f"http://127.0.0.1:{web_port}", fake, processes)
         try:
-            wait_until(lambda: port_open(web_port), timeout=60, message="daphne")
-            wait_until(lambda: "ready." in processes["worker"].log.read_text(), timeout=60, message="the worker")
+            wait_for_parts(processes, web_port)
             yield stack
         finally:
             for process in reversed(processes.values()):
@@ -69,10 +59,7 @@ def push(push_stack, transactional_db):
     push_stack.fake.received.clear()
     push_stack.fake.gone.clear()
     yield push_stack
-    for name, process in push_stack.processes.items():
-        assert process.popen.poll() is None, f"{name} died:\n{process.tail()}"
-    running = Conversation.objects.filter(status=Conversation.Status.RUNNING)
-    wait_until(lambda: not running.exists(), timeout=30, message="the worker to finish what the test started")
+    after_the_test(push_stack)
 
 
 class Browser:
@@ -101,16 +88,6 @@ def devices(push, *users) -> dict:
     return {user.username: Browser(push, user).turn_on_notifications() for user in users}
 
 
-def start_on(push, user, text: str, agent: str = "demo") -> str:
-    response = Api(push.base_url, user).post("conversations", {"agent": agent, "message": text})
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
-
-
-def approval_of(conversation_id: str) -> Approval:
-    return wait_until(lambda: Approval.objects.filter(conversation_id=conversation_id).first(), timeout=20, message="the approval")
-
-
 def notifications(push, device: dict, approval: Approval, kind: str = "request") -> list[dict]:
     return [m for m in push.fake.messages(device["endpoint"]) if m["approval_id"] == approval.pk and m["type"] == kind]
 
@@ -123,10 +100,6 @@ def notified(push, device: dict, approval: Approval, kind: str = "request", coun
 def press(push, token: str, decision: str, **extra) -> httpx.Response:
     """As the service worker does: no cookies, the token is the proof."""
     return httpx.post(f"{push.base_url}/push/decide", json={"token": token, "decision": decision, **extra}, timeout=10)
-
-
-def status_of(conversation_id: str) -> str:
-    return Conversation.objects.get(pk=conversation_id).status
 
 
 def test_approving_from_the_notification_resumes_the_run_and_replaces_it_with_the_outcome(push, alice, bob, agent):

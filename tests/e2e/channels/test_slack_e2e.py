@@ -12,10 +12,11 @@ import pytest
 from django.core.management import call_command
 
 from approvals.models import Approval
-from chat.models import Agent, Conversation, Message
+from chat.models import Agent, Message
 from slacklink.models import Reminder, SlackAccount, SlackMessage
 from tests.conftest import wait_until
-from tests.e2e.conftest import BIN, Api, free_port, port_open, start
+from tests.e2e.channels.conftest import ChannelStack, after_the_test, approval_of, start_on, start_parts, wait_for_parts
+from tests.e2e.conftest import Api, free_port, status_of
 from tests.standins.fake_slack import TEAM, FakeSlack, http_poster, sign
 
 pytestmark = pytest.mark.e2e
@@ -23,12 +24,9 @@ pytestmark = pytest.mark.e2e
 ALICE, BOB, CAROL, MALLORY = "UALICE", "UBOB", "UCAROL", "UMALLORY"
 
 
-class SlackStack:
+class SlackStack(ChannelStack):
     def __init__(self, base_url, fake, processes):
         self.base_url, self.fake, self.processes = base_url, fake, processes
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {name} ---\n{process.tail()}" for name, process in self.processes.items())
 
 
 @pytest.fixture(scope="module")
@@ -47,19 +45,11 @@ def slack_stack(stack, tmp_path_factory):
             "HITL_SLACK_RETRIES": "2",
             "HITL_BASE_URL": base_url,
         }
-        processes = {
-            "redis": start("slack-redis", ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
-                                            "--appendonly", "no", "--dir", str(work)], env, work),
-        }
-        wait_until(lambda: port_open(redis_port), timeout=10, message="redis")
-        processes["beat"] = start("slack-beat", [str(BIN / "celery"), "-A", "hitl", "beat", "--schedule", str(work / "beat")], env, work)
-        processes["web"] = start("slack-web", [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(web_port), "hitl.asgi:application"], env, work)
-        processes["worker"] = start("slack-worker", [str(BIN / "celery"), "-A", "hitl", "worker", "--loglevel", "INFO", "--without-mingle",
-                                                     "--without-gossip", "--hostname", "slack@%h"], env, work)
+        processes = {}
+        start_parts(processes, "slack", env, work, redis_port, web_port)
         slack = SlackStack(base_url, fake, processes)
         try:
-            wait_until(lambda: port_open(web_port), timeout=60, message="daphne")
-            wait_until(lambda: "ready." in processes["worker"].log.read_text(), timeout=60, message="the worker")
+            wait_for_parts(processes, web_port)
             yield slack
         finally:
             for process in processes.values():
@@ -71,10 +61,7 @@ def sl(slack_stack, transactional_db):
     slack_stack.fake.calls.clear()
     slack_stack.fake.failing = set()
     yield slack_stack
-    for name, process in slack_stack.processes.items():
-        assert process.popen.poll() is None, f"{name} died:\n{process.tail()}"
-    running = Conversation.objects.filter(status=Conversation.Status.RUNNING)
-    wait_until(lambda: not running.exists(), timeout=30, message="the worker to finish what the test started")
+    after_the_test(slack_stack)
 
 
 def link(sl, user, slack_id: str) -> SlackAccount:
@@ -83,16 +70,6 @@ def link(sl, user, slack_id: str) -> SlackAccount:
     status, body = sl.fake.command(slack_id, f"link {out.getvalue().split()[-1]}")
     assert status == 200 and json.loads(body)["text"].startswith(f"Linked to {user.username}."), body
     return SlackAccount.objects.get(user=user, slack_user_id=slack_id)
-
-
-def start_on(sl, user, text: str, agent: str = "demo") -> str:
-    response = Api(sl.base_url, user).post("conversations", {"agent": agent, "message": text})
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
-
-
-def approval_of(conversation_id: str) -> Approval:
-    return wait_until(lambda: Approval.objects.filter(conversation_id=conversation_id).first(), timeout=20, message="the approval")
 
 
 def request_to(sl, slack_id: str, conversation_id: str, *, containing: str = "") -> dict:
@@ -118,10 +95,6 @@ def reply_under(sl, slack_id: str, message: dict, approval: Approval, *, timeout
         held = list(Reminder.objects.filter(message__approval=approval).values("kind", "status", "attempts", "last_error"))
         raise AssertionError(f"no reply under #{approval.pk} (warn_at {approval.warn_at}, warned_at {approval.warned_at}, "
                              f"expires_at {approval.expires_at}); its replies: {held}\n{sl.logs()}") from None
-
-
-def status_of(conversation_id: str) -> str:
-    return Conversation.objects.get(pk=conversation_id).status
 
 
 def shows(sl, message: dict, approval: Approval) -> bool:

@@ -9,10 +9,11 @@ import pytest
 from django.core.management import call_command
 
 from approvals.models import Approval
-from chat.models import Conversation, Message
+from chat.models import Message
 from telegramlink.models import ApprovalMessage, TelegramAccount
 from tests.conftest import wait_until
-from tests.e2e.conftest import BIN, Api, free_port, port_open, start
+from tests.e2e.channels.conftest import ChannelStack, after_the_test, start_on, start_parts
+from tests.e2e.conftest import BIN, Api, free_port, port_open, start, status_of
 from tests.standins.fake_telegram import FakeTelegram
 
 pytestmark = pytest.mark.e2e
@@ -21,7 +22,7 @@ ALICE_TG, BOB_TG, CAROL_TG, MALLORY_TG, STRANGER_TG = 1001, 1002, 1003, 1004, 19
 TOKEN = "4242:test-token"
 
 
-class TelegramStack:
+class TelegramStack(ChannelStack):
     def __init__(self, env, work, base_url, fake, processes):
         self.env, self.work, self.base_url, self.fake, self.processes = env, work, base_url, fake, processes
 
@@ -32,9 +33,6 @@ class TelegramStack:
                    "--without-gossip", "--hostname", f"{name}@%h"], self.env, self.work,
         )
         wait_until(lambda: "ready." in self.processes["worker"].log.read_text(), timeout=60, message="the worker")
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {name} ---\n{process.tail()}" for name, process in self.processes.items())
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +53,7 @@ def telegram_stack(stack, tmp_path_factory):
     wait_until(lambda: "getMe failed, again in" in processes["poller"].log.read_text(), timeout=30,
                message="the poller to find the Bot API unreachable")
     with FakeTelegram(TOKEN, port=api_port) as fake:
-        processes["redis"] = start("tg-redis", ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1",
-                                                "--save", "", "--appendonly", "no", "--dir", str(work)], env, work)
-        wait_until(lambda: port_open(redis_port), timeout=10, message="redis")
-        processes["beat"] = start("tg-beat", [str(BIN / "celery"), "-A", "hitl", "beat", "--schedule", str(work / "beat")], env, work)
-        processes["web"] = start("tg-web", [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(web_port), "hitl.asgi:application"], env, work)
+        start_parts(processes, "tg", env, work, redis_port, web_port, worker=False)
         tg = TelegramStack(env, work, f"http://127.0.0.1:{web_port}", fake, processes)
         tg.start_worker()
         wait_until(lambda: port_open(web_port), timeout=30, message="daphne")
@@ -74,10 +68,7 @@ def telegram_stack(stack, tmp_path_factory):
 def tg(telegram_stack, transactional_db):
     telegram_stack.fake.calls.clear()
     yield telegram_stack
-    for name, process in telegram_stack.processes.items():
-        assert process.popen.poll() is None, f"{name} died:\n{process.tail()}"
-    advancing = Conversation.objects.filter(status=Conversation.Status.RUNNING)
-    wait_until(lambda: not advancing.exists(), timeout=30, message="the worker to finish what the test started")
+    after_the_test(telegram_stack)
 
 
 def link(tg, user, telegram_id: int) -> TelegramAccount:
@@ -89,12 +80,6 @@ def link(tg, user, telegram_id: int) -> TelegramAccount:
     return wait_until(lambda: TelegramAccount.objects.filter(user=user, telegram_user_id=telegram_id).first(), message="the link")
 
 
-def start_on(tg, user, text: str, agent: str = "demo") -> str:
-    response = Api(tg.base_url, user).post("conversations", {"agent": agent, "message": text})
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
-
-
 def request_to(tg, telegram_id: int, conversation_id: str) -> dict:
     """The approval request the bot sent to `telegram_id` for that conversation's pending call."""
     approval = wait_until(lambda: Approval.objects.filter(conversation_id=conversation_id).first(), message="the approval")
@@ -102,10 +87,6 @@ def request_to(tg, telegram_id: int, conversation_id: str) -> dict:
         lambda: next((m for m in tg.fake.sent("sendMessage", chat_id=telegram_id) if f"(#{approval.pk})" in m["text"]), None),
         timeout=20, message=f"the request on Telegram\n{tg.logs()}",
     )
-
-
-def status_of(conversation_id: str) -> str:
-    return Conversation.objects.get(pk=conversation_id).status
 
 
 def edited_to(tg, telegram_id: int, words: str) -> dict:

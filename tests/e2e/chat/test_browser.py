@@ -17,6 +17,7 @@ from tests.e2e.browser import (  # noqa: F401  (browser, new_page and page are f
     card,
     conversation_id_of,
     decide,
+    last_reply,
     log_in,
     new_page,
     open_conversation,
@@ -34,10 +35,6 @@ pytestmark = pytest.mark.e2e
 
 APPROVE_ALL = re.compile(r"^Approve all")
 DECISION_BUTTONS = re.compile(r"^(Approve|Reject)$")
-
-
-def last_reply(page: Page):
-    return page.locator("#messages .message-assistant .message-content").last
 
 
 def approval_of(conversation_id: str, path: str) -> Approval:

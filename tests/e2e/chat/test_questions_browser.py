@@ -8,6 +8,7 @@ from tests.e2e.browser import (  # noqa: F401  (browser, new_page and page are f
     browser,
     button,
     card,
+    last_reply,
     log_in,
     new_page,
     open_conversation,
@@ -26,10 +27,6 @@ def asked(page: Page, api, alice, text: str) -> tuple[str, Approval]:
     log_in(page, alice)
     open_conversation(page, conversation_id)
     return conversation_id, approval
-
-
-def last_reply(page: Page):
-    return page.locator("#messages .message-assistant .message-content").last
 
 
 def test_a_choice_is_answered_on_its_card(page, alice, agent, api_for):

@@ -20,11 +20,11 @@ from playwright.sync_api import expect
 
 from approvals.models import Approval
 from bench.stack import children
-from chat.models import Agent, Conversation, ToolCall
+from chat.models import Agent, ToolCall
 from tests.conftest import wait_until
 from tests.e2e.browser import TIMEOUT_MS, WATCH_SOCKET, browser, button, log_in, wait_for_live  # noqa: F401
 from tests.e2e.a2a_client import A2A, State, answer_of
-from tests.e2e.conftest import BIN, FAST_RECOVERY, Api, Process, free_port, port_open, replies, start
+from tests.e2e.conftest import BIN, FAST_RECOVERY, Api, Process, free_port, port_open, replies, start, status_of
 
 pytestmark = pytest.mark.e2e
 RECOVERY_SECONDS = 60  # lease 3 s + sweeper every 1 s + a worker start (seconds on a loaded 2-core machine)
@@ -139,11 +139,6 @@ def held_site():
     release.set()
     server.shutdown()
     server.server_close()
-
-
-def status_of(conversation_id: str) -> str:
-    return Conversation.objects.get(pk=conversation_id).status
-
 
 
 def start_conversation(crash: CrashStack, user, text: str, agent: str = "demo") -> str:

@@ -30,7 +30,7 @@ from django.db import connections
 from approvals.models import Approval
 from chat.models import Agent, Conversation, ToolCall
 from tests.conftest import wait_until
-from tests.e2e.conftest import BIN, FAST_RECOVERY, Api, free_port, port_open, replies, start
+from tests.e2e.conftest import BIN, FAST_RECOVERY, Api, free_port, port_open, replies, start, status_of
 
 pytestmark = pytest.mark.e2e
 
@@ -155,14 +155,9 @@ def site():
     counting.close()
 
 
-def conversation_status(conversation_id: str) -> str:
-    return Conversation.objects.get(pk=conversation_id).status
-
-
-
 def pending(conversation_id: str) -> Approval:
     approval = wait_until(lambda: Approval.objects.filter(conversation_id=conversation_id, status="pending").first(), message="the approval")
-    wait_until(lambda: conversation_status(conversation_id) == "waiting_for_approval", message="the conversation waiting")
+    wait_until(lambda: status_of(conversation_id) == "waiting_for_approval", message="the conversation waiting")
     return approval
 
 
@@ -255,7 +250,7 @@ def test_a_fault_in_each_phase_loses_nothing_runs_nothing_twice_or_unapproved_an
             assert decide(api, deciding_approval) == 200  # sent again once it is back
         assert decide(api, waiting_approval) == 200
         for conversation_id in (waiting, deciding, running, model):
-            wait_until(lambda: conversation_status(conversation_id) == "idle", timeout=RECOVERY_SECONDS, message=f"{conversation_id} done")
+            wait_until(lambda: status_of(conversation_id) == "idle", timeout=RECOVERY_SECONDS, message=f"{conversation_id} done")
     except AssertionError as exc:
         cells = {"waiting": waiting, "deciding": deciding, "running": running, "model": model}
         raise AssertionError(f"{exc}\n{describe(cells)}\n{faults.tails()}") from None

@@ -12,9 +12,10 @@ from tests.e2e.browser import (  # noqa: F401  (browser and new_page are fixture
     button,
     new_page,
     open_conversation,
+    row,
     status_bar,
 )
-from tests.e2e.approvals.test_dashboard_browser import logged_in, open_dashboard, opened, row, still_same_document
+from tests.e2e.approvals.test_dashboard_browser import logged_in, open_dashboard, opened, still_same_document
 
 pytestmark = pytest.mark.e2e
 

@@ -9,15 +9,10 @@ from a2a.utils.errors import A2AError, TaskNotFoundError
 from approvals.models import Approval
 from chat.models import ApiToken, Conversation, OutboxEmail
 from tests.conftest import wait_until
-from tests.e2e.a2a_client import A2A, State, answer_of, data_parts, text_of
+from tests.e2e.a2a_client import State, answer_of, data_parts, text_of
 from tests.e2e.chat.test_api_e2e import wait_for_status
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def a2a(e2e):
-    return lambda user, **kwargs: A2A(e2e.base_url, user, **kwargs)
 
 
 def test_the_card_names_the_skills_and_the_bearer_scheme_and_is_only_for_those_who_may_use_the_agent(e2e, a2a, alice, agent):

@@ -9,15 +9,10 @@ from a2a.utils.errors import A2AError
 from agentlink.runs import HITL_EXTENSION
 from approvals.models import Approval
 from tests.conftest import wait_until
-from tests.e2e.a2a_client import A2A, State, answer_of
+from tests.e2e.a2a_client import State, answer_of
 from tests.agentlink.test_agentlink_push import Receiver
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def a2a(e2e):
-    return lambda user, **kwargs: A2A(e2e.base_url, user, **kwargs)
 
 
 def seed_request(message) -> dict:

@@ -13,37 +13,24 @@ from tests.e2e.browser import (  # noqa: F401  (browser, new_page and page are f
     button,
     card,
     decide,
-    log_in,
+    last_reply,
     new_page,
     open_conversation,
     page,
     say,
     start,
     status_bar,
-    wait_for_live,
     wait_for_pending,
     wait_for_status,
 )
+from tests.e2e.rules.conftest import opened
 
 pytestmark = pytest.mark.e2e
-
-
-def opened(page: Page, api, alice, text: str) -> str:
-    conversation_id = start(api, text)
-    wait_for_pending(conversation_id, 1)
-    log_in(page, alice)
-    open_conversation(page, conversation_id)
-    wait_for_live(page)
-    return conversation_id
 
 
 def send(page: Page, text: str) -> None:
     page.get_by_label("Message", exact=True).fill(text)
     button(page, "Send").click()
-
-
-def last_reply(page: Page):
-    return page.locator("#messages .message-assistant .message-content").last
 
 
 def test_always_allow_in_this_conversation_from_the_card_then_the_same_kind_of_call_runs_with_no_card(page, alice, agent, api_for):

@@ -15,7 +15,7 @@ from django.utils import timezone
 from approvals.models import Approval, Rule
 from chat.models import Conversation, Message, ToolCall
 from tests.conftest import wait_until
-from tests.e2e.conftest import Api
+from tests.e2e.conftest import Api, status_of
 from tests.e2e.faults.test_crashes import RECOVERY_SECONDS, crash, crash_stack  # noqa: F401  (fixtures: a worker to stop)
 
 pytestmark = pytest.mark.e2e
@@ -24,10 +24,6 @@ WINDOW_SECONDS = 2
 
 def replies(conversation_id) -> list[str]:
     return list(Message.objects.filter(conversation_id=conversation_id, role="assistant").order_by("position").values_list("content", flat=True))
-
-
-def status_of(conversation_id) -> str:
-    return Conversation.objects.get(pk=conversation_id).status
 
 
 def pending_one(conversation_id) -> Approval:

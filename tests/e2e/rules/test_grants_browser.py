@@ -6,35 +6,22 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from playwright.sync_api import Page, expect
+from playwright.sync_api import expect
 
 from approvals.models import Rule
 from tests.e2e.browser import (  # noqa: F401  (browser, new_page and page are fixtures)
     browser,
     button,
     card,
-    log_in,
     new_page,
-    open_conversation,
     page,
-    start,
     status_bar,
-    wait_for_live,
-    wait_for_pending,
 )
+from tests.e2e.rules.conftest import opened
 
 pytestmark = pytest.mark.e2e
 TEN_MINUTES = "Approve for 10 minutes in this conversation"
 ONE_HOUR = "Approve for 1 hour in this conversation"
-
-
-def opened(page: Page, api, alice, text: str) -> str:
-    conversation_id = start(api, text)
-    wait_for_pending(conversation_id, 1)
-    log_in(page, alice)
-    open_conversation(page, conversation_id)
-    wait_for_live(page)
-    return conversation_id
 
 
 def test_approve_for_10_minutes_from_the_card_then_the_same_call_runs_with_no_card(page, alice, agent, api_for):
