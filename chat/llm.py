@@ -173,7 +173,7 @@ def _read_openai_events(response, raw, turn: "_TurnBuilder") -> None:
     more the longer the answer (docs/BENCHMARKS.md, issue 24). litellm still makes the request and
     maps its errors, and an error met mid-stream is mapped by litellm's wrapper as its own
     iteration would. The events come from the SDK's own decoder (`Stream._iter_events`, private:
-    tests/test_llm.py fails if an upgrade moves it)."""
+    tests/chat/test_llm.py fails if an upgrade moves it)."""
     events = _openai_event_data(raw)
     try:
         while True:

@@ -7,7 +7,7 @@ channel restores its unacknowledged (late-acked) messages, and for that the chan
 client from `transport.client`: AttributeError ("'NoneType' object has no attribute 'hostname'",
 in kombu's `Channel._connparams`). That is not a connection error, so the consumer does not retry:
 the worker logs "Unrecoverable error" and never consumes again (every round of a Redis restart
-while a late-acked task ran, before this: tests/e2e/test_faults.py).
+while a late-acked task ran, before this: tests/e2e/faults/test_faults.py).
 
 Here a channel whose connection was collected says so as a connection error (redis-py's
 ConnectionError), which the consumer ignores while it closes the lost connection and then

@@ -163,7 +163,7 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     }
     # Each pooled connection is checked (one empty query) as it is handed out (Django passes the pool
     # ConnectionPool.check_connection): after PostgreSQL restarts, the pool's dead connections are
-    # replaced, not handed to requests that would then fail (tests/e2e/test_faults.py).
+    # replaced, not handed to requests that would then fail (tests/e2e/faults/test_faults.py).
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

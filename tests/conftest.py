@@ -1,16 +1,22 @@
-"""Named users (alice owns, bob approves, mallory is neither), the demo agent, small factories."""
+"""Named users (alice owns, bob approves, mallory is neither), the demo agent, small factories, and
+the helpers tests of several apps share."""
+import asyncio
+import io
 import json
 
+import httpx
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import Group, Permission, User
 from django.core.cache import cache
+from django.core.management import call_command
 from django.test import Client
+from django.utils import timezone
 
 from approvals.models import Approval
 from bench.stack import wait_until  # noqa: F401  (one polling helper for the tests and the bench)
 from chat import services
 from chat.demo import ensure_demo_agent
-from chat.models import ApiToken, Conversation
+from chat.models import ApiToken, Conversation, Message
 from tests import emptying
 
 emptying.install()
@@ -106,12 +112,79 @@ def pending_approvals(conversation) -> list[Approval]:
     return list(Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).order_by("pk"))
 
 
+def only_pending(conversation) -> Approval:
+    (approval,) = pending_approvals(conversation)
+    return approval
+
+
+def say(conversation, user, text: str) -> Conversation:
+    """Post `text` as `user` would (the loop runs in-process with eager Celery), refreshed."""
+    services.post_message(conversation=conversation, user=user, content=text)
+    conversation.refresh_from_db()
+    return conversation
+
+
+def last_reply(conversation) -> str:
+    return Message.objects.filter(conversation=conversation, role="assistant").last().content
+
+
+def last_notice(conversation) -> str:
+    return conversation.messages.filter(role="system").last().content
+
+
+def sandbox(settings, conversation):
+    """The conversation's folder in the sandbox, where its file tools read and write."""
+    return settings.HITL_SANDBOX_ROOT / str(conversation.pk)
+
+
+def warned_without_its_signal(approval: Approval) -> Approval:
+    """As a worker that marked it warned and died before approvals_expiring (or had the channel off) leaves it."""
+    Approval.objects.filter(pk=approval.pk).update(warned_at=timezone.now())
+    return Approval.objects.get(pk=approval.pk)
+
+
+def intact() -> str:
+    """The first line `manage.py verify_audit` prints."""
+    out = io.StringIO()
+    call_command("verify_audit", stdout=out)
+    return out.getvalue().splitlines()[0]
+
+
+async def receive(layer, channel) -> dict:
+    """The next message on `channel` of the channel layer, within 5 seconds."""
+    return await asyncio.wait_for(layer.receive(channel), 5)
+
+
+def asgi_call(application, method: str, path: str, *, token: str | None = None, headers: dict | None = None,
+              **kwargs) -> httpx.Response:
+    """One request to an ASGI app, as a client would send it (no server)."""
+    sent = dict(headers or {})
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+
+    async def go():
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost", timeout=20) as client:
+            return await client.request(method, path, headers=sent, **kwargs)
+
+    return asyncio.run(go())
+
+
 @pytest.fixture
 def ops_agent(db, settings, tmp_path):
     from chat.demo import ensure_ops_agent
 
     settings.HITL_SANDBOX_ROOT = tmp_path / "sandboxes"
     return ensure_ops_agent()
+
+
+def finance_group() -> tuple[Group, list[User]]:
+    """The finance group and its two members, dana and erin (no password, no global permission)."""
+    group = Group.objects.create(name="finance")
+    members = [User.objects.create_user(name) for name in ("dana", "erin")]
+    for member in members:
+        member.groups.add(group)
+    return group, members
 
 
 @pytest.fixture

@@ -123,6 +123,15 @@ def status_bar(page: Page) -> Locator:
     return page.locator("#conversation-status")
 
 
+def last_reply(page: Page) -> Locator:
+    return page.locator("#messages .message-assistant .message-content").last
+
+
+def row(page: Page, approval: Approval) -> Locator:
+    """An approval's row on the dashboard or in the inbox."""
+    return page.locator(f"#approval-row-{approval.pk}")
+
+
 # --- Setting a conversation up through the JSON API (the `api_for` fixture) ---------------------
 
 

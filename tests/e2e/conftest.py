@@ -17,7 +17,7 @@ from django.db.models import Q
 from bench.stack import BIN, Process, free_port, port_open  # noqa: F401  (also used by e2e tests)
 from chat.models import ApiToken, Conversation, Message
 from tests.conftest import wait_until
-from tests.fake_openai import FakeOpenAI
+from tests.standins.fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -176,10 +176,14 @@ FAST_RECOVERY = {"HITL_LOOP_LEASE_SECONDS": "3", "HITL_STALL_SECONDS": "1", "HIT
 
 @pytest.fixture
 def fake_model():
-    """A stand-in OpenAI server on loopback (tests/fake_openai.py), for agents whose api_base is its URL."""
+    """A stand-in OpenAI server on loopback (tests/standins/fake_openai.py), for agents whose api_base is its URL."""
     fake = FakeOpenAI().start()
     yield fake
     fake.stop()
+
+
+def status_of(conversation_id: str) -> str:
+    return Conversation.objects.get(pk=conversation_id).status
 
 
 def replies(conversation_id) -> list[str]:

@@ -190,22 +190,22 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("README.md", DEPLOY): NO_DOCKER,
     ("docs/operations.md", DEPLOY): NO_DOCKER,
     ("docs/operations.md", "OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 make run   # a collector's OTLP/HTTP port"): (
-        f"an OTLP collector; {SERVES} (tests/e2e/test_telemetry_e2e.py exports to a local collector)"
+        f"an OTLP collector; {SERVES} (tests/e2e/telemetry/test_telemetry_e2e.py exports to a local collector)"
     ),
     ("docs/BENCHMARKS.md", "python bench/run.py --concurrency-only"): (
         "a benchmark of minutes that wants the machine to itself, with the peers of requirements-bench.txt"
-        " installed from the registries (tests/test_bench_smoke.py runs the bench briefly)"
+        " installed from the registries (tests/bench/test_bench_smoke.py runs the bench briefly)"
     ),
     ("docs/a2a.md", TCK): "needs a checkout of a2aproject/a2a-tck (no internet at test time)",
     # Python blocks: not required to run; each says why it is not.
     ("docs/api.md", "from hitl_client import Client, gate"): (
-        "a sketch: `token` and `deploy` are yours (tests/e2e/test_python_client_e2e.py runs the client)"
+        "a sketch: `token` and `deploy` are yours (tests/e2e/outside/test_python_client_e2e.py runs the client)"
     ),
     ("docs/approvals-and-rules.md", "import hashlib, hmac, time"): (
         "a fragment of a webhook receiver; tests/security/test_webhook_replay.py runs it on a real delivery"
     ),
     ("docs/mcp-gateway.md", "import asyncio, httpx2   # httpx2: the HTTP client the mcp SDK is built on"): (
-        "TOKEN and REPO are yours, and a human decides while it waits (tests/e2e/test_mcpgateway_e2e.py runs the gateway)"
+        "TOKEN and REPO are yours, and a human decides while it waits (tests/e2e/protocols/test_mcpgateway_e2e.py runs the gateway)"
     ),
 }
 

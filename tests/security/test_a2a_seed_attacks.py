@@ -21,8 +21,8 @@ from agentlink.runs import HITL_EXTENSION
 from approvals.models import Approval
 from chat.models import ApiToken
 from tests.conftest import pending_approvals, wait_until
-from tests.test_agentlink import a2a_task, call, message, refused, rpc, send, statuses
-from tests.test_agentlink_push import Receiver, create, error_of
+from tests.agentlink.test_agentlink import a2a_task, call, message, refused, rpc, send, statuses
+from tests.agentlink.test_agentlink_push import Receiver, create, error_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

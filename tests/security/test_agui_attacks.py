@@ -1,6 +1,6 @@
 """The AG-UI endpoint (aguilink) attacked from outside, in process: whoever sends what, the answer is a
 clear 4xx before the stream or a RUN_ERROR in it (never a 500, never a stream that hangs), nothing is
-decided that should not be, and nothing is lost. tests/test_aguilink.py holds the endpoint's promises;
+decided that should not be, and nothing is lost. tests/aguilink/test_aguilink.py holds the endpoint's promises;
 this file holds what an attacker tried, passing or not, so each stays tried."""
 import asyncio
 import json
@@ -17,7 +17,17 @@ from aguilink import app
 from approvals.policy import calls
 from approvals.models import Approval
 from chat.models import ApiToken, Conversation, ToolCall
-from tests.test_aguilink import approve, call, events_of, interrupts, last, run, signed_in_cookie, thread_of, types
+from tests.aguilink.test_aguilink import (
+    approve,
+    call,
+    events_of,
+    interrupts,
+    last,
+    run,
+    signed_in_cookie,
+    thread_of,
+    types,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

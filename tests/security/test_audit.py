@@ -27,7 +27,7 @@ from chat.demo import ensure_demo_agent
 from chat.models import ToolCall
 from chat.triggers import install_finished_is_final
 from tests.conftest import pending_approvals, start_conversation as start
-from tests.test_races import race
+from tests.approvals.services.test_races import race
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -249,7 +249,7 @@ ALICE_TG, BOB_TG, MALLORY_TG = 3001, 3002, 3004
 
 @pytest.fixture
 def telegram(settings):
-    from tests.fake_telegram import FakeTelegram
+    from tests.standins.fake_telegram import FakeTelegram
 
     with FakeTelegram() as fake:
         settings.TELEGRAM_BOT_TOKEN, settings.TELEGRAM_API_BASE_URL = fake.token, fake.url
@@ -358,7 +358,7 @@ ALICE_SLACK, BOB_SLACK = "UALICE", "UBOB"
 
 @pytest.fixture
 def slack(settings):
-    from tests.fake_slack import FakeSlack, django_poster
+    from tests.standins.fake_slack import FakeSlack, django_poster
 
     with FakeSlack(poster=django_poster(Client())) as fake:
         settings.SLACK_BOT_TOKEN, settings.SLACK_SIGNING_SECRET, settings.SLACK_API_BASE_URL = fake.token, fake.signing_secret, fake.url

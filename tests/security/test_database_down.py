@@ -1,6 +1,6 @@
 """A database that is down for a moment (restarting, out of connections) is a 503 with
 Retry-After that says so, on the pages and the JSON API, never a 500 (issue 36; the fault matrix,
-tests/e2e/test_faults.py, restarts a real PostgreSQL)."""
+tests/e2e/faults/test_faults.py, restarts a real PostgreSQL)."""
 import pytest
 from django.db import OperationalError
 

@@ -1,6 +1,6 @@
 """The deliveries base under an operator's worst day: a worker killed on a row's last attempt, a
 push service down while an extend sends the request again, then a decision. Real channels (email
-over Django's mail outbox, push over tests/fake_push.py), eager Celery, no sleeps."""
+over Django's mail outbox, push over tests/standins/fake_push.py), eager Celery, no sleeps."""
 from datetime import timedelta
 
 import pytest
@@ -14,8 +14,8 @@ from emaillink.models import EmailDelivery
 from pushlink.channel import CHANNEL as PUSH
 from pushlink.models import PushNotification
 from tests.conftest import pending_approvals, start_conversation
-from tests.fake_push import FakePush
-from tests.test_pushlink import subscribe, with_deadline
+from tests.standins.fake_push import FakePush
+from tests.pushlink.test_pushlink import subscribe, with_deadline
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

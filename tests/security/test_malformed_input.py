@@ -6,7 +6,7 @@ import pytest
 
 from chat.models import Agent, Conversation, ToolCall
 from tests.conftest import client_for, pending_approvals, start_conversation as start
-from tests.fake_openai import fake_openai  # noqa: F401  (the fixture)
+from tests.standins.fake_openai import fake_openai  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HTMX = {"HX-Request": "true"}

@@ -250,7 +250,7 @@ def test_the_schema_documents_the_default_and_maximum_limit(client):
     assert "has_earlier" in operation["description"] and "before" in operation["description"]
 
 
-# SQLite's plan, read as text (as in tests/test_pages_speed.py): the newest page comes from the
+# SQLite's plan, read as text (as in tests/approvals/test_pages_speed.py): the newest page comes from the
 # (conversation, position) unique index read backwards, not from sorting the whole conversation.
 if connection.vendor == "sqlite":
 

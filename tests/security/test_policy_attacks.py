@@ -67,8 +67,8 @@ def test_a_session_cannot_pile_up_passkey_challenges(alice, strict_critical):
     from stepup.ceremony import MAX_OPEN_CHALLENGES
     from stepup.models import Challenge
     from tests.conftest import client_for
-    from tests.soft_passkey import SoftPasskey
-    from tests.test_stepup import options_for, register
+    from tests.standins.soft_passkey import SoftPasskey
+    from tests.stepup.test_stepup import options_for, register
 
     client = client_for(alice)
     assert register(client, "alice-password", SoftPasskey()).status_code == 201

@@ -3,7 +3,7 @@ from our own side: HTML in what it sends, look-alike names, a lowered risk, a pa
 after our human saw it, redirects, a slow or huge answer, pauses without end, a result that reads
 like an instruction, another user's decisions, and a Stop in every phase of a call. Each is a clear
 error for the model (never a crashed loop), and nothing is lost. The remote is a stand-in (httpx's
-MockTransport, tests.test_remote_agents.FakeRemote) or our own A2A app in process."""
+MockTransport, tests.agentlink.test_remote_agents.FakeRemote) or our own A2A app in process."""
 import asyncio
 import json
 import threading
@@ -21,7 +21,7 @@ from approvals.services import DecisionError, decide
 from chat import services
 from chat.models import Conversation, ToolCall
 from tests.conftest import client_for, wait_until
-from tests.test_remote_agents import (  # noqa: F401  (docs, docs_agent and robot are fixtures)
+from tests.agentlink.test_remote_agents import (
     CARD_URL,
     FakeRemote,
     approve,

@@ -17,7 +17,7 @@ from approvals.services import AlreadyDecided, NotExtendable, ShownCut, answer, 
 from approvals.summary import summarize, utf8_bytes, utf16_units
 from chat.models import ToolCall
 from tests.conftest import pending_approvals, start_conversation as start
-from tests.test_races import race
+from tests.approvals.services.test_races import race
 from toolservers.titles import describe_call as describe_mcp_call
 
 pytestmark = pytest.mark.django_db(transaction=True)

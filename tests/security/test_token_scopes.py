@@ -14,8 +14,8 @@ from approvals.permissions import approvers_group
 from approvals.deciders.routing import ASKING_TOKEN
 from chat.models import ApiToken
 from tests.conftest import client_for, pending_approvals
-from tests.test_agentlink import rpc
-from tests.test_aguilink import interrupts, last, run
+from tests.agentlink.test_agentlink import rpc
+from tests.aguilink.test_aguilink import interrupts, last, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

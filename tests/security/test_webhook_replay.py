@@ -17,7 +17,7 @@ from approvals import tasks
 from approvals.announcements import webhooks
 from approvals.models import Webhook, WebhookDelivery
 from tests.conftest import pending_approvals, start_conversation as start
-from tests.webhook_receiver import webhook_receiver  # noqa: F401  (the fixture)
+from tests.standins.webhook_receiver import webhook_receiver  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
