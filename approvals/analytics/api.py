@@ -21,6 +21,7 @@ class Figures(Schema):
 
 class ApproverFigures(Figures):
     user: str
+    rubber_stamp_reason: str = Field(description='Why this approver is a rubber-stamp suspect, in words; "" when not one.')
 
 
 class AgentFigures(Figures):
@@ -48,7 +49,8 @@ class AnalyticsOut(Schema):
     expired: int
     escalated: int = Field(description="Approvals escalated in the window: 0 until escalation exists.")
     rubber_stamp_suspects: list[str] = Field(
-        description="Approvers with at least 20 decisions, at least 95 % approved and a median under 3 seconds."
+        description="Approvers with at least 20 decisions and a median under 2 seconds, or at least 95 % approved "
+        "and a median under 3 seconds (each one's rubber_stamp_reason says which)."
     )
     per_day: list[DayOut]
 
@@ -77,7 +79,7 @@ def approvals_analytics(
     return {
         "days": report.days,
         "since": report.since,
-        "by_approver": [figures(row, "user", expired=False) for row in report.by_approver],
+        "by_approver": [figures(row, "user", expired=False) | {"rubber_stamp_reason": row.rubber_stamp_reason} for row in report.by_approver],
         "by_agent": [figures(row, "agent") for row in report.by_agent],
         "by_tool": [figures(row, "tool") for row in report.by_tool],
         "expired": report.expired,

@@ -12,8 +12,9 @@ Definitions (the page, the API and the tests share them):
 - A vote toward a quorum is a decision (an approve) of its voter, unless it was also the deciding
   one (then the decision counts, once). Per agent and per tool, an approval counts once.
 - Escalated: approvals that escalated to their route's escalation groups in the window.
-- A rubber-stamp suspect made at least 20 decisions, approved at least 95 % of them, and took a
-  median under 3 seconds.
+- A rubber-stamp suspect made at least 20 decisions and either took a median under 2 seconds,
+  whatever they decided (faster than a person reads a call: a script, or a hand on the key), or
+  approved at least 95 % of them with a median under 3 seconds. Its reason says which, in words.
 """
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -31,6 +32,7 @@ MAX_DAYS = 365
 SUSPECT_MIN_DECISIONS = 20
 SUSPECT_MIN_APPROVED_PERCENT = 95
 SUSPECT_MAX_MEDIAN_SECONDS = 3.0
+SUSPECT_BOT_MEDIAN_SECONDS = 2.0  # under this, a suspect whatever the approval share
 
 # A person's approve or reject: not a rule's, a repeat's or an expiry's (those are by nobody).
 HUMAN_DECISION = Q(
@@ -60,13 +62,20 @@ class Breakdown:
         return round(self.approved / self.decisions, 4) if self.decisions else None
 
     @property
+    def rubber_stamp_reason(self) -> str:
+        """Why this approver is a rubber-stamp suspect, in words; "" when they are not one."""
+        median = self.median_seconds
+        if self.decisions < SUSPECT_MIN_DECISIONS or median is None:
+            return ""
+        if median < SUSPECT_BOT_MEDIAN_SECONDS:
+            return f"a median of {median:g} s over {self.decisions} decisions: faster than a call can be read"
+        if self.approved * 100 >= SUSPECT_MIN_APPROVED_PERCENT * self.decisions and median < SUSPECT_MAX_MEDIAN_SECONDS:
+            return f"{round(self.approval_rate * 100, 1):g} % of {self.decisions} decisions approved, with a median of {median:g} s"
+        return ""
+
+    @property
     def is_rubber_stamp_suspect(self) -> bool:
-        return (
-            self.decisions >= SUSPECT_MIN_DECISIONS
-            and self.approved * 100 >= SUSPECT_MIN_APPROVED_PERCENT * self.decisions
-            and self.median_seconds is not None
-            and self.median_seconds < SUSPECT_MAX_MEDIAN_SECONDS
-        )
+        return bool(self.rubber_stamp_reason)
 
 
 @dataclass(frozen=True)
