@@ -116,7 +116,7 @@ def close_turn(message: Message) -> None:
 def with_state(tasks: QuerySet[Task]) -> QuerySet[Task]:
     """`tasks` annotated with `a2a_state`, the TaskState that `read` would give each, computed in SQL
     so that a list filtered by state pages in the database. Keep it in step with `current_state`
-    (tests/agentlink/test_agentlink.py checks the two agree in every state)."""
+    (tests/agentlink/test_a2a_task_state.py checks the two agree in every state)."""
     pending = Approval.objects.filter(conversation_id=OuterRef("conversation_id"), status=Approval.Status.PENDING)
     last_word = (
         Message.objects.filter(conversation_id=OuterRef("conversation_id"), position__gte=OuterRef("position"))

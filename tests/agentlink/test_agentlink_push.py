@@ -11,12 +11,13 @@ import pytest
 from django.utils import timezone
 
 from agentlink import push
+from agentlink.app import MAX_BODY_BYTES
 from agentlink.models import PushConfig, Task
 from approvals.models import Approval
 from chat.models import Conversation
 from chat.models import ApiToken
 from tests.conftest import pending_approvals, wait_until
-from tests.agentlink.test_agentlink import MAX_BODY_BYTES, a2a_task, call, rpc
+from tests.agentlink.a2a_client import a2a_task, call, rpc
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,7 +18,7 @@ from approvals.models import Approval
 from approvals.services import STEP_UP
 from chat.models import ApiToken
 from tests.conftest import pending_approvals
-from tests.agentlink.test_agentlink import (
+from tests.agentlink.a2a_client import (
     a2a_task,
     answer_of,
     call,

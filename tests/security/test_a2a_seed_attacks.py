@@ -21,7 +21,7 @@ from agentlink.runs import HITL_EXTENSION
 from approvals.models import Approval
 from chat.models import ApiToken
 from tests.conftest import pending_approvals, wait_until
-from tests.agentlink.test_agentlink import a2a_task, call, message, refused, rpc, send, statuses
+from tests.agentlink.a2a_client import a2a_task, call, message, refused, rpc, send, statuses
 from tests.agentlink.test_agentlink_push import Receiver, create, error_of
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,7 +15,7 @@ from pushlink.channel import CHANNEL as PUSH
 from pushlink.models import PushNotification
 from tests.conftest import pending_approvals, start_conversation
 from tests.standins.fake_push import FakePush
-from tests.pushlink.test_pushlink import subscribe, with_deadline
+from tests.pushlink.devices import subscribe, with_deadline
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ from approvals.permissions import approvers_group
 from approvals.deciders.routing import ASKING_TOKEN
 from chat.models import ApiToken
 from tests.conftest import client_for, pending_approvals
-from tests.agentlink.test_agentlink import rpc
+from tests.agentlink.a2a_client import rpc
 from tests.aguilink.test_aguilink import interrupts, last, run
 
 pytestmark = pytest.mark.django_db(transaction=True)

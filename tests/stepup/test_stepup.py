@@ -390,7 +390,7 @@ def high(alice, agent):
 
 @pytest.fixture
 def telegram(settings):
-    from tests.telegramlink.test_telegramlink import RefusingTelegram
+    from tests.telegramlink.phone import RefusingTelegram
 
     with RefusingTelegram() as fake:
         settings.TELEGRAM_BOT_TOKEN, settings.TELEGRAM_API_BASE_URL = fake.token, fake.url
@@ -407,7 +407,7 @@ def slack(settings):
 
 
 def test_telegram_refuses_to_approve_with_the_sentence_and_rejects(telegram, alice, agent):
-    from tests.telegramlink.test_telegramlink import ALICE_TG, link, press, request_to
+    from tests.telegramlink.phone import ALICE_TG, link, press, request_to
 
     link(alice, ALICE_TG)
     agent.step_up_from_risk = "high"
@@ -427,7 +427,7 @@ def test_telegram_refuses_to_approve_with_the_sentence_and_rejects(telegram, ali
 
 
 def test_slack_refuses_to_approve_with_the_sentence_and_rejects(slack, alice, agent):
-    from tests.slacklink.test_slacklink import ALICE, link, request_to
+    from tests.slacklink.workspace import ALICE, link, request_to
 
     link(slack, alice, ALICE)
     agent.step_up_from_risk = "high"
@@ -471,7 +471,7 @@ def test_a_push_action_refuses_to_approve_with_the_sentence_and_still_rejects(al
 
 
 def test_a2a_refuses_to_approve_with_the_sentence_and_denies(alice, strict):
-    from tests.agentlink.test_agentlink import a2a_task, refused, send
+    from tests.agentlink.a2a_client import a2a_task, refused, send
 
     task = a2a_task(alice, strict, "delete all files")
     [approval] = pending_approvals(task.conversation)

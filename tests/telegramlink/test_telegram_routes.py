@@ -17,19 +17,7 @@ from deliveries import tasks as delivery_tasks
 from telegramlink.channel import CHANNEL
 from telegramlink.models import ApprovalMessage, Reminder
 from tests.conftest import finance_group, only_pending, start_conversation
-from tests.telegramlink.test_telegramlink import (
-    ALICE_TG,
-    BOB_TG,
-    CAROL_TG,
-    edits_to,
-    fake,
-    link,
-    press,
-    replies,
-    request_to,
-    say,
-    ssl_context,
-)
+from tests.telegramlink.phone import ALICE_TG, BOB_TG, CAROL_TG, edits_to, link, press, replies, request_to, say
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the signals that send are sent on commit
 

@@ -20,18 +20,16 @@ from telegramlink import bot, texts, updates
 from telegramlink.channel import CHANNEL
 from telegramlink.models import ApprovalMessage, ExpiryWarning, TelegramAccount
 from tests.conftest import only_pending, start_conversation
-from tests.telegramlink.test_telegramlink import (
+from tests.telegramlink.phone import (
     ALICE_TG,
     MALLORY_TG,
     edits_to,
-    fake,
     link,
     press,
     queued_unsent,
     replies,
     request_to,
     say,
-    ssl_context,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
