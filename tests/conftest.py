@@ -6,6 +6,13 @@ import json
 
 import httpx
 import pytest
+
+# The helper modules beside the tests assert too: rewritten as test modules are, so that a failing
+# helper says what it compared (before any of them is imported).
+pytest.register_assert_rewrite(
+    "tests.agentlink.a2a_client", "tests.emaillink.recipient", "tests.pushlink.devices", "tests.security.outside_api",
+    "tests.slacklink.workspace", "tests.telegramlink.phone", "tests.e2e.browser", "tests.e2e.a2a_client",
+)
 from django.contrib.auth.models import Group, Permission, User
 from django.core.cache import cache
 from django.core.management import call_command
