@@ -132,6 +132,64 @@ def row(page: Page, approval: Approval) -> Locator:
     return page.locator(f"#approval-row-{approval.pk}")
 
 
+# --- The approvers' dashboard ---------------------------------------------------------------
+
+# Counts, on <html data-…>, the dashboard's list re-reads that landed (the one each socket open
+# triggers, one per pushed signal, and the user's filter changes), and the "refresh" triggers that
+# asked for them (static/js/app.js), so a test can wait for them with expect().
+WATCH_DASHBOARD = """
+(() => {
+  const bump = (name) => {
+    const data = document.documentElement.dataset;
+    data[name] = String(Number(data[name] || 0) + 1);
+  };
+  document.addEventListener("htmx:afterSettle", (event) => {
+    if (event.target.id === "dashboard-rows") bump("dashboardRefreshes");
+  });
+  document.addEventListener("refresh", (event) => {
+    if (event.target.id === "dashboard-filters") bump("dashboardRefreshTriggers");
+  });
+})();
+"""
+
+OPEN_SOCKET = """
+(path) => new Promise((resolve) => {
+  const socket = new WebSocket(`ws://${location.host}${path}`);
+  let opened = false;
+  socket.onopen = () => { opened = true; socket.close(1000); };
+  socket.onclose = (event) => resolve({opened, code: event.code});
+})
+"""
+
+
+def logged_in(new_page, user, **size) -> Page:
+    """A page of its own browser context, logged in as `user`, that counts dashboard refreshes."""
+    page = new_page(**size)
+    page.context.add_init_script(WATCH_DASHBOARD)
+    log_in(page, user)
+    return page
+
+
+def open_dashboard(page: Page, path: str = "/approvals/") -> None:
+    """Open the dashboard and wait until its socket is open and the re-read that opening triggers has
+    landed: from here on a signal reaches the page, and the rows the test clicks are the current ones."""
+    page.goto(path)
+    expect(page.locator("html")).to_have_attribute("data-ws-opens", "1")
+    expect(page.locator("html")).to_have_attribute("data-dashboard-refreshes", "1")
+    page.evaluate("window.sameDocument = true")  # gone if the page reloads
+
+
+def still_same_document(page: Page) -> bool:
+    return page.evaluate("window.sameDocument") is True
+
+
+def opened(listed: Locator) -> Locator:
+    """The row with its card open: the inbox shows one line per call until asked (a click, or "o")."""
+    listed.locator(":scope > .row-open > summary").click()
+    expect(listed.locator(":scope > .row-open")).to_have_attribute("open", "")
+    return listed
+
+
 # --- Setting a conversation up through the JSON API (the `api_for` fixture) ---------------------
 
 

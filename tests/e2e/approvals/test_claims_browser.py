@@ -6,7 +6,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from approvals.models import Approval
 from tests.e2e.browser import browser, decide, log_in, new_page, open_conversation, row, start, wait_for_pending  # noqa: F401  (fixtures)
-from tests.e2e.approvals.test_dashboard_browser import logged_in, open_dashboard, still_same_document
+from tests.e2e.browser import logged_in, open_dashboard, still_same_document
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
 from approvals.models import Approval
 from tests.conftest import wait_until
 from tests.e2e.browser import browser, new_page, start, wait_for_pending  # noqa: F401  (fixtures)
-from tests.e2e.approvals.test_dashboard_browser import logged_in, open_dashboard
+from tests.e2e.browser import logged_in, open_dashboard
 
 CARD_JS = Path(os.environ.get("HITL_CARD_JS", Path(__file__).resolve().parents[3] / "static/js/card.js"))
 MARKUP = "<img src=x onerror=window.owned=1>"

@@ -8,7 +8,7 @@ from playwright.sync_api import Locator, Page, expect
 from approvals.models import Approval
 from tests.conftest import wait_until
 from tests.e2e.browser import browser, new_page, row, start, wait_for_pending  # noqa: F401  (fixtures)
-from tests.e2e.approvals.test_dashboard_browser import logged_in, open_dashboard
+from tests.e2e.browser import logged_in, open_dashboard
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ from approvals.models import Approval
 from chat.models import Agent
 from stepup.models import Passkey
 from tests.conftest import wait_until
-from tests.e2e.approvals.test_dashboard_browser import WATCH_DASHBOARD, open_dashboard, opened
+from tests.e2e.browser import WATCH_DASHBOARD, open_dashboard, opened
 from tests.e2e.browser import (  # noqa: F401  (browser is a fixture)
     TIMEOUT_MS,
     WATCH_SOCKET,

@@ -14,7 +14,7 @@ from approvals.deciders.routemaking import create_route
 from chat.models import OutboxEmail, ToolCall
 from tests.conftest import wait_until
 from tests.e2e.browser import browser, button, log_in, new_page, open_conversation, start, wait_for_pending  # noqa: F401  (fixtures)
-from tests.e2e.approvals.test_dashboard_browser import logged_in, open_dashboard, opened, still_same_document
+from tests.e2e.browser import logged_in, open_dashboard, opened, still_same_document
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ from tests.e2e.browser import (  # noqa: F401  (browser and new_page are fixture
     row,
     status_bar,
 )
-from tests.e2e.approvals.test_dashboard_browser import logged_in, open_dashboard, opened, still_same_document
+from tests.e2e.browser import logged_in, open_dashboard, opened, still_same_document
 
 pytestmark = pytest.mark.e2e
 

@@ -20,7 +20,7 @@ from playwright.sync_api import expect
 from approvals.models import Approval
 from chat.models import ApiToken, ToolCall
 from tests.conftest import wait_until
-from tests.e2e.browser import browser, button, log_in, new_page  # noqa: F401  (fixtures)
+from tests.e2e.browser import browser, button, logged_in, new_page, open_dashboard, opened  # noqa: F401  (fixtures)
 from tests.e2e.conftest import BIN, free_port, port_open, start
 from toolservers import discovery
 from toolservers.demo import ensure_git_server, ensure_notes_server
@@ -213,13 +213,11 @@ def test_a_gated_commit_approved_on_the_dashboard_in_chromium_makes_the_call_ret
 
     waiting = caller.call_in_background("git__git_commit", {"repo_path": str(repository), "message": "From the dashboard"})
     approval = pending_listed(api_for(alice), "git__git_commit")
-    page = new_page()
-    log_in(page, bob)
-    page.goto("/approvals/")
+    page = logged_in(new_page, bob)
+    open_dashboard(page)  # its socket open and the re-read that follows landed: no re-read closes the row clicked
     listed = page.locator(f"#approval-row-{approval['id']}")
     expect(listed).to_contain_text("git__git_commit")
-    listed.locator(":scope > .row-open > summary").click()
-    button(listed, "Approve").click()
+    button(opened(listed), "Approve").click()
     result = waiting.result(timeout=60)
 
     assert result.is_error is False and text_of(result).startswith(COMMIT_TEXT)
