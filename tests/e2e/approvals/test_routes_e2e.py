@@ -14,7 +14,7 @@ from approvals.models import Approval, Vote, Webhook, WebhookDelivery
 from approvals.announcements.webhooks import SIGNATURE_HEADER, verify
 from chat.models import OutboxEmail, ToolCall
 from tests.conftest import wait_until
-from tests.e2e.browser import TIMEOUT_MS, WATCH_SOCKET, browser, button, log_in  # noqa: F401  (browser: a fixture)
+from tests.e2e.browser import TIMEOUT_MS, WATCH_DASHBOARD, WATCH_SOCKET, browser, button, log_in, open_dashboard, opened  # noqa: F401  (browser: a fixture)
 from tests.e2e.conftest import BIN, Api, start
 from tests.e2e.chat.test_api_e2e import wait_for_status
 from tests.e2e.channels.test_telegram_e2e import answer, edited_to, link, request_to, telegram_stack, tg  # noqa: F401  (fixtures)
@@ -89,13 +89,13 @@ def test_a_two_of_three_quorum_decided_on_the_dashboard_and_on_telegram_runs_the
     context = browser.new_context(base_url=tg.base_url, viewport={"width": 1280, "height": 900})
     context.set_default_timeout(TIMEOUT_MS)
     context.add_init_script(WATCH_SOCKET)
+    context.add_init_script(WATCH_DASHBOARD)
     try:
         page = context.new_page()
         log_in(page, dora)
-        page.goto("/approvals/")
+        open_dashboard(page)  # no re-read after this closes the row she opens
         row = page.locator(f"#approval-row-{approval.pk}")
-        row.locator(":scope > .row-open > summary").click()
-        button(row, "Approve").click()
+        button(opened(row), "Approve").click()
         expect(row).to_contain_text("1 of 2 approvals: dora")  # still pending, on her inbox
         wait_until(lambda: Vote.objects.filter(approval=approval).count() == 1, timeout=15,
                    message=f"dora's vote from the dashboard\n{tg.logs()}")
