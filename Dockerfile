@@ -6,7 +6,9 @@ COPY requirements.txt .
 RUN pip install -r requirements.txt
 COPY . .
 RUN DEBUG=1 python manage.py collectstatic --no-input -v 0
-RUN useradd --create-home hitl && mkdir -p /app/var && chown hitl /app/var
+# var/sandboxes exists, owned by the app's user, before docker compose mounts its volume there (a
+# volume mounted on a missing path is made root's, and the tools could not write).
+RUN useradd --create-home hitl && mkdir -p /app/var/sandboxes && chown -R hitl /app/var
 USER hitl
 EXPOSE 8000
 # No --proxy-headers by default: a container run on its own must not trust a client's X-Forwarded-For.

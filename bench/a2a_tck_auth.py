@@ -1,6 +1,6 @@
 """A pytest plugin for running the A2A TCK (a2aproject/a2a-tck) against hitl, which wants a token
 on every request: each httpx client the TCK makes sends `Authorization: Bearer $HITL_TCK_TOKEN`
-(the TCK has no option for an auth header). Used as the README's A2A section says:
+(the TCK has no option for an auth header). Used as docs/a2a.md says:
 `PYTHONPATH=<hitl>/bench ./run_tck.py --sut-host http://127.0.0.1:8000/a2a/demo -- -p a2a_tck_auth`."""
 import os
 

@@ -241,7 +241,7 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # A worker runs many conversations at once, in threads of one process: a step is milliseconds of
 # CPU and then seconds of waiting for the model (or a tool), with the GIL released. Sizing: see the
-# README ("How many workers"). `celery -A hitl worker` takes both from here; flags override them.
+# docs/operations.md ("How many workers"). `celery -A hitl worker` takes both from here; flags override them.
 CELERY_WORKER_POOL = os.environ.get("HITL_WORKER_POOL", "threads")
 CELERY_WORKER_CONCURRENCY = int(os.environ.get("HITL_WORKER_CONCURRENCY", "100"))
 # A prefork child imports litellm before it says it is up (chat.tasks): seconds on a busy machine,
