@@ -99,19 +99,20 @@ def demo_token(stack: Stack) -> str:
 
 def operator_header(stack: Stack) -> str:
     """$H of the routes' block, which docs/approvals-and-rules.md never sets: a bearer header (as the
-    README's H) for an operator who may define routes. `demo` may not (the block's "no route
-    permission: 403"): this is a superuser, as the README says to make one for the admin."""
+    README's H) of "a token of a user who may manage routes (your superuser: create_api_token
+    <superuser>)". `demo` may not (the page's "`demo` gets 403"): this is a superuser, as the README
+    says to make one for the admin."""
     User.objects.create_superuser("admin", "admin@example.com", "admin")
     return f"Authorization: Bearer {create_api_token('admin')}"
 
 
-GIVEN: dict[str, Callable[[Stack], str]] = {"TOKEN": demo_token, "H": operator_header}
+GIVEN: dict[str, Callable[[Stack], str]] = {"TOKEN": demo_token, "H": operator_header}  # the rules' block: "a token of `demo`"
 
 
 def approve_outside_request_as_approver(stack: Stack, running: subprocess.Popen) -> None:
-    """docs/api.md: "approve it on the page as `approver`", while the block's long poll waits. The
-    page's Approve goes through the decision service as the API does: here through the API, as
-    `approver`, on daphne."""
+    """docs/api.md: "log in as `approver` and approve it under Approvals", while the block's long
+    poll waits. The page's Approve goes through the decision service as the API does: here through
+    the API, as `approver`, on daphne."""
     pending = Approval.objects.filter(status=PENDING, conversation__agent__slug="outside")
     wait_until(lambda: running.poll() is not None or pending.exists(), timeout=30, message="the outside request to wait")
     approval = pending.first()
@@ -143,13 +144,13 @@ RUN: dict[tuple[str, str], Run] = {
             r'"status": "rejected".*"rejection_reason": "keep a.txt"',  # the two decisions
             r'"status": "approved"',
         ),  # "-> 201, status "running"" is piped into python3, not shown: the id it prints is the one the rest uses
-        later=r"I did not delete a\.txt \(Rejected by demo: keep a\.txt\)",  # "a moment later: the model quotes your reason"
+        # "a moment later: the model quotes your reason, and says b.txt did not exist"
+        later=r"(?s)^(?=.*I did not delete a\.txt \(Rejected by demo: keep a\.txt\))(?=.*I could not delete b\.txt: No file named 'b\.txt')",
     ),
     (
         "docs/ag-ui.md",
-        'FIRST=$(curl -N -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/json" http://127.0.0.1:8000/agui/demo/ \\',
+        "TOKEN=$(.venv/bin/python manage.py create_api_token demo)   # made to decide: a token made to ask cannot resume with a decision",
     ): Run(
-        given=("TOKEN",),
         shows=(
             r'"type":"RUN_FINISHED".*"outcome":\{"type":"interrupt","interrupts":\[\{"id":"\d+","reason":"tool_approval"',
             r'"type":"TOOL_CALL_RESULT"',
@@ -167,7 +168,8 @@ RUN: dict[tuple[str, str], Run] = {
     ),
     ("docs/approvals-and-rules.md", "curl -s -H \"$H\" -H 'Content-Type: application/json' localhost:8000/api/routes \\"): Run(
         given=("H",),
-        shows=(r'"id": \d+', r'"quorum": 2', r'"min_risk": "low"'),  # 201 with "id" and every field, defaults included
+        # 201 with "id" and every field, defaults included
+        shows=(r'"id": \d+', r'"tool": "delete_file"', r'"min_risk": "high"', r'"quorum": 2', r'"remind_after_seconds": null'),
     ),
     ("docs/a2a.md", "import asyncio, httpx"): Run(
         substitute={"<token>": demo_token},  # a token that decides: the block approves through A2A itself
@@ -177,13 +179,13 @@ RUN: dict[tuple[str, str], Run] = {
 
 SERVES = "`make run` serves until Ctrl-C"
 NO_DOCKER = "no Docker on the test machine"
-DEPLOY = 'SECRET_KEY=$(python3 -c "import secrets; print(secrets.token_urlsafe(50))") HITL_HOST=hitl.example.com \\'
+DEPLOY = "printf 'SECRET_KEY=%s\\nHITL_HOST=hitl.example.com\\nPOSTGRES_PASSWORD=%s\\n' \\"
 TCK = (
     "cd a2a-tck && HITL_TCK_TOKEN=<token> PYTHONPATH=<hitl>/bench ./run_tck.py"
     " --sut-host http://127.0.0.1:8000/a2a/demo --level must -- -p a2a_tck_auth"
 )
 NOT_RUN: dict[tuple[str, str], str] = {
-    ("README.md", "make run    # virtualenv, redis-server (apt-get), migrations, demo users + agents; then Redis, a Celery"): (
+    ("README.md", "make run    # virtualenv, redis-server (apt-get), migrations, demo users + agents; then Redis, two Celery"): (
         f"CI runs it itself: `make test` runs this test on the stack tests/e2e/conftest.py starts; {SERVES}"
     ),
     ("README.md", "OPENAI_API_KEY=sk-... make run"): f"a hosted model and its key; {SERVES}",
@@ -192,20 +194,21 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("docs/operations.md", "OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 make run   # a collector's OTLP/HTTP port"): (
         f"an OTLP collector; {SERVES} (tests/e2e/telemetry/test_telemetry_e2e.py exports to a local collector)"
     ),
-    ("docs/BENCHMARKS.md", "python bench/run.py --concurrency-only"): (
+    ("docs/BENCHMARKS.md", "python3 bench/run.py --concurrency-only"): (
         "a benchmark of minutes that wants the machine to itself, with the peers of requirements-bench.txt"
         " installed from the registries (tests/bench/test_bench_smoke.py runs the bench briefly)"
     ),
     ("docs/a2a.md", TCK): "needs a checkout of a2aproject/a2a-tck (no internet at test time)",
     # Python blocks: not required to run; each says why it is not.
     ("docs/api.md", "from hitl_client import Client, gate"): (
-        "a sketch: `token` and `deploy` are yours (tests/e2e/outside/test_python_client_e2e.py runs the client)"
+        "a sketch: `token` and `run_deploy` are yours (tests/e2e/outside/test_python_client_e2e.py runs the client)"
     ),
     ("docs/approvals-and-rules.md", "import hashlib, hmac, time"): (
         "a fragment of a webhook receiver; tests/security/test_webhook_replay.py runs it on a real delivery"
     ),
     ("docs/mcp-gateway.md", "import asyncio, httpx2   # httpx2: the HTTP client the mcp SDK is built on"): (
-        "TOKEN and REPO are yours, and a human decides while it waits (tests/e2e/protocols/test_mcpgateway_e2e.py runs the gateway)"
+        "TOKEN comes from the environment and a human decides while it waits (tests/e2e/protocols/test_mcpgateway_e2e.py"
+        " runs the gateway)"
     ),
 }
 

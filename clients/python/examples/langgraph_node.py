@@ -15,7 +15,7 @@ from langgraph.graph import END, START, StateGraph
 from hitl_client import Client, Decision
 
 hitl = Client(os.environ.get("HITL_URL", "http://localhost:8000"), os.environ["HITL_TOKEN"])
-HITL_AGENT = os.environ.get("HITL_AGENT", "demo")  # the hitl agent whose policy and approvers apply
+HITL_AGENT = os.environ.get("HITL_AGENT", "outside")  # the hitl agent whose policy and approvers apply (the demo's `outside`: every call asks)
 
 
 def send_email(to: str, subject: str, body: str) -> str:

@@ -19,7 +19,7 @@ from agents.tool_context import ToolContext
 from hitl_client import AsyncClient, Decision
 
 hitl = AsyncClient(os.environ.get("HITL_URL", "http://localhost:8000"), os.environ["HITL_TOKEN"])
-HITL_AGENT = os.environ.get("HITL_AGENT", "demo")  # the hitl agent whose policy and approvers apply
+HITL_AGENT = os.environ.get("HITL_AGENT", "outside")  # the hitl agent whose policy and approvers apply (the demo's `outside`: every call asks)
 asked: dict[str, Decision] = {}  # the SDK's call id -> hitl's approval of that call
 
 
