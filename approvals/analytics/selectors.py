@@ -63,14 +63,15 @@ class Breakdown:
 
     @property
     def rubber_stamp_reason(self) -> str:
-        """Why this approver is a rubber-stamp suspect, in words; "" when they are not one."""
+        """Which rule makes this approver a rubber-stamp suspect, in words (the figures stand beside
+        it); "" when they are not one."""
         median = self.median_seconds
         if self.decisions < SUSPECT_MIN_DECISIONS or median is None:
             return ""
         if median < SUSPECT_BOT_MEDIAN_SECONDS:
-            return f"a median of {median:g} s over {self.decisions} decisions: faster than a call can be read"
+            return "a median under 2 s: faster than a call can be read"
         if self.approved * 100 >= SUSPECT_MIN_APPROVED_PERCENT * self.decisions and median < SUSPECT_MAX_MEDIAN_SECONDS:
-            return f"{round(self.approval_rate * 100, 1):g} % of {self.decisions} decisions approved, with a median of {median:g} s"
+            return "95 % or more approved, with a median under 3 s"
         return ""
 
     @property

@@ -6,6 +6,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from .selectors import (
+    SUSPECT_BOT_MEDIAN_SECONDS,
     SUSPECT_MAX_MEDIAN_SECONDS,
     SUSPECT_MIN_APPROVED_PERCENT,
     SUSPECT_MIN_DECISIONS,
@@ -28,6 +29,7 @@ def analytics_page(request) -> HttpResponse:
         report = approval_analytics(days=parse_days(request.GET.get("days")))
     except InvalidWindow as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
-    rule = {"decisions": SUSPECT_MIN_DECISIONS, "percent": SUSPECT_MIN_APPROVED_PERCENT, "seconds": SUSPECT_MAX_MEDIAN_SECONDS}
+    rule = {"decisions": SUSPECT_MIN_DECISIONS, "percent": SUSPECT_MIN_APPROVED_PERCENT, "seconds": SUSPECT_MAX_MEDIAN_SECONDS,
+            "bot_seconds": SUSPECT_BOT_MEDIAN_SECONDS}
     context = {"report": report, "chart": chart_of(report.per_day), "windows": WINDOWS, "rule": rule}
     return render(request, "approvals/analytics.html", context)

@@ -148,15 +148,15 @@ def test_the_chart_counts_pending_at_each_days_end_and_decisions_that_day(alice,
 @pytest.mark.parametrize(
     "decisions, rejected, median, suspect",
     [
-        (20, 1, 2.999, "95 % of 20 decisions approved, with a median of 2.999 s"),  # median just under 3 s
+        (20, 1, 2.999, "95 % or more approved, with a median under 3 s"),  # median just under 3 s
         (19, 0, 1.0, ""),  # one decision short
         (20, 2, 2.5, ""),  # 90 % approved, not fast enough to be a bot
-        (40, 2, 2.5, "95 % of 40 decisions approved, with a median of 2.5 s"),  # exactly 95 %
+        (40, 2, 2.5, "95 % or more approved, with a median under 3 s"),  # exactly 95 %
         (40, 3, 2.5, ""),  # 92.5 %
         (20, 0, 3.0, ""),  # a median of exactly 3 s is not under 3 s
         # Under 2 s, whatever the share: 1,024 decisions at a median of 0.044 s, 86 % approved (issue 38).
-        (1024, 143, 0.044, "a median of 0.044 s over 1024 decisions: faster than a call can be read"),
-        (20, 10, 1.999, "a median of 1.999 s over 20 decisions: faster than a call can be read"),
+        (1024, 143, 0.044, "a median under 2 s: faster than a call can be read"),
+        (20, 10, 1.999, "a median under 2 s: faster than a call can be read"),
         (20, 10, 2.0, ""),  # a median of exactly 2 s is not under 2 s
     ],
 )
@@ -222,7 +222,7 @@ def test_the_api_reports_the_contract_fields(alice, bob, agent):
     assert body["by_approver"] == [
         {"user": "bob", "decisions": 20, "approved": 20, "rejected": 0, "approval_rate": 1.0,
          "median_seconds": 1.5, "p95_seconds": 1.5,
-         "rubber_stamp_reason": "a median of 1.5 s over 20 decisions: faster than a call can be read"}
+         "rubber_stamp_reason": "a median under 2 s: faster than a call can be read"}
     ]
     assert body["by_agent"][0]["agent"] == agent.slug and body["by_agent"][0]["decisions"] == 20
     assert body["by_tool"][0]["tool"] == "delete_file"
