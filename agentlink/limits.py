@@ -9,10 +9,11 @@ from collections import Counter
 
 from django.conf import settings
 
-from core.inputs import BadInput, parse_json
+from core.inputs import ANY_TEXT, BadInput, parse_json
 
 STREAM_METHODS = {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
 TOO_MANY = -32029  # a server-defined JSON-RPC code (-32000 to -32099), 429 as HTTP says it
+PARSE_ERROR = -32700  # JSON-RPC's own: the body is not JSON (or not JSON we take: too deep, a lone surrogate)
 RETRY_SECONDS = 1
 A2A_DEPTH = 256  # a message's data parts are the client's own JSON
 CAPS = {  # the setting that caps each kind of request, per token and per user
@@ -44,7 +45,11 @@ class Throttle:
         if scope["type"] != "http" or token is None:
             return await self.app(scope, receive, send)
         body, receive = await _buffered(receive) if scope["method"] == "POST" else (b"", receive)
-        method, request_id = _method(body)
+        method, request_id, refused = _peek(body)
+        if refused:
+            # Answered here, as the specification's parse error: the SDK's own parser meets no
+            # body we refused (one nested past our depth made it recurse into an internal error).
+            return await _rpc_error(send, None, {"code": PARSE_ERROR, "message": f"Parse error: {refused}"})
         kind = "streams" if method in STREAM_METHODS else "calls"
         slots = [(self.held[kind], token, "token")]
         if scope.get("hitl_user") is not None:
@@ -87,16 +92,24 @@ def _replay(body: bytes, receive, *, first: dict | None = None):
 
 
 def _method(body: bytes) -> tuple[str, object]:
+    """The JSON-RPC method and id of a request body ("" and None for one that is not JSON-RPC)."""
+    method, request_id, _ = _peek(body)
+    return method, request_id
+
+
+def _peek(body: bytes) -> tuple[str, object, str]:
+    """The method and id, and why the body is refused as JSON ("" when it is not)."""
     try:
-        request = parse_json(body, most_bytes=len(body), most_depth=A2A_DEPTH) if body else None
-    except BadInput:  # the A2A handler answers it (a JSON-RPC parse error)
-        return "", None
+        # Any text: a NUL or a lone surrogate inside a field is the handler's to refuse, naming the field.
+        request = parse_json(body, most_bytes=len(body), most_depth=A2A_DEPTH, text=ANY_TEXT) if body else None
+    except BadInput as exc:
+        return "", None, str(exc)
     if not isinstance(request, dict):
-        return "", None
+        return "", None, ""
     method, request_id = request.get("method"), request.get("id")
     if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
         request_id = None
-    return (method if isinstance(method, str) else ""), request_id
+    return (method if isinstance(method, str) else ""), request_id, ""
 
 
 async def _too_many(send, kind: str, cap: int, request_id, *, whose: str) -> None:
@@ -111,11 +124,11 @@ async def _too_many(send, kind: str, cap: int, request_id, *, whose: str) -> Non
         "message": f"Too many requests: {holder} {cap} A2A {what} at once ({which}); {advice} in {RETRY_SECONDS} s.",
         "data": {"retry_after_seconds": RETRY_SECONDS, "limit": cap, "kind": kind},
     }
+    await _rpc_error(send, request_id, error, [(b"retry-after", str(RETRY_SECONDS).encode())])
+
+
+async def _rpc_error(send, request_id, error: dict, headers: list | None = None) -> None:
     body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"retry-after", str(RETRY_SECONDS).encode()),
-    ]
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})

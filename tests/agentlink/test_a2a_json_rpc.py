@@ -136,3 +136,15 @@ def test_an_internal_error_says_internal_error_with_an_id_that_the_log_carries(a
     assert "approvals_approval" not in str(error)  # the database's words stay in the log
     [logged] = [r for r in caplog.records if error_id in r.getMessage()]
     assert logged.exc_info and "approvals_approval" in str(logged.exc_info[1])
+
+
+@pytest.mark.parametrize("body", ["[" * 1000 + "]" * 1000, '{"jsonrpc": "2.0", "id": 1, "params": ' * 300 + "{}" + "}" * 300, "{"])
+def test_a_body_that_is_not_json_we_take_is_a_parse_error_not_an_internal_one(alice, agent, body):
+    """Nested 1,000 (or 300) deep (the SDK's own parser recursed into -32603, "maximum recursion depth
+    exceeded"), or not JSON at all: JSON-RPC's parse error, and nothing started."""
+    response = call("POST", "/a2a/demo/", token=ApiToken.issue(alice), headers={"A2A-Version": "1.0", "Content-Type": "application/json"},
+                    content=body.encode())
+    assert response.status_code == 200, response.text
+    error = response.json()["error"]
+    assert error["code"] == -32700 and "recursion" not in error["message"], error
+    assert not Task.objects.exists()
