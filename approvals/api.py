@@ -24,7 +24,7 @@ from .models import Approval, Vote
 from .summary import summarize
 from .services import (
     AlreadyVoted, CannotAskAgain, NotExpired, NotExtendable, answer, approve_edited, ask_again, claim, decide, decide_many,
-    decide_remembering, extend, unclaim,
+    decide_remembering, extend, respond, unclaim,
 )
 
 router = Router(tags=["approvals"])
@@ -95,6 +95,7 @@ class ApprovalOut(Schema):
     decided_at: datetime | None
     rejection_reason: str
     comment: str = Field(description="The decider's optional word on the decision (approving too), kept in the audit chain.")
+    responded: str = Field(description="What a decider sent the agent instead of a decision (`respond`): the call was rejected, and the model read it. Empty otherwise.")
     arguments: dict = Field(description="The arguments as the model requested them.")
     approved_arguments: dict | None = Field(
         description="What was approved (and so runs): null until approved; equal to `arguments` unless edited."
@@ -175,7 +176,10 @@ SHOWN_HASH = Field("", max_length=64, description="The `shown_hash` you decided 
 
 
 class DecisionIn(Schema):
-    decision: Literal["approve", "reject"]
+    decision: Literal["approve", "reject", "respond"] = Field(
+        description="`respond`: send the agent `message` instead of a decision; the call is rejected and the model reads the message."
+    )
+    message: str = Field("", description="With `respond`: what the agent should do instead (\"use staging, not prod\").")
     shown_hash: str = SHOWN_HASH
     comment: str = Field("", description="Your word on the decision (approving too), kept in the audit chain and shown in history.")
     reason: str = ""
@@ -226,6 +230,7 @@ def approval_out(approval: Approval) -> dict:
         "decided_at": approval.decided_at,
         "rejection_reason": approval.rejection_reason,
         "comment": approval.comment,
+        "responded": approval.responded,
         "arguments": approval.tool_call.arguments,
         "approved_arguments": approval.approved_arguments,
         "edited_by": approval.edited_by.get_username() if approval.edited_by else None,
@@ -377,6 +382,10 @@ def decide_approval(request, approval_id: ApprovalId, payload: DecisionIn):
     approve = payload.decision == "approve"
     seen = {"user": request.auth, "via": Approval.Via.API, "shown_hash": payload.shown_hash, "confirmation": payload.confirmation, "comment": payload.comment}
     try:
+        if payload.decision == "respond":
+            if len(payload.message) > MAX_REASON:
+                raise HttpError(400, f"The message is at most {MAX_REASON} characters.")
+            return approval_item(respond(approval_id, user=request.auth, via=Approval.Via.API, shown_hash=payload.shown_hash, message=payload.message))
         if payload.remember is not None:
             decide_remembering(
                 approval_id, approve=approve, remember=payload.remember.dict(), reason=payload.reason, arguments=payload.arguments, **seen

@@ -105,6 +105,13 @@ class Approval(models.Model):
     comment = models.TextField(
         blank=True, help_text="The decider's optional word on the decision, kept and chained with it (approvals.audit)."
     )
+    remembered = models.BooleanField(
+        default=False, help_text="Decided with a rule saved beside it (\"Always\"): the rule's made_from, which its card offers to undo."
+    )
+    responded = models.TextField(
+        blank=True,
+        help_text="Words sent to the agent instead of a decision (\"use staging, not prod\"): the call is rejected and the model reads them.",
+    )
     approver_required = models.BooleanField(
         default=False, help_text="Only an approver who is not the requester may decide (four eyes)."
     )
@@ -471,6 +478,10 @@ class Rule(models.Model):
     note = models.CharField(max_length=500, blank=True)
     enabled = models.BooleanField(default=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
+    made_from = models.ForeignKey(
+        "Approval", null=True, blank=True, on_delete=models.SET_NULL, related_name="rules_made",
+        help_text="The decision it was saved with (\"Always\" on a card), whose card offers to undo it.",
+    )
     history = HistoricalRecords(excluded_fields=["uses", "last_used_at"])  # changes, not uses
 
     class Meta:

@@ -8,6 +8,11 @@ approval_requested = Signal()
 # a worker (approvals.announcements), never in the request that decided: a receiver may take its
 # time. Also sent with `deliveries`, the webhook deliveries written with the decisions.
 approvals_decided = Signal()
+# Sent with `approval`: a decision of one call, in the process that stored it, right after the commit
+# and before approvals_decided leaves for a worker: for what must show at once (every tab of the
+# conversation within half a second). A receiver here holds up the request: push, never wait.
+# Several decided at once (approve-all, bulk) send none: they show as the worker moves them.
+approval_stored = Signal()
 # Sent with `approval`: a pending Approval whose arguments a human edited; it still waits for a
 # decision (the edit made the call stricter, so another rule now decides who approves it).
 approval_edited = Signal()

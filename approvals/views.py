@@ -17,6 +17,7 @@ from .pauses import questions
 from .policy import calls
 from .policy.calls import InvalidArguments
 from .forms import arguments_from_form, edit_fields, grant_from_form
+from .cards import races
 from .cards.fragments import approval_controls_html
 from .models import Approval, Risk
 from .policy.rulemaking import InvalidRule, ScopeNotAllowed, TargetNotFound
@@ -42,6 +43,7 @@ from .services import (
     decide,
     decide_many,
     decide_remembering,
+    respond,
     extend,
     record_late,
     unclaim,
@@ -180,8 +182,8 @@ def _inbox_changed(request) -> HttpResponse:
 @require_POST
 def decide_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> HttpResponse:
     _check_channel(request, via)
-    decision = request.POST.get("decision")
-    if decision not in ("approve", "reject"):
+    decision = "respond" if request.POST.get("respond") else request.POST.get("decision")
+    if decision not in ("approve", "reject", "respond"):
         return HttpResponse("Choose approve or reject.", status=400)
     decision_fields = {
         "user": request.user,
@@ -194,7 +196,9 @@ def decide_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> Http
     }
     saved_rule = None
     try:
-        if remember := _remember(request, approval_id):
+        if decision == "respond":  # the reason field's words, sent to the agent instead of a decision
+            approval = respond(approval_id, user=request.user, via=via, shown_hash=decision_fields["shown_hash"], message=decision_fields["reason"])
+        elif remember := _remember(request, approval_id):
             approval, saved_rule = decide_remembering(approval_id, remember=remember, **decision_fields)
         else:
             approval = decide(approval_id, steps=_steps(request) if decision == "approve" else None, **decision_fields)
@@ -387,7 +391,8 @@ def _refused(request, approval_id: int, exc: Exception, via: str) -> HttpRespons
     if not request.htmx:
         return HttpResponse(str(exc), status=status)
     approval = Approval.objects.select_related("tool_call", "decided_by", "edited_by", "on_behalf_of").get(pk=approval_id)
-    error = "" if isinstance(exc, AlreadyDecided) else str(exc)  # a decided card says who decided first
+    # A decision that lost the race says so where it was pressed, above the card of the one that stands.
+    error = races.lost_race(approval, _pressed(request)) if isinstance(exc, AlreadyDecided) else str(exc)
     html = _controls_html(request, approval, via, error=error)
     if isinstance(exc, AlreadyDecided) and via == Approval.Via.CHAT:
         # The whole card too (its status, its badge) and the conversation's status, swapped by id: a
@@ -397,6 +402,16 @@ def _refused(request, approval_id: int, exc: Exception, via: str) -> HttpRespons
         html += render_to_string("partials/tool_call_card.html", {"call": call, "oob": True}, request=request)
         html += render_to_string("partials/conversation_status.html", {"conversation": approval.conversation, "oob": True}, request=request)
     return HttpResponse(html, status=status)
+
+
+def _pressed(request) -> str:
+    """What the person pressed, in the words of approvals.cards.races: approve, reject, respond, answer…"""
+    if request.POST.get("respond"):
+        return "respond"
+    if request.POST.get("decline"):
+        return "decline"
+    page = (request.resolver_match.url_name or "").removeprefix("dashboard_")
+    return request.POST.get("decision") or {"answer": "answer", "claim": "claim", "unclaim": "claim", "extend": "extension", "edit": "edit"}.get(page, "decision")
 
 
 def _back(request) -> HttpResponse:

@@ -163,27 +163,46 @@ def _apply_decision(call: ToolCall, *, push_approved: bool = True, with_status: 
         return
     # One push for the card and, when asked, the bar: a page that loses one loses both, and catches up on both.
     also = fragments.conversation_status_html(call.message.conversation) if with_status else ""
+    status, result = _decided_state(approval)
+    fields = {} if result is None else {"result": result}
+    _transition(call, Status.PENDING_APPROVAL, status, push=push_approved or status != Status.APPROVED, also=also, **fields)
+
+
+def _decided_state(approval: Approval) -> tuple[str, str | None]:
+    """The status a decided approval moves its call to, and the result the model reads (None: none yet)."""
     if approval.kind != Approval.Kind.ACTION and approval.status != Approval.Status.CANCELLED:
         # A question or a plan: nothing runs, what the human decided is the result.
         finished = Status.SUCCEEDED if pauses.succeeded(approval) else (
             Status.EXPIRED if approval.status == Approval.Status.EXPIRED else Status.REJECTED
         )
-        _transition(call, Status.PENDING_APPROVAL, finished, also=also, result=pauses.result(approval))
-    elif approval.status == Approval.Status.APPROVED:
-        _transition(call, Status.PENDING_APPROVAL, Status.APPROVED, push=push_approved, also=also)
-    elif approval.status == Approval.Status.REJECTED and approval.decided_via == Approval.Via.REPEAT:
-        _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, also=also, result=_repeat_result(approval))
-    elif approval.status == Approval.Status.REJECTED and approval.decided_via == Approval.Via.RULE:
-        _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, also=also, result=approval.rejection_reason)  # "Denied by rule #N: …"
-    elif approval.status == Approval.Status.REJECTED:
-        who = approval.decided_by.get_username() if approval.decided_by else "the system"
-        text = f"Rejected by {who}: {approval.rejection_reason}" if approval.rejection_reason else f"Rejected by {who}."
-        _transition(call, Status.PENDING_APPROVAL, Status.REJECTED, also=also, result=text)
-    elif approval.status == Approval.Status.EXPIRED:
-        _transition(call, Status.PENDING_APPROVAL, Status.EXPIRED, also=also, result="Not run: the approval timed out.")
-    else:
-        who = approval.decided_by.get_username() if approval.decided_by else "the system"
-        _transition(call, Status.PENDING_APPROVAL, Status.CANCELLED, also=also, result=_cancelled_result(who))
+        return finished, pauses.result(approval)
+    if approval.status == Approval.Status.APPROVED:
+        return Status.APPROVED, None
+    if approval.status == Approval.Status.REJECTED and approval.decided_via == Approval.Via.REPEAT:
+        return Status.REJECTED, _repeat_result(approval)
+    if approval.status == Approval.Status.REJECTED and approval.decided_via == Approval.Via.RULE:
+        return Status.REJECTED, approval.rejection_reason  # "Denied by rule #N: …"
+    who = approval.decided_by.get_username() if approval.decided_by else "the system"
+    if approval.status == Approval.Status.REJECTED:
+        if approval.responded:  # words instead of a decision: the model's instruction
+            return Status.REJECTED, f"Rejected by {who}, who answered instead: {approval.responded}"
+        return Status.REJECTED, f"Rejected by {who}: {approval.rejection_reason}" if approval.rejection_reason else f"Rejected by {who}."
+    if approval.status == Approval.Status.EXPIRED:
+        return Status.EXPIRED, "Not run: the approval timed out."
+    return Status.CANCELLED, _cancelled_result(who)
+
+
+def show_decided(tool_call_id: int) -> None:
+    """Show every tab a decision the moment it is stored, from the process that stored it: the card
+    as the worker will move it (approved, rejected…), written by nobody. The worker that applies the
+    decision pushes the card again as stored, a moment later (or the page's re-read shows it)."""
+    call = _loaded_call(tool_call_id)
+    if call is None or call.status != Status.PENDING_APPROVAL or call.approval.status == Approval.Status.PENDING:
+        return
+    call.status, result = _decided_state(call.approval)
+    if result is not None:
+        call.result = result
+    live.push_now(live.conversation_group(call.message.conversation_id), fragments.tool_card_html(call, oob=True, approve_all=True))
 
 
 def _repeat_result(approval: Approval) -> str:

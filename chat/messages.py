@@ -1,8 +1,9 @@
 """Storing messages: each at the next position under the conversation's lock, pushed on commit;
 and the small helpers every writer of a conversation shares (its lock, its status bar)."""
 from django.db import transaction
-from django.db.models import Max, prefetch_related_objects
+from django.db.models import Max, Prefetch, prefetch_related_objects
 
+from approvals.models import Rule
 from core import live
 
 from . import fragments
@@ -53,6 +54,8 @@ def load_calls(message: Message) -> None:
         prefetch_related_objects(by_rule, "rule")
     if repeats := [approval for approval in approvals if approval.repeat_of_id]:
         prefetch_related_objects(repeats, "repeat_of__decided_by")
+    if remembered := [approval for approval in approvals if approval.remembered]:  # "Always": the rule, to undo
+        prefetch_related_objects(remembered, Prefetch("rules_made", queryset=Rule.objects.filter(deleted_at__isnull=True), to_attr="live_rules_made"))
     set_loaded_calls(message, calls)
 
 

@@ -21,6 +21,12 @@ def on_approvals_decided(sender, approvals, **kwargs) -> None:
             loop.apply_decision(approval.tool_call_id, with_status=True)
 
 
+def on_approval_stored(sender, approval, **kwargs) -> None:
+    """In the request that decided it: every tab of the conversation shows the decision now, not
+    after the worker's two hops (the announcement, then the resumed step)."""
+    loop.show_decided(approval.tool_call_id)
+
+
 def on_approval_edited(sender, approval, **kwargs) -> None:
     """An edit left the call pending (stricter now): every tab shows the new arguments and rule."""
     loop.push_card(approval.tool_call_id)

@@ -17,7 +17,7 @@ from django.db import transaction
 
 from . import webhooks
 from ..models import Approval, Webhook
-from ..signals import approvals_decided
+from ..signals import approval_stored, approvals_decided
 
 
 def announce_on_commit(approvals: list[Approval], *, in_worker: bool = True) -> None:
@@ -27,6 +27,8 @@ def announce_on_commit(approvals: list[Approval], *, in_worker: bool = True) -> 
     # Robust: the decisions are stored whatever their receivers meet (a broker that is down, say).
     if in_worker:
         approval_ids = [approval.pk for approval in approvals]
+        if len(approvals) == 1:
+            transaction.on_commit(lambda: approval_stored.send(sender=Approval, approval=approvals[0]), robust=True)
         transaction.on_commit(lambda: announce_decided.delay(approval_ids, deliveries), robust=True)
     else:
         transaction.on_commit(lambda: _send(approvals, deliveries), robust=True)

@@ -50,7 +50,7 @@ OUTSIDE = "it is decided but not in the chain: decided around the services"
 HASHED_FIELDS = (
     "conversation", "tool_call", "tool_call__name", "requested_by", "reason", "risk", "approver_required",
     "arguments_hash", "edited_arguments_hash", "edited_by", "preview", "status", "requested_at", "expires_at",
-    "decided_at", "decided_by", "decided_via", "rejection_reason", "comment", "step_up_assertion", "kind", "question", "plan", "answer", "rule",
+    "decided_at", "decided_by", "decided_via", "rejection_reason", "comment", "responded", "step_up_assertion", "kind", "question", "plan", "answer", "rule",
     "tool_call__arguments", "edited_arguments", "policy_version", *CHAIN_FIELDS,
 )
 
@@ -104,6 +104,8 @@ def content(approval: Approval, changes: dict | None = None) -> dict:
         hashed["repeat_of"] = repeated
     if comment := value("comment"):  # the decider's word on it; a link without one hashes as it always did
         hashed["comment"] = comment
+    if responded := value("responded"):  # words sent to the agent instead; earlier links have none
+        hashed["responded"] = responded
     if assertion := value("step_up_assertion"):  # the passkey that proved the approver there; older links have none
         hashed["step_up_assertion"] = assertion
     if approval.policy_version is not None:  # the policy it was asked under; links before versions have none

@@ -7,6 +7,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -109,6 +110,8 @@ def rule_delete(request, rule_id: int) -> HttpResponse:
         raise Http404("No such rule.") from None
     except rulemaking.ScopeNotAllowed as exc:
         return HttpResponse(str(exc), status=403)
+    if request.htmx and request.POST.get("from") == "card":  # undone on the card that saved it
+        return HttpResponse(format_html('<p class="rule-saved rule-undone" role="status">Rule #{} removed: calls like this ask again.</p>', rule_id))
     said = f"Rule #{rule_id} deleted: it decides nothing any more; the decisions it made keep naming it."
     if not request.htmx:
         return _back_to_the_page(request, said)

@@ -27,6 +27,7 @@ from .deciding import (
     record_late,
     record_outcome,
     reject_as_repeat,
+    respond,
 )
 from .editing import approve_edited, decide_remembering
 from .errors import (
@@ -55,7 +56,7 @@ __all__ = [
     "Outcome", "decide_all", "decide_many", "claim", "unclaim", "AskAgain", "ask_again", "expire_overdue", "extend",
     "register_asker", "warn_expiring", "warning_at", "CLAIM_ENDS", "MAX_LATE_KEPT", "MAX_WORDS", "StepUp", "answer",
     "approve_by_policy", "cancel_pending", "check_decidable", "decide", "decide_by_rule", "needs_step_up", "option_at",
-    "record_late", "record_outcome", "reject_as_repeat", "approve_edited", "decide_remembering", "CHANGED", "SHOWN_CUT",
+    "record_late", "record_outcome", "reject_as_repeat", "respond", "approve_edited", "decide_remembering", "CHANGED", "SHOWN_CUT",
     "STEP_UP", "AlreadyDecided", "AlreadyVoted", "ArgumentsChanged", "CannotAskAgain", "ConfirmationRequired",
     "DecisionError", "EditForbidden", "InvalidAnswer", "NotAllowed", "NotExpired", "NotExtendable", "OutcomeConflict",
     "ShownCut", "StepUpRequired", "WrongKind", "request_approval",

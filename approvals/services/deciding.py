@@ -16,7 +16,7 @@ from core.inputs import storable
 from .. import announcements, audit
 from ..announcements import webhooks
 from ..deciders import routing
-from ..models import Approval, LateDecision, Vote, Webhook
+from ..models import Approval, LateDecision, Rule, Vote, Webhook
 from ..models import Outcome as ReportedOutcome
 from ..pauses import plans, questions
 from ..permissions import can_see
@@ -75,6 +75,7 @@ def decide(
     comment: str = "",
     step_up: StepUp | None = None,
     shown_whole: bool = True,
+    saving: Rule | None = None,
 ) -> Approval:
     """Record one decision on a tool call or a plan (`steps`: the plan's approved steps, all if None). Raises Approval.DoesNotExist for an approval the user may not see.
 
@@ -85,7 +86,8 @@ def decide(
     sweep ran. `comment` is the decider's optional word on it, kept and chained with the decision.
     Approving a call at or above its agent's step_up_from_risk needs `step_up` (StepUpRequired).
     `shown_whole` False: the surface showed the call cut (a channel's message too small for it),
-    so approving raises ShownCut, whatever buttons it had.
+    so approving raises ShownCut, whatever buttons it had. `saving`: a rule saved in the deciding
+    transaction if the decision is stored (decide_remembering), which the card offers to undo.
     """
     approval = _decidable(approval_id, user, approve=approve, shown_hash=shown_hash, shown_whole=shown_whole, via=via)
     if approval.kind == Approval.Kind.QUESTION:
@@ -99,8 +101,24 @@ def decide(
         return _vote(approval, user=user, via=via, comment=comment, stepped_up=stepped_up)
     status = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
     decision = _decision(status, user, via, reason, comment=comment) | _on_behalf(approval, user) | stepped_up
+    if saving is not None:
+        decision["remembered"] = True
     if approve and approval.kind == Approval.Kind.PLAN:
         decision["answer"] = _plan_answer(approval, steps)
+    return _store_decision(approval, decision, user=user, via=via, saving=saving)
+
+
+def respond(approval_id: int, *, user, via: str, shown_hash: str, message: str, shown_whole: bool = True) -> Approval:
+    """Answer a call with words instead of a decision (LangChain Agent Inbox's "response"): the call
+    is rejected, as any rejection is (whoever may reject may respond), and the model reads `message`
+    as the decider's instruction ("use staging, not prod"), kept in `responded` and in the chain."""
+    message = storable(message).strip()[:MAX_WORDS]
+    if not message:
+        raise InvalidAnswer("Write what the agent should do instead.")
+    approval = _decidable(approval_id, user, approve=False, shown_hash=shown_hash, shown_whole=shown_whole, via=via)
+    if approval.kind != Approval.Kind.ACTION:
+        raise WrongKind("Only a tool call takes a response: answer a question, or reject a plan with a reason.")
+    decision = _decision(Approval.Status.REJECTED, user, via) | {"responded": message} | _on_behalf(approval, user)
     return _store_decision(approval, decision, user=user, via=via)
 
 
@@ -237,7 +255,7 @@ def _plan_answer(approval: Approval, steps: list[int] | None) -> dict:
     return {"approved_steps": approved, "dropped_steps": plans.dropped_steps(approval.plan, approved)}
 
 
-def _store_decision(approval: Approval, decision: dict, *, user, via: str, announce_here: bool = False) -> Approval:
+def _store_decision(approval: Approval, decision: dict, *, user, via: str, announce_here: bool = False, saving=None) -> Approval:
     """`announce_here`: for a decision made in the loop (a rule's, a repeat's), already in a worker,
     whose receivers run right after its commit rather than in another task."""
     with transaction.atomic():
@@ -251,10 +269,18 @@ def _store_decision(approval: Approval, decision: dict, *, user, via: str, annou
             # link (which extend() set here): no need to read it back.
             for name, value in decision.items():
                 setattr(approval, name, value)
+            _save_rule(saving, approval)
             _announce_on_commit([approval], here=announce_here)
         elif _expire_if_overdue(approval.pk):  # the deadline passed while it was on its way: late
             record_late([approval.pk], user=user, via=via, approve=decision["status"] in (Approval.Status.APPROVED, Approval.Status.ANSWERED))
     return _stored(approval, updated, user=user, status=decision["status"], via=via)
+
+
+def _save_rule(rule, approval: Approval) -> None:
+    """The rule a decision remembers ("Always"), saved with it, naming it."""
+    if rule is not None:
+        rule.made_from = approval
+        rule.save()
 
 
 def cancel_pending(*, conversation_id, user, via: str) -> list[Approval]:

@@ -11,7 +11,7 @@ from ..policy import calls, explain, rulemaking, rules
 from ..policy.gate import RISKS
 from ..signals import approval_edited
 from .deciding import (
-    StepUp, _announce_on_commit, _confirms, _decidable, _decision, _expire_if_overdue, _stepped_up, _stored, _undecided,
+    StepUp, _announce_on_commit, _confirms, _decidable, _decision, _expire_if_overdue, _save_rule, _stepped_up, _stored, _undecided,
     decide, decide_by_rule, record_late,
 )
 from .errors import ConfirmationRequired, EditForbidden, WrongKind
@@ -47,21 +47,22 @@ def decide_remembering(
         approval.edited_arguments if approval.is_edited else approval.tool_call.arguments
     )
     rule = rulemaking.draft_from_call(user, approval, approve=approve, call_arguments=decided_arguments, **remember)
-    seen = {"confirmation": confirmation, "shown_hash": shown_hash, "comment": comment, "step_up": step_up}
+    # Saved in the deciding transaction, only if the decision is stored as asked: whoever hears of
+    # the decision (after its commit) finds the rule with it.
+    seen = {"confirmation": confirmation, "shown_hash": shown_hash, "comment": comment, "step_up": step_up, "saving": rule}
     if approve and arguments is not None:
         decided = approve_edited(approval_id, user=user, arguments=arguments, via=via, **seen)
     else:
         decided = decide(approval_id, user=user, approve=approve, via=via, reason=reason, **seen)
-    if decided.status != (Approval.Status.APPROVED if approve else Approval.Status.REJECTED):
+    if rule.pk is None:  # an edit left pending, a vote toward a quorum: nothing remembered
         return decided, None
-    rule.save()
     logger.info("approval %s remembered as rule %s by %s", approval_id, rule.pk, user)
     return decided, rule
 
 
 def approve_edited(
     approval_id: int, *, user, arguments, via: str, shown_hash: str, confirmation: str = "", comment: str = "",
-    step_up: StepUp | None = None,
+    step_up: StepUp | None = None, saving: Rule | None = None,
 ) -> Approval:
     """Approve the call with arguments a human changed. They are validated with the tool's schema,
     gated again and screened by the rules like the model's own call (approvals.policy.rules.screen): an
@@ -109,6 +110,8 @@ def approve_edited(
     # The edit's own risk counts: one that approves needs the step-up its (possibly raised) risk asks.
     stepped_up = {} if stricter else _stepped_up(approval, user, step_up, risk=risk)
     decision = {} if stricter else _decision(Approval.Status.APPROVED, user, via, comment=comment) | stepped_up
+    if decision and saving is not None:
+        decision["remembered"] = True
     with transaction.atomic():
         if rule := rules.first_deny(screening):
             raise EditForbidden(f"Edit not saved. {rules.denial_reason(rule)}")
@@ -123,6 +126,7 @@ def approve_edited(
         if updated:
             approval.refresh_from_db()
         if updated and decision:
+            _save_rule(saving, approval)
             _announce_on_commit([approval])
         elif updated:
             transaction.on_commit(lambda: approval_edited.send(sender=Approval, approval=approval), robust=True)

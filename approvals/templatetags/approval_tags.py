@@ -178,3 +178,16 @@ def decider(approval) -> str:
         return "the system"
     who = approval.decided_by.get_username()
     return f"{who} for {approval.on_behalf_of.get_username()}" if approval.on_behalf_of_id else who
+
+
+@register.filter
+def rule_made(approval):
+    """The live rule saved with this decision ("Always" on its card), which the card offers to undo;
+    read from chat.messages.load_calls' prefetch when there, else looked up."""
+    made = getattr(approval, "live_rules_made", None)
+    if made is None:
+        if not approval.remembered:
+            return None
+        made = list(approval.rules_made.filter(deleted_at__isnull=True)[:1])
+    return made[0] if made else None
+

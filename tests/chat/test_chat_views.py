@@ -52,7 +52,7 @@ def test_chat_page_shows_pending_cards_with_their_controls(alice, agent):
     page = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
 
     assert page.count('data-status="pending_approval"') == 2
-    assert page.count(">Approve</button>") == 2 and "Approve all (2)" in page
+    assert page.count('value="approve" data-key="1"') == 2 and "Approve all (2)" in page
     assert '<span class="card-title">Delete a.txt</span>' in page and "high risk" in page
     assert "needs approval for delete_file" not in page  # the title and the risk say it: no restating
 

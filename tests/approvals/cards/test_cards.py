@@ -142,7 +142,7 @@ def test_a_pending_card_says_what_will_happen_first_and_folds_the_arguments(alic
 
     assert re.search(
         rf'<article id="tool-call-{approval.tool_call_id}" class="[^"]*" data-status="pending_approval" data-tool="write_file"\s+'
-        rf'data-approval-id="{approval.pk}" data-risk="medium" data-target="notes.txt" data-title="Write notes.txt \(5 bytes\)"',
+        rf'data-approval-id="{approval.pk}" data-risk="medium" data-target="notes.txt" tabindex="-1" data-title="Write notes.txt \(5 bytes\)"',
         card,
     )
     assert '<span class="card-title">Write notes.txt (5 bytes)</span>' in card and "medium risk" in card
@@ -176,15 +176,19 @@ def test_a_critical_call_says_so_in_the_banner_and_asks_for_its_confirmation_by_
     assert f'form="approve-{approval.pk}"' in card and "Delete every file in the sandbox" in card
 
 
-def test_the_action_row_holds_approve_reject_edit_and_always_and_what_they_open_comes_below(alice, agent):
-    conversation = start(alice, agent, "delete a.txt")
+def test_the_action_row_holds_approve_always_reject_and_edit_with_their_keys_and_what_they_open_comes_below(alice, agent):
+    conversation = start(alice, agent, "write hello to notes.txt")
     [approval] = pending_approvals(conversation)
 
     card = card_html(client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode(), approval)
     row = re.search(r'<div class="decision action-row"[^>]*>(.*?)\n  </div>', card, re.S)[1]
 
-    assert [text_of(button) for button in re.findall(r"<(?:button|a) [^>]*>.*?</(?:button|a)>", row, re.S)] == ["Approve", "Reject", "Edit", "Always…"]
+    buttons = re.findall(r"<(?:button|a) [^>]*>.*?</(?:button|a)>", row, re.S)
+    assert [text_of(button) for button in buttons] == ["Approve1", "Always here2", "Reject3", "Edite"]  # each with its key
+    assert [re.search(r'data-key="(\w)"', button)[1] for button in buttons] == ["1", "2", "3", "e"]
+    assert 'class="btn approve-quiet always"' in buttons[1]  # quieter than Approve
     after = card[card.index(row) + len(row):]
+    assert "More ways to decide calls like this…" in after  # every other way to remember, one link below the row
     assert f'<form id="reject-{approval.pk}" class="reject-form stack" hidden' in after
     assert f'<div id="remember-{approval.pk}" class="remember" hidden' in after
 
@@ -200,7 +204,9 @@ def test_a_decided_card_is_one_line_of_what_happened_and_by_whom(alice, bob, age
     assert len(decided) == 1
     assert re.fullmatch(r"⊘ Rejected by bob via dashboard · \d\d:\d\d:\d\d: “keep it”", text_of(decided[0]))
     assert 'class="decision action-row"' not in card and "Pending approval" not in card
-    assert '<details class="fold preview-fold"><summary>Preview, as shown when decided</summary>' in card
+    assert card.count("<details") == 1 and '<details class="fold details-fold"><summary>Details</summary>' in card
+    assert "Preview, as shown when decided" in card and "Why it was asked" in card
+    assert text_of(card).count("Rejected") == 1  # said once: no badge beside the line
 
 
 def test_after_an_approved_edit_the_card_shows_what_ran_and_keeps_the_diff(alice, agent):
@@ -213,7 +219,7 @@ def test_after_an_approved_edit_the_card_shows_what_ran_and_keeps_the_diff(alice
     card = card_html(client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode(), approval)
 
     assert '<span class="card-title">Write notes.txt (13 bytes)</span>' in card
-    arguments = re.search(r'<summary>Arguments, as edited and approved</summary><pre class="arguments"[^>]*>(.*?)</pre>', card, re.S)
+    arguments = re.search(r'>Arguments, as edited and approved</p><pre class="arguments"[^>]*>(.*?)</pre>', card, re.S)
     assert arguments and "hello, edited" in arguments[1] and "&quot;hello&quot;" not in arguments[1]
     assert 'class="edit-diff preview-diff"' in card and "✓ Approved as edited by alice via chat" in text_of(card)
 
@@ -283,10 +289,10 @@ def test_a_vote_leaves_the_card_pending_for_the_others_and_tells_the_voter_their
     approval.refresh_from_db()
     assert approval.status == "pending" and [vote.user for vote in approval.votes.all()] == [dana]
     mine = text_of(response.content.decode())
-    assert "You approved · 1 of 2" in mine and "1 of 2 approvals: dana" in mine and ">Approve</button>" not in response.content.decode()
+    assert "You approved · 1 of 2" in mine and "1 of 2 approvals: dana" in mine and 'value="approve"' not in response.content.decode()
     assert "You approved · 1 of 2" in text_of(card_for(dana, conversation, approval))
     theirs = card_for(erin, conversation, approval)
-    assert ">Approve</button>" in theirs and "1 of 2 approvals: dana" in text_of(theirs) and "You approved" not in theirs
+    assert 'value="approve" data-key="1"' in theirs and "1 of 2 approvals: dana" in text_of(theirs) and "You approved" not in theirs
 
 
 def test_who_sees_a_routed_call_but_may_not_decide_it_is_told_why(alice, bob, agent):
@@ -296,10 +302,10 @@ def test_who_sees_a_routed_call_but_may_not_decide_it_is_told_why(alice, bob, ag
 
     owners = card_for(alice, conversation, approval)
     assert "Needs 2 approvals from finance (alice may still reject it)." in text_of(owners)
-    assert ">Approve</button>" not in owners and 'value="reject"' in owners  # the owner's veto
+    assert 'value="approve"' not in owners and 'value="reject"' in owners  # the owner's veto
     outsiders = card_for(bob, conversation, approval)  # a global approver outside the route's groups
     assert "Needs 2 approvals from finance" in text_of(outsiders) and "Waiting for finance." in text_of(outsiders)
-    assert ">Approve</button>" not in outsiders and 'value="reject"' not in outsiders
+    assert 'value="approve"' not in outsiders and 'value="reject"' not in outsiders
 
 
 def test_an_escalated_card_says_so_and_names_the_escalation_group_too(alice, bob, agent):

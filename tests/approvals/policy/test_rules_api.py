@@ -259,7 +259,7 @@ def test_the_cards_always_form_saves_its_edited_conditions_with_the_decision(ali
     [approval] = pending_approvals(conversation)
     client = client_for(alice)
     page = client.get(f"/conversations/{conversation.pk}/").content.decode()
-    assert "Always…" in page and 'name="cond:path" value="notes/*"' in page
+    assert "More ways to decide calls like this…" in page and 'name="cond:path" value="notes/*"' in page
     response = client.post(
         f"/approvals/{approval.pk}/decide/",
         {"decision": "approve", "remember_scope": "agent_user", "cond:path": "notes/**", "remember_note": "my notes",
