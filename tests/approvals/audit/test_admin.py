@@ -244,6 +244,7 @@ def test_the_approval_list_is_newest_first_with_times_to_the_second_and_their_zo
     assert f'<td class="field-exact_decided_at">{decided.decided_at:%Y-%m-%d %H:%M:%S} UTC</td>' in row
     assert "p.m." not in page and "a.m." not in page  # Django's own format, to the minute at best
     assert 'class="sortable column-exact_requested_at' in page  # a column still sorted by its field
+    assert "/static/css/admin_times.css" in page  # a time on one line
     oldest_first = auditor.get("/admin/approvals/approval/?o=8").content.decode()  # the 8th column: requested at
     assert listed_order(oldest_first, decided, later) == [decided.pk, later.pk]
 
@@ -257,4 +258,6 @@ def test_an_approvals_page_shows_its_times_to_the_second_in_the_sites_zone(audit
     decided_in_tokyo = decided.decided_at.astimezone(ZoneInfo("Asia/Tokyo"))
     for label, shown in (("Requested at", "2026-12-02 07:03:55 JST"), ("Decided at", f"{decided_in_tokyo:%Y-%m-%d %H:%M:%S} JST")):
         assert re.search(rf'{label}:</label>\s*<div class="readonly">{shown}</div>', page), label
+    assert re.search(r'Claimed at:</label>\s*<div class="readonly">-</div>', page)  # no time: the admin's dash
+    assert "Expired by the system if still pending." in page  # a time's help text still under it
     assert "p.m." not in page and "a.m." not in page

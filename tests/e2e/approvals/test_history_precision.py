@@ -9,6 +9,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from approvals.models import Approval
 from approvals.templatetags.approval_tags import call_title
+from tests.e2e.approvals.test_a11y_browser import axe_violations, described
 from tests.e2e.browser import browser, decide, logged_in, new_page, start, wait_for_pending  # noqa: F401  (browser, new_page: fixtures)
 
 pytestmark = pytest.mark.e2e
@@ -107,4 +108,5 @@ def test_a_phone_history_row_takes_three_lines_at_most_and_opens_to_the_rest(new
     assert reason.evaluate("cell => cell.scrollWidth <= cell.clientWidth")  # whole now
     assert opened.evaluate(ROW_LINES) > 3
     assert history_row(phone, email).evaluate(ROW_LINES) <= 3  # the others stay closed
+    assert not (violations := axe_violations(phone)), described(violations)
     assert phone.evaluate("document.documentElement.scrollWidth") <= 390
