@@ -9,7 +9,8 @@ from django.contrib import admin
 from django.http import HttpResponse
 from django.utils import timezone
 
-from core.admin import ReadOnlyAdminMixin
+from core.admin import ExactTimesMixin, ReadOnlyAdminMixin
+from core.times import to_the_second
 
 from .policy.admin import PolicyHistoryAdmin
 
@@ -37,7 +38,7 @@ def neutralised(value) -> str:
     return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
-class VoteInline(ReadOnlyAdminMixin, admin.TabularInline):
+class VoteInline(ExactTimesMixin, ReadOnlyAdminMixin, admin.TabularInline):
     """The votes toward an approval's quorum, in the order cast (each linked into the audit chain)."""
 
     model = Vote
@@ -51,7 +52,7 @@ class VoteInline(ReadOnlyAdminMixin, admin.TabularInline):
         return vote.shown_hash[:12] + "…"  # the whole hash is in the audit export; this tells versions apart
 
 
-class OutcomeInline(ReadOnlyAdminMixin, admin.StackedInline):
+class OutcomeInline(ExactTimesMixin, ReadOnlyAdminMixin, admin.StackedInline):
     """What an outside agent reported of the approved call it ran (chat.outside): once, linked into the audit chain."""
 
     model = Outcome
@@ -65,7 +66,7 @@ class OutcomeInline(ReadOnlyAdminMixin, admin.StackedInline):
         return outcome.shown_hash[:12] + "…"
 
 
-class LateDecisionInline(ReadOnlyAdminMixin, admin.TabularInline):
+class LateDecisionInline(ExactTimesMixin, ReadOnlyAdminMixin, admin.TabularInline):
     """Decisions that came after the approval expired: refused (the expiry stands), kept for the audit."""
 
     model = LateDecision
@@ -76,7 +77,7 @@ class LateDecisionInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(LateDecision)
-class LateDecisionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class LateDecisionAdmin(ExactTimesMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Decisions that came too late, for auditors: "they answered, after it expired", never "nobody answered"."""
 
     list_display = ["approval", "tool_name", "user", "decision", "via", "arrived_at", "expired_at"]
@@ -84,18 +85,19 @@ class LateDecisionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ["=approval__id", "approval__tool_call__name", "user__username"]
     list_select_related = ["approval__tool_call", "user"]
     date_hierarchy = "arrived_at"
+    ordering = ["-arrived_at"]  # the newest first
 
     @admin.display(description="tool", ordering="approval__tool_call__name")
     def tool_name(self, late: LateDecision) -> str:
         return late.approval.tool_call.name
 
     @admin.display(description="expired at", ordering="approval__decided_at")
-    def expired_at(self, late: LateDecision):
-        return late.approval.decided_at
+    def expired_at(self, late: LateDecision) -> str:
+        return to_the_second(late.approval.decided_at)
 
 
 @admin.register(Outcome)
-class OutcomeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class OutcomeAdmin(ExactTimesMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Outcomes reported by outside agents, for auditors: what they say happened when they ran an approved call."""
 
     list_display = ["approval", "tool_name", "status", "reported_by", "reported_at", "chain_position"]
@@ -103,6 +105,7 @@ class OutcomeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ["=approval__id", "approval__tool_call__name", "result", "reported_by__username"]
     list_select_related = ["approval__tool_call", "reported_by"]
     date_hierarchy = "reported_at"
+    ordering = ["-reported_at"]
 
     @admin.display(description="tool", ordering="approval__tool_call__name")
     def tool_name(self, outcome: Outcome) -> str:
@@ -110,7 +113,7 @@ class OutcomeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Approval)
-class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ApprovalAdmin(ExactTimesMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
         "id", "tool_name", "kind", "status", "risk", "quorum", "requested_by", "requested_at", "decided_by", "decided_via", "decided_at",
     ]
@@ -123,6 +126,7 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ["tool_call__name", "reason", "rejection_reason", "comment", "requested_by__username", "decided_by__username", "=conversation__id"]
     list_select_related = ["tool_call", "requested_by", "decided_by"]
     date_hierarchy = "requested_at"
+    ordering = ["-requested_at"]  # the newest first (the model's own order is the oldest first)
     actions = ["export_csv"]
     readonly_fields = ["edit_as_diff", "votes_counted", "deadline", "asked_again_as"]
 
@@ -131,11 +135,11 @@ class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         """When it expires (or expired), and the one extension, if any: who and when."""
         if approval.expires_at is None:
             return "none: it waits until decided"
-        text = f"{approval.expires_at:%Y-%m-%d %H:%M:%S} UTC"
+        text = to_the_second(approval.expires_at)
         if approval.extended_at:
-            text += f", extended once by {approval.extended_by.get_username()} at {approval.extended_at:%Y-%m-%d %H:%M:%S} UTC"
+            text += f", extended once by {approval.extended_by.get_username()} at {to_the_second(approval.extended_at)}"
         if approval.warned_at:
-            text += f"; warned at {approval.warned_at:%H:%M:%S} UTC"
+            text += f"; warned at {to_the_second(approval.warned_at)}"
         return text
 
     @admin.display(description="asked again as")

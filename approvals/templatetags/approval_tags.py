@@ -36,9 +36,9 @@ MAX_TARGET_CHARS = 80
 
 @register.filter
 def target(approval) -> str:
-    """What the call acted on, in a few words, for a row of the history: the file, the address, the
-    URL, the commit message (the approved version's, after an edit); a question's text, a plan's
-    title. Invisible characters are shown."""
+    """What the call acted on, in a few words, for a card's data-target and an inbox group's claims:
+    the file, the address, the URL, the commit message (the approved version's, after an edit); a
+    question's text, a plan's title. Invisible characters are shown."""
     if approval.kind == "question":
         text = (approval.question or {}).get("text", "")
     elif approval.kind == "plan":

@@ -5,7 +5,7 @@ from django import template
 from django.utils import timezone
 from django.utils.timesince import timesince
 
-from core import visible
+from core import times, visible
 
 register = template.Library()
 
@@ -42,3 +42,7 @@ def ago(value) -> str:
     if (timezone.now() - value).total_seconds() < 60:
         return "just now"
     return f"{timesince(value)} ago"
+
+
+# "2026-12-01 22:04:07 UTC" (core.times): one definition for the history and the admin.
+register.filter("to_the_second", times.to_the_second)

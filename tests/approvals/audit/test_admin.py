@@ -1,7 +1,9 @@
 """The audit admin: decisions are visible, searchable, exportable, and never editable."""
 import csv
 import io
-from datetime import timedelta
+import re
+from datetime import datetime, timedelta, timezone as dt_timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -207,3 +209,55 @@ def test_push_configs_are_listed_with_their_credentials_masked_and_may_only_be_d
 
     deleted = auditor.post(f"/admin/agentlink/pushconfig/{config.pk}/delete/", {"post": "yes"})
     assert deleted.status_code == 302 and not PushConfig.objects.filter(pk=config.pk).exists()
+
+
+
+def at(minute: int, second: int):
+    return datetime(2026, 12, 1, 22, minute, second, 500000, tzinfo=dt_timezone.utc)
+
+
+@pytest.fixture
+def timed(alice, agent):
+    """Two calls requested at 22:03:55.5 and 22:05:01.5 UTC, the first decided (now)."""
+    conversation = services.start_conversation(user=alice, agent=agent, content="delete a.txt and b.txt")
+    first, second = pending_approvals(conversation)
+    Approval.objects.filter(pk=first.pk).update(requested_at=at(3, 55))
+    Approval.objects.filter(pk=second.pk).update(requested_at=at(5, 1))
+    decide(first.pk, user=alice, approve=False, via="chat", reason="keep a", shown_hash="")
+    return Approval.objects.get(pk=first.pk), second
+
+
+def listed_order(page: str, *approvals: Approval) -> list[int]:
+    found = {a.pk: page.index(f'href="/admin/approvals/approval/{a.pk}/change/') for a in approvals}
+    return sorted(found, key=found.get)
+
+
+def test_the_approval_list_is_newest_first_with_times_to_the_second_and_their_zone(auditor, timed):
+    decided, later = timed
+
+    page = auditor.get("/admin/approvals/approval/").content.decode()
+
+    assert listed_order(page, decided, later) == [later.pk, decided.pk]
+    row = page[page.index(f'href="/admin/approvals/approval/{decided.pk}/change/'):]
+    row = row[: row.index("</tr>")]
+    assert '<td class="field-exact_requested_at">2026-12-01 22:03:55 UTC</td>' in row
+    assert f'<td class="field-exact_decided_at">{decided.decided_at:%Y-%m-%d %H:%M:%S} UTC</td>' in row
+    assert "p.m." not in page and "a.m." not in page  # Django's own format, to the minute at best
+    assert 'class="sortable column-exact_requested_at' in page  # a column still sorted by its field
+    assert "/static/css/admin_times.css" in page  # a time on one line
+    oldest_first = auditor.get("/admin/approvals/approval/?o=8").content.decode()  # the 8th column: requested at
+    assert listed_order(oldest_first, decided, later) == [decided.pk, later.pk]
+
+
+def test_an_approvals_page_shows_its_times_to_the_second_in_the_sites_zone(auditor, timed, settings):
+    decided, _ = timed
+    settings.TIME_ZONE = "Asia/Tokyo"  # UTC+9 all year
+
+    page = auditor.get(f"/admin/approvals/approval/{decided.pk}/change/").content.decode()
+
+    decided_in_tokyo = decided.decided_at.astimezone(ZoneInfo("Asia/Tokyo"))
+    for label, shown in (("Requested at", "2026-12-02 07:03:55 JST"), ("Decided at", f"{decided_in_tokyo:%Y-%m-%d %H:%M:%S} JST")):
+        assert re.search(rf'{label}:</label>\s*<div class="readonly">{shown}</div>', page), label
+    assert re.search(r'Claimed at:</label>\s*<div class="readonly">-</div>', page)  # no time: the admin's dash
+    assert "Expired by the system if still pending." in page  # a time's help text still under it
+    assert "p.m." not in page and "a.m." not in page

@@ -115,9 +115,9 @@ def test_history_says_what_each_call_acted_on_and_folds_an_edit(alice, bob, agen
 
     html = client_for(bob).get("/approvals/history/").content.decode()
 
-    assert '<main class="page wide">' in html and "<th>Target</th>" in html
-    assert '<td data-label="Target" class="target">carol@example.com</td>' in html  # what ran: the edit's address
-    assert '<td data-label="Target" class="target">notes/a.txt</td>' in html
+    assert '<main class="page wide">' in html and "<th>Call</th>" in html
+    assert re.search(r'class="call-title" href="[^"]*">Send an email to carol@example\.com\b', html)  # what ran: the edit's address
+    assert re.search(r'class="call-title" href="[^"]*">Write notes/a\.txt\b', html)
     assert re.search(r'<details class="edited"><summary>by alice</summary><pre class="edit-diff">', html)
 
 

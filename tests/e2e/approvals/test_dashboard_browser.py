@@ -311,10 +311,12 @@ def test_the_history_shows_who_decided_each_call_how_and_why(new_page, alice, bo
     assert rows.evaluate_all("rows => rows.map(r => r.id)") == [
         f"history-{delete_c.pk}", f"history-{delete_b.pk}", f"history-{delete_a.pk}"  # newest first
     ]
-    # Decided, Outcome, Tool, Target, Risk, Agent, Requester, By, Via, Reason and comment, Edited
-    expect(cells(bobs, delete_a)).to_have_text([re.compile(r"\d"), "Approved", "delete_file", "a.txt", "high", "demo", "alice", "bob", "dashboard", re.compile(r"^\s*Why\?"), ""])  # the reason cell also folds the Why?
-    expect(cells(bobs, delete_b)).to_have_text([re.compile(r"\d"), "Rejected", "delete_file", "b.txt", "high", "demo", "alice", "bob", "dashboard", re.compile(r"^keep b\.txt\s*Why\?"), ""])
-    expect(cells(bobs, delete_c)).to_have_text([re.compile(r"\d"), "Rejected", "delete_file", "c.txt", "high", "demo", "alice", "alice", "api", re.compile(r"^c\.txt stays too\s*Why\?"), ""])
+    # Decided, Outcome, Call (in words, then the tool), Risk, Agent, Requested (and by whom), By, Via,
+    # Reason and comment, Edited; last a phone's Details (hidden here). Times to the second with the zone.
+    when, requested_by_alice = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$"), re.compile(r"^\S+ \d\d:\d\d:\d\d UTC by alice$")
+    expect(cells(bobs, delete_a)).to_have_text([when, "Approved", "Delete a.txt delete_file", "high", "demo", requested_by_alice, "bob", "dashboard", re.compile(r"^\s*Why\?"), "", "Details"])  # the reason cell also folds the Why?
+    expect(cells(bobs, delete_b)).to_have_text([when, "Rejected", "Delete b.txt delete_file", "high", "demo", requested_by_alice, "bob", "dashboard", re.compile(r"^keep b\.txt\s*Why\?"), "", "Details"])
+    expect(cells(bobs, delete_c)).to_have_text([when, "Rejected", "Delete c.txt delete_file", "high", "demo", requested_by_alice, "alice", "api", re.compile(r"^c\.txt stays too\s*Why\?"), "", "Details"])
     expect(bobs.get_by_text("Page 1 of 1 (3 decisions)")).to_be_visible()
 
     bobs.get_by_label("Search").fill("stays")
