@@ -89,7 +89,7 @@
     if (url) {
       const link = document.createElement("a");
       link.href = url;
-      link.textContent = url;
+      link.textContent = new URL(url).origin;  // the page's own path would not fit a phone's card
       element.append(link, " " + sentence);
     }
   }
@@ -99,11 +99,13 @@
       note.classList.add("needs-a-name");
       const url = atLocalhost();
       note.title = "Passkeys need a name, not an IP address: browsers refuse " + window.location.hostname + " as a passkey's site.";
-      note.textContent = "needs your passkey: ";
-      if (!url) return note.append("open this site at its name");
+      // Its own line, no wider than "with your passkey": a phone's card has no room to spare.
+      note.textContent = "with your passkey ";
+      note.append(document.createElement("br"));
+      if (!url) return note.append("not at an IP address");
       const link = document.createElement("a");
       link.href = url;
-      link.textContent = "open at localhost";
+      link.textContent = "only at localhost";
       note.append(link);
     });
   }
@@ -113,7 +115,10 @@
   // The profile page: name it, type the password, let the authenticator make the key.
   async function addPasskey(form) {
     const status = form.querySelector(".passkey-status");
-    const say = function (text) { status.textContent = text; };
+    const say = function (text, registered) {
+      status.textContent = text;
+      status.classList.toggle("registered", Boolean(registered));
+    };
     if (unsupported()) return say("This browser has no passkeys.");
     if (ipHost()) return needsAName(status, "instead.");
     try {
@@ -123,7 +128,7 @@
       const added = await post(form.dataset.passkeyRegister, {name: form.elements.name.value, credential: credentialJSON(credential)});
       showAdded(form, added);
       form.reset();
-      say("Passkey \u201c" + added.name + "\u201d registered. Approvals that need a passkey will ask for it.");
+      say("Passkey \u201c" + added.name + "\u201d registered. Approvals that need a passkey will ask for it.", true);
     } catch (error) {
       say(error.name === "NotAllowedError" ? "Cancelled, or the passkey refused." : error.message);
     }
