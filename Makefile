@@ -3,6 +3,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 HITL_BIND ?= 127.0.0.1
+# The address people open: by name, for passkeys refuse an IP address (daphne still binds HITL_BIND).
+HITL_SHOWN_HOST := $(if $(filter 127.0.0.1 0.0.0.0 :: ::1 localhost,$(HITL_BIND)),localhost,$(HITL_BIND))
 # honcho hands each process its own $PORT, so the web port travels as HITL_PORT.
 HITL_PORT := $(PORT)
 export HITL_PORT HITL_BIND
@@ -51,7 +53,7 @@ setup: $(VENV)/.run-deps $(GIT_MCP)/.installed system-packages
 	$(PY) manage.py prepare_run
 
 run: setup
-	@echo "hitl starts at http://$(HITL_BIND):$(PORT)/ ; log in as demo (password: demo, or HITL_DEMO_PASSWORD). Ctrl-C stops everything."
+	@echo "hitl starts at http://$(HITL_SHOWN_HOST):$(PORT)/ ; log in as demo (password: demo, or HITL_DEMO_PASSWORD). Ctrl-C stops everything."
 	$(VENV)/bin/honcho start -c worker=$(HITL_WORKERS) $(PROCESSES)
 
 # Every test twice, on SQLite and on a throwaway PostgreSQL server, the unit tests and the end-to-end

@@ -330,8 +330,9 @@ HITL_A2A_CALLS_PER_USER = int(os.environ.get("HITL_A2A_CALLS_PER_USER", "8"))
 HITL_A2A_STREAMS_PER_USER = int(os.environ.get("HITL_A2A_STREAMS_PER_USER", "8"))
 HITL_MAX_MESSAGE_CHARS = int(os.environ.get("HITL_MAX_MESSAGE_CHARS", "20000"))
 # Links in webhook payloads, emails, chat messages and notifications point here; unset, the port
-# `make run` serves on (PORT, handed on as HITL_PORT) on this machine.
-HITL_BASE_URL = (os.environ.get("HITL_BASE_URL") or f"http://127.0.0.1:{os.environ.get('HITL_PORT') or 8000}").rstrip("/")
+# `make run` serves on (PORT, handed on as HITL_PORT) on this machine, by name: daphne listens on
+# 127.0.0.1, but passkeys need a name (WebAuthn refuses an IP address as the relying party).
+HITL_BASE_URL = (os.environ.get("HITL_BASE_URL") or f"http://localhost:{os.environ.get('HITL_PORT') or 8000}").rstrip("/")
 HITL_WEBHOOK_TIMEOUT = float(os.environ.get("HITL_WEBHOOK_TIMEOUT", "10"))
 HITL_WEBHOOK_RETRIES = int(os.environ.get("HITL_WEBHOOK_RETRIES", "5"))
 HITL_WEBHOOK_BACKOFF = float(os.environ.get("HITL_WEBHOOK_BACKOFF", "2"))

@@ -5,20 +5,23 @@ from django.contrib.auth import authenticate
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
 from approvals import services
 from approvals.models import Approval
 from core.inputs import BadInput, parse_json
 
-from . import ceremony
+from . import ceremony, hosts
 from .models import Passkey
 
 MAX_BODY_BYTES = 64 * 1024  # a passkey's answer is a few kB; an attestation with a certificate chain, more
 
 
 def profile_context(request) -> dict:
-    return {"passkeys": list(request.user.passkeys.all())}
+    """The passkeys section's: the person's passkeys, and `ip_host` when the page was opened at an IP
+    address, where no passkey can be added or used (the section says where to go instead)."""
+    return {"passkeys": list(request.user.passkeys.all()), "ip_host": hosts.ip_host(request)}
 
 
 @login_required
@@ -45,7 +48,9 @@ def register(request) -> HttpResponse:
         passkey = ceremony.register(request, request.user, name=name if isinstance(name, str) else "", credential=body.get("credential"))
     except ceremony.CeremonyFailed as exc:
         return _refused(str(exc))
-    return JsonResponse({"id": passkey.pk, "name": passkey.name}, status=201)
+    # The row the profile's list shows, so that the page adds it without a reload.
+    row = render_to_string("stepup/passkey_row.html", {"passkey": passkey}, request=request)
+    return JsonResponse({"id": passkey.pk, "name": passkey.name, "row": row}, status=201)
 
 
 @login_required

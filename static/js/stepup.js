@@ -69,21 +69,83 @@
     return !window.PublicKeyCredential || !navigator.credentials;
   }
 
+  // WebAuthn refuses an IP address as a passkey's site ("This is an invalid domain"). The profile
+  // page says so from the server (stepup.hosts); a card may come by the socket, rendered without the
+  // request, so its note and its Approve say it here: the same rule, the same page at localhost.
+  function ipHost() {
+    const host = window.location.hostname;
+    return host.charAt(0) === "[" || /^\d+\.\d+\.\d+\.\d+$/.test(host);
+  }
+  function atLocalhost() {
+    const host = window.location.hostname;
+    if (host !== "[::1]" && !/^127\./.test(host)) return "";
+    const here = window.location;
+    return here.protocol + "//localhost" + (here.port ? ":" + here.port : "") + here.pathname + here.search + here.hash;
+  }
+  function needsAName(element, sentence) {
+    const url = atLocalhost();
+    element.textContent = "Passkeys need a name, not an IP address: browsers refuse " + window.location.hostname +
+      " as a passkey's site. " + (url ? "Open this page at " : "Open this site at a name that reaches this server instead.");
+    if (url) {
+      const link = document.createElement("a");
+      link.href = url;
+      link.textContent = new URL(url).origin;  // the page's own path would not fit a phone's card
+      element.append(link, " " + sentence);
+    }
+  }
+  function markNotes(root) {
+    if (!ipHost() || !root.querySelectorAll) return;
+    root.querySelectorAll(".step-up-note:not(.needs-a-name)").forEach(function (note) {
+      note.classList.add("needs-a-name");
+      const url = atLocalhost();
+      note.title = "Passkeys need a name, not an IP address: browsers refuse " + window.location.hostname + " as a passkey's site.";
+      // Its own line, no wider than "with your passkey": a phone's card has no room to spare.
+      note.textContent = "with your passkey ";
+      note.append(document.createElement("br"));
+      if (!url) return note.append("not at an IP address");
+      const link = document.createElement("a");
+      link.href = url;
+      link.textContent = "only at localhost";
+      note.append(link);
+    });
+  }
+  document.addEventListener("htmx:load", function (event) { markNotes(event.detail.elt); });
+  document.addEventListener("DOMContentLoaded", function () { markNotes(document); });
+
   // The profile page: name it, type the password, let the authenticator make the key.
   async function addPasskey(form) {
     const status = form.querySelector(".passkey-status");
-    const say = function (text) { status.textContent = text; };
+    const say = function (text, registered) {
+      status.textContent = text;
+      status.classList.toggle("registered", Boolean(registered));
+    };
     if (unsupported()) return say("This browser has no passkeys.");
+    if (ipHost()) return needsAName(status, "instead.");
     try {
       say("Follow your browser's prompt…");
       const options = await post(form.dataset.passkeyOptions, {password: form.elements.password.value});
       const credential = await navigator.credentials.create({publicKey: creationOptions(options)});
-      await post(form.dataset.passkeyRegister, {name: form.elements.name.value, credential: credentialJSON(credential)});
-      say("Passkey added.");
-      window.location.reload();
+      const added = await post(form.dataset.passkeyRegister, {name: form.elements.name.value, credential: credentialJSON(credential)});
+      showAdded(form, added);
+      form.reset();
+      say("Passkey \u201c" + added.name + "\u201d registered. Approvals that need a passkey will ask for it.", true);
     } catch (error) {
       say(error.name === "NotAllowedError" ? "Cancelled, or the passkey refused." : error.message);
     }
+  }
+
+  // The new passkey in the section's list, as the server renders its row: no reload, so that the
+  // confirmation stays on the page.
+  function showAdded(form, added) {
+    const section = form.closest(".profile-section") || document;
+    const list = section.querySelector("ul.passkeys");
+    if (!list || !added.row) return;
+    const row = document.createElement("template");
+    row.innerHTML = added.row.trim();
+    list.appendChild(row.content);
+    list.hidden = false;
+    const none = section.querySelector(".passkeys-none");
+    if (none) none.remove();
   }
 
   // A card's Approve on a call that needs step-up: challenge, passkey, approve; the card then
@@ -99,6 +161,10 @@
     buttons.forEach(function (b) { b.disabled = true; });
     try {
       if (unsupported()) throw new Error("This browser has no passkeys: approve on one that has.");
+      if (ipHost()) {
+        needsAName(status, "to approve with your passkey.");
+        return buttons.forEach(function (b) { b.disabled = false; });
+      }
       const shownHash = form.elements.shown_hash ? form.elements.shown_hash.value : "";
       const asked = await post(marker.dataset.stepUpOptions, {shown_hash: shownHash, confirmation: field("confirmation")});
       if (!asked.step_up) {

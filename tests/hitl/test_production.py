@@ -84,7 +84,7 @@ def test_a_command_typed_by_hand_runs_with_the_defaults_make_wrote(tmp_path):
     (checkout / "var" / "development.env").write_text("# Written by make\nDEBUG=1\nHITL_PORT=9123\n")
     result = subprocess.run([sys.executable, "manage.py", "shell", "-c", SHOW_SETTINGS], cwd=checkout, env=by_hand_env(tmp_path),
                             capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0 and result.stdout.split()[-2:] == ["True", "http://127.0.0.1:9123"], result.stdout + result.stderr
+    assert result.returncode == 0 and result.stdout.split()[-2:] == ["True", "http://localhost:9123"], result.stdout + result.stderr
 
     # What the environment says wins: production stays closed whatever the file says.
     closed = subprocess.run([sys.executable, "manage.py", "check"], cwd=checkout, env=by_hand_env(tmp_path) | {"DEBUG": "0"},
