@@ -82,6 +82,25 @@ def removed_first(rows: list[Row]) -> list[Row]:
     return ordered
 
 
+def _joined(hunk: list[Row], old_last: Row | None, new_last: Row | None) -> list[Row]:
+    """A hunk's rows with a line removed and added that differs only by the newline the file ended
+    without (`old_last`, `new_last`: the rows of such last lines) as one unchanged line: what
+    happened to the newline is a note, and "− hello + hello + again" reads as "hello + again"."""
+    joined, run = [], []
+    for row in hunk + [Row("end")]:
+        if row.kind in ("del", "add"):
+            run.append(row)
+            continue
+        dels, adds = [r for r in run if r.kind == "del"], [r for r in run if r.kind == "add"]
+        if dels and dels[-1] is old_last and (at := next((n for n, a in enumerate(adds) if a.text == old_last.text), None)) is not None:
+            run = dels[:-1] + adds[:at] + [Row("same", old_last.text, old_last.old, adds[at].new)] + adds[at + 1:]
+        elif adds and adds[-1] is new_last and (at := next((n for n, d in enumerate(dels) if d.text == new_last.text), None)) is not None:
+            run = dels[:at] + adds[:-1] + [Row("same", new_last.text, dels[at].old, new_last.new)] + dels[at + 1:]
+        joined += run + ([row] if row.kind != "end" else [])
+        run = []
+    return joined
+
+
 def _path(name: str, prefix: str) -> str:
     name = name.rstrip("\t")  # git ends a name that has a space with a tab (what follows one is shown)
     return name[len(prefix):] if name.startswith(prefix) else name
@@ -108,6 +127,8 @@ def rows(diff: str) -> list[Row]:
     seen_old = 0  # the old file's last line shown or left out so far, for the gap before a hunk
     missing = [False, False]  # the hunk's old and new sides end without a newline
     last_sign = ""  # the sign of the hunk's line just read, for a "\ No newline" after it
+    hunk_at = 0  # where the current hunk's rows start
+    lacking: list[Row | None] = [None, None]  # the hunk's removed and added last lines without a newline
     named_at = -1  # the row naming the current file, while its git header lasts
     files = plain = 0
     index = 0
@@ -117,6 +138,8 @@ def rows(diff: str) -> list[Row]:
         if last_sign and line == NO_NEWLINE:
             missing[0] = missing[0] or last_sign in " -"
             missing[1] = missing[1] or last_sign in " +"
+            if last_sign != " ":
+                lacking["-+".index(last_sign)] = parsed[-1]
             continue
         if old_left or new_left:
             sign, text = (line[:1], line[1:]) if line else (" ", "")
@@ -134,15 +157,14 @@ def rows(diff: str) -> list[Row]:
                 continue
             old_left = new_left = 0  # the hunk ends early (a preview cut short): the rest is text
         if last_sign:  # the hunk is over: what its "\ No newline" said, if it matters
-            if note := newline_note(*missing):
-                parsed.append(note)
-            missing, last_sign = [False, False], ""
+            parsed[hunk_at:] = _joined(parsed[hunk_at:], *lacking) + ([note] if (note := newline_note(*missing)) else [])
+            missing, last_sign, lacking = [False, False], "", [None, None]
         if hunk := _HUNK.fullmatch(line):
             old_start, old_count, new_start, new_count = (int(hunk[n]) if hunk[n] is not None else 1 for n in (1, 2, 3, 4))
             if (before := old_start - (1 if old_count else 0) - seen_old) > 0:
                 parsed.append(gap(before, hunk[5].strip()))
             old_at, new_at, old_left, new_left = max(old_start, 1), max(new_start, 1), old_count, new_count
-            seen_old, named_at = old_start + old_count - (1 if old_count else 0), -1
+            seen_old, named_at, hunk_at = old_start + old_count - (1 if old_count else 0), -1, len(parsed)
             continue
         if git := _GIT_FILE.fullmatch(line):
             named_at, seen_old, files = len(parsed), 0, files + 1
@@ -162,32 +184,39 @@ def rows(diff: str) -> list[Row]:
             continue
         parsed.append(Row("plain", line))
         plain += 1
-    if last_sign and (note := newline_note(*missing)):
-        parsed.append(note)
+    if last_sign:
+        parsed[hunk_at:] = _joined(parsed[hunk_at:], *lacking) + ([note] if (note := newline_note(*missing)) else [])
     if files == 1 and not plain and parsed and parsed[0].kind == "file":
         parsed.pop(0)
     return removed_first(parsed)
 
 
-def _lines(text: str) -> list[str]:
-    """The lines of `text`, each with its newline (the last without, if the text ends without one).
-    Only "\\n" ends a line, as in the file (str.splitlines also breaks at \\r, U+2028 and others)."""
-    parts = text.split("\n")
-    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+def _texts(text: str) -> list[str]:
+    """The lines of `text` without their newlines. Only "\n" ends a line, as in the file
+    (str.splitlines also breaks at \r, U+2028 and others)."""
+    lines = text.split("\n")
+    return lines[:-1] if text.endswith("\n") else lines if text else []
+
+
+def _lacks_newline(text: str) -> bool:
+    return bool(text) and not text.endswith("\n")
 
 
 def text_rows(before: str, after: str, context: int = CONTEXT) -> list[Row]:
     """`before` against `after` line by line, as rows: every changed line, the unchanged ones at
-    most `context` lines from a change, the others as gaps (a gap of one line is that line)."""
-    old, new = _lines(before), _lines(after)
+    most `context` lines from a change, the others as gaps (a gap of one line is that line). Lines
+    are compared without their newlines and a change of the final newline is said in words, so a
+    line the old file ended without, followed now by more, is one unchanged line."""
+    old, new = _texts(before), _texts(after)
     numbered: list[Row] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
         if tag == "equal":
-            numbered += [Row("same", old[i].rstrip("\n"), i + 1, j1 + i - i1 + 1) for i in range(i1, i2)]
+            numbered += [Row("same", old[i], i + 1, j1 + i - i1 + 1) for i in range(i1, i2)]
             continue
-        numbered += [Row("del", old[i].rstrip("\n"), old=i + 1) for i in range(i1, i2)]
-        numbered += [Row("add", new[j].rstrip("\n"), new=j + 1) for j in range(j1, j2)]
-    changes = [index for index, row in enumerate(numbered) if row.kind != "same"]
+        numbered += [Row("del", old[i], old=i + 1) for i in range(i1, i2)]
+        numbered += [Row("add", new[j], new=j + 1) for j in range(j1, j2)]
+    note = newline_note(_lacks_newline(before), _lacks_newline(after))
+    changes = [index for index, row in enumerate(numbered) if row.kind != "same"] or ([len(numbered) - 1] if note else [])
     if not changes:
         return []
     near = [False] * len(numbered)
@@ -204,9 +233,7 @@ def text_rows(before: str, after: str, context: int = CONTEXT) -> list[Row]:
         hidden = []
         if row is not None:
             shown.append(row)
-    if note := newline_note(bool(old) and not before.endswith("\n"), bool(new) and not after.endswith("\n")):
-        shown.append(note)
-    return removed_first(shown)
+    return removed_first(shown) + ([note] if note else [])
 
 
 def _pretty(value) -> str:

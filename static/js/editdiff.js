@@ -52,14 +52,15 @@
     return JSON.stringify(sorted(value), null, 2) + "\n";
   }
 
-  // A text's lines, each with its newline (the last without, if the text ends without one): only
-  // "\n" ends a line, as in the file.
+  // A text's lines without their newlines: only "\n" ends a line, as in the file.
   function linesOf(text) {
-    const parts = text.split("\n");
-    const last = parts.pop();
-    const lines = parts.map((part) => part + "\n");
-    if (last) lines.push(last);
+    if (text === "") return [];
+    const lines = text.split("\n");
+    if (text.endsWith("\n")) lines.pop();
     return lines;
+  }
+  function lacksNewline(text) {
+    return text !== "" && !text.endsWith("\n");
   }
 
   // [sign, line] pairs: " " unchanged, "-" removed, "+" added.
@@ -114,25 +115,27 @@
 
   // `before` against `after` line by line, as approvals.cards.diffs.text_rows draws them: every
   // changed line, the unchanged ones at most `context` lines from a change, the others as gaps (a
-  // gap of one line is that line).
+  // gap of one line is that line); lines compared without their newlines, a change of the final
+  // newline said in words.
   function textRows(before, after, context) {
-    const pairs = compare(linesOf(before), linesOf(after));
     const numbered = [];
     let old = 0, now = 0;
-    for (const [sign, line] of pairs) {
-      const text = line.replace(/\n$/, "");
+    for (const [sign, text] of compare(linesOf(before), linesOf(after))) {
       if (sign === " ") numbered.push({ kind: "same", text: text, old: ++old, new: ++now });
       else if (sign === "-") numbered.push({ kind: "del", text: text, old: ++old });
       else numbered.push({ kind: "add", text: text, new: ++now });
     }
-    const changed = numbered.map((row) => row.kind !== "same");
-    if (!changed.includes(true)) return [];
-    // An unchanged line is shown when a change is at most `context` lines away.
+    const oldLacks = lacksNewline(before), newLacks = lacksNewline(after);
+    const note = oldLacks === newLacks ? null :
+      { kind: "note", text: newLacks ? "Removes the newline at the end of the file." : "Adds a newline at the end of the file." };
+    let changes = [];
+    numbered.forEach((row, index) => { if (row.kind !== "same") changes.push(index); });
+    if (!changes.length && note) changes = [numbered.length - 1];
+    if (!changes.length) return [];
     const near = new Array(numbered.length).fill(false);
-    changed.forEach(function (isChanged, index) {
-      if (!isChanged) return;
-      for (let k = Math.max(0, index - context); k <= Math.min(numbered.length - 1, index + context); k++) near[k] = true;
-    });
+    for (const change of changes) {
+      for (let k = Math.max(0, change - context); k <= Math.min(numbered.length - 1, change + context); k++) near[k] = true;
+    }
     const rows = [];
     let hidden = [];
     numbered.concat([null]).forEach(function (row, index) {
@@ -142,11 +145,7 @@
       hidden = [];
       if (row) rows.push(row);
     });
-    const oldEnds = before !== "" && !before.endsWith("\n"), newEnds = after !== "" && !after.endsWith("\n");
-    if (oldEnds !== newEnds) {
-      rows.push({ kind: "note", text: newEnds ? "Removes the newline at the end of the file." : "Adds a newline at the end of the file." });
-    }
-    return removedFirst(rows);
+    return removedFirst(rows).concat(note ? [note] : []);
   }
 
   // Arguments against arguments as their JSON's lines, unnumbered: they are no file's lines.

@@ -43,7 +43,7 @@ def test_a_write_over_a_file_shows_its_lines_removed_then_added_with_their_numbe
     card = card_of(client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode(), approval)
 
     preview = re.search(r'<figure class="preview preview-diff".*?</figure>', card, re.S)[0]
-    assert rows_of(preview) == [("same", "1", "1", "one"), ("del", "2", "", "two"), ("del", "3", "", "three"), ("add", "", "2", "2"), ("add", "", "3", "three"), ("add", "", "4", "four")]
+    assert rows_of(preview) == [("same", "1", "1", "one"), ("del", "2", "", "two"), ("add", "", "2", "2"), ("same", "3", "3", "three"), ("add", "", "4", "four")]
     assert "@@" not in preview and "---" not in preview and "+++" not in preview and "No newline" not in preview
     assert '<td colspan="4">Adds a newline at the end of the file.</td>' not in preview  # both end without one
     assert approval.preview["text"].startswith("--- a/notes.txt\n+++ b/notes.txt\n@@ ")  # what channels send is still the diff

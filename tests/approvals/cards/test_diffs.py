@@ -1,5 +1,6 @@
 """A diff as a person reads it (issue 38, item 5): a unified diff parsed into rows of line numbers,
 − before +, no headers, every changed line kept; an edit drawn as the lines of the file it writes."""
+import difflib
 import random
 
 import pytest
@@ -56,19 +57,22 @@ def test_lines_of_the_file_that_look_like_headers_stay_lines():
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "note"),
+    ("old", "new", "shown"),
     [
-        ("same\n", "same", "Removes the newline at the end of the file."),
-        ("same", "same\n", "Adds a newline at the end of the file."),
-        ("a\nb", "a\nc", None),  # neither ends with one: nothing changes there
+        ("same\n", "same", [("same", 1, 1, "same"), ("note", None, None, "Removes the newline at the end of the file.")]),
+        ("same", "same\n", [("same", 1, 1, "same"), ("note", None, None, "Adds a newline at the end of the file.")]),
+        ("a\nb", "a\nc", [("same", 1, 1, "a"), ("del", 2, None, "b"), ("add", None, 2, "c")]),  # neither ends with one: nothing to say
+        ("hello", "hello\nagain", [("same", 1, 1, "hello"), ("add", None, 2, "again")]),  # not "− hello + hello + again"
+        ("one\ntwo\n", "one\ntwo", [("same", 1, 1, "one"), ("same", 2, 2, "two"), ("note", None, None, "Removes the newline at the end of the file.")]),
+        ("x\nlast", "x\nlast\n", [("same", 1, 1, "x"), ("same", 2, 2, "last"), ("note", None, None, "Adds a newline at the end of the file.")]),
+        ("a\nX", "X\nb", [("del", 1, None, "a"), ("same", 2, 1, "X"), ("add", None, 2, "b")]),
     ],
 )
-def test_a_change_of_the_final_newline_is_said_once_in_words(old, new, note):
+def test_a_change_of_the_final_newline_is_said_once_in_words(old, new, shown):
     rows = diffs.rows(_diff(old, new, "n.txt"))
-    assert [row.text for row in rows if row.kind == "note"] == ([note] if note else [])
+    assert lines(rows) == shown
     assert not any("No newline" in row.text for row in rows)
-    assert diffs.text_rows(old, new) == rows
-    assert [row.kind for row in rows].index("del") < [row.kind for row in rows].index("add")
+    assert lines(diffs.text_rows(old, new)) == shown  # the edit's rows, compared without the unified diff
 
 
 def test_a_new_and_a_deleted_file_in_one_diff_are_each_named():
@@ -103,25 +107,53 @@ def test_changes_read_as_removed_then_added_whatever_order_the_diff_gives():
     assert lines(rows) == [("del", 1, None, "a"), ("del", 2, None, "b"), ("add", None, 1, "x"), ("add", None, 2, "y")]
 
 
+def _with_newlines(text: str) -> list[str]:
+    """The lines as chat.previews._diff compares them: each with its newline."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def _changed(old: list, new: list) -> tuple[set, set]:
+    """The old and the new line numbers difflib does not match up."""
+    olds, news = set(), set()
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag != "equal":
+            olds.update(range(i1 + 1, i2 + 1))
+            news.update(range(j1 + 1, j2 + 1))
+    return olds, news
+
+
 def test_every_changed_line_is_a_row_with_the_number_it_has_in_its_file():
     generator = random.Random(38)
     words = ["a", "b", "c", "---", "+++ b", "@@ -1 +1 @@", "", " ", "\\ No newline at end of file"]
-    for _ in range(300):
+    for _ in range(500):
         old_lines = [generator.choice(words) for _ in range(generator.randrange(0, 12))]
         new_lines = [generator.choice(words) for _ in range(generator.randrange(0, 12))]
-        old = "\n".join(old_lines) + ("\n" if generator.random() < .7 else "")
-        new = "\n".join(new_lines) + ("\n" if generator.random() < .7 else "")
-        unified = _diff(old, new, "f")
-        for rows in (diffs.rows(unified), diffs.text_rows(old, new)):
-            old_of, new_of = old.split("\n"), new.split("\n")
-            for row in rows:
+        old = "\n".join(old_lines) + ("\n" if generator.random() < .6 else "")
+        new = "\n".join(new_lines) + ("\n" if generator.random() < .6 else "")
+        old_of, new_of = old.split("\n"), new.split("\n")
+        lacks = (bool(old) and not old.endswith("\n"), bool(new) and not new.endswith("\n"))
+        parsed, compared = diffs.rows(_diff(old, new, "f")), diffs.text_rows(old, new)
+        for rows in (parsed, compared):
+            for row in rows:  # each line is the line its numbers say
                 if row.kind in ("same", "del"):
                     assert old_of[row.old - 1] == row.text, (old, new, row)
                 if row.kind in ("same", "add"):
                     assert new_of[row.new - 1] == row.text, (old, new, row)
-            changed = [line for line in unified.split("\n")[2:] if line[:1] in "-+"]
-            assert sum(row.kind in ("del", "add") for row in rows) == len(changed), (old, new)
+            olds = [row.old for row in rows if row.kind in ("same", "del")]
+            news = [row.new for row in rows if row.kind in ("same", "add")]
+            assert olds == sorted(set(olds)) and news == sorted(set(news)), (old, new, rows)  # in order, once each
+            notes = [row for row in rows if row.kind == "note"]
+            assert notes == ([diffs.newline_note(*lacks)] if lacks[0] != lacks[1] else []), (old, new, rows)
             assert not [row for row in rows if row.kind in ("file", "plain")], (old, new, rows)
+        # Nothing changed is left out: the diff's changed lines are rows (one that only gained or lost
+        # the newline after it may read as unchanged, the note saying so).
+        olds, news = _changed(_with_newlines(old), _with_newlines(new))
+        assert olds <= {row.old for row in parsed}, (old, new, parsed)
+        assert news <= {row.new for row in parsed}, (old, new, parsed)
+        olds, news = _changed(diffs._texts(old), diffs._texts(new))
+        assert olds == {row.old for row in compared if row.kind == "del"}, (old, new, compared)
+        assert news == {row.new for row in compared if row.kind == "add"}, (old, new, compared)
 
 
 def test_text_rows_count_the_unchanged_lines_after_the_last_change_too():

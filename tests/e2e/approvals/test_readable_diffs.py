@@ -18,9 +18,13 @@ from tests.e2e.browser import (  # noqa: F401  (fixtures)
     browser,
     button,
     log_in,
+    logged_in,
     new_page,
     open_conversation,
+    open_dashboard,
+    opened,
     page,
+    row,
     say,
     start_with_files,
     wait_for_pending,
@@ -70,6 +74,7 @@ def test_a_write_over_a_file_reads_as_lines_and_its_edit_as_the_files_lines(e2e,
     expect(write.locator(".card-title")).to_have_text("Write notes.txt (14 bytes)")  # the title follows the edit
     content.fill("one\nzwei\nthree\n")
     expect(live.locator("tr.diff-note")).to_have_text("Adds a newline at the end of the file.")
+    assert [row[0] for row in rows_of(live)] == ["same", "del", "add", "same", "note"]  # "three" is kept: only its newline came
     expect(write.locator(".card-title")).to_have_text("Write notes.txt (15 bytes)")
 
     button(write, "Approve edited").click()
@@ -77,8 +82,10 @@ def test_a_write_over_a_file_reads_as_lines_and_its_edit_as_the_files_lines(e2e,
     expect(write.locator(".decided")).to_contain_text("✓ Approved as edited by alice via chat")
     expect(write.locator(".card-title")).to_have_text("Write notes.txt (15 bytes)")  # the stored call's, pushed
     edit = write.locator("figure.edit-diff")
-    assert rows_of(edit)[:4] == [["same", "1", "1", "", "one"], ["del", "2", "", "−", "2"], ["del", "3", "", "−", "three"], ["add", "", "2", "+", "zwei"]]
-    expect(edit.locator("tr.diff-note")).to_have_text("Adds a newline at the end of the file.")
+    assert rows_of(edit) == [
+        ["same", "1", "1", "", "one"], ["del", "2", "", "−", "2"], ["add", "", "2", "+", "zwei"], ["same", "3", "3", "", "three"],
+        ["note", "Adds a newline at the end of the file."],
+    ]
     assert (e2e.sandbox_root / conversation_id / "notes.txt").read_text() == "one\nzwei\nthree\n"
 
 
@@ -102,6 +109,22 @@ def test_an_edit_cancelled_gives_the_card_its_title_back(e2e, page, alice, agent
     expect(write.locator(".card-title")).to_have_text("Write notes.txt (3 bytes)")
 
 
+def test_an_inbox_rows_title_follows_its_edit_too(e2e, new_page, alice, bob, agent, api_for):
+    api = api_for(alice)
+    conversation_id = start_with_files(api, {"notes.txt": "one\ntwo"})
+    say(api, conversation_id, "write one\n2 to notes.txt")
+    [approval] = wait_for_pending(conversation_id, 1)
+    page = logged_in(new_page, bob, width=1280, height=900)
+    open_dashboard(page)
+    listed = opened(row(page, approval))
+    assert rows_of(listed.locator("figure.preview-diff")) == [["same", "1", "1", "", "one"], ["del", "2", "", "−", "two"], ["add", "", "2", "+", "2"]]
+
+    listed.get_by_role("link", name="Edit", exact=True).or_(button(listed, "Edit")).first.click()
+    page.locator(f"#edit-{approval.pk}-content").fill("one\ntwo\nthree")
+    expect(page.locator(f"#row-title-{approval.pk}")).to_have_text("Write notes.txt (13 bytes)")
+    assert rows_of(page.locator(f"#edit-diff-{approval.pk}")) == [["same", "1", "1", "", "one"], ["del", "2", "", "−", "2"], ["add", "", "2", "+", "two"], ["add", "", "3", "+", "three"]]
+
+
 # --- The script draws what the server draws (no stack: a page of its own) -------------------------
 
 CASES = [
@@ -112,6 +135,9 @@ CASES = [
     ("gone\n", ""),
     ("".join(f"line {n}\n" for n in range(1, 40)), "".join(f"line {n}\n" for n in range(1, 40)).replace("line 3\n", "").replace("line 30\n", "line 30\nextra\n")),
     ("keep\n--- a/x\n@@ -1 +1 @@\n", "keep\n+++ b/x\n@@ -1 +1 @@\n\\ No newline at end of file\n"),
+    ("hello", "hello\nagain"),
+    ("a\nX", "X\nb"),
+    ("one\ntwo\n", "one\ntwo"),
     ("a\u202eb\n\ttab\r\n", "a\u200bb\n\ttab\n"),
 ]
 
