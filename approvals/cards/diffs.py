@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 CONTEXT = 3  # unchanged lines shown around a change of a file, as a unified diff has them
+MAX_ROWS = 1000  # an edit's rows on a card (pushed to every tab); the arguments' fold has the whole text
 ARGUMENTS_CONTEXT = 1  # around a change of the arguments' JSON
 SIGNS = {"del": "−", "add": "+"}
 SAID = {"del": "removed", "add": "added"}
@@ -233,7 +234,14 @@ def text_rows(before: str, after: str, context: int = CONTEXT) -> list[Row]:
         hidden = []
         if row is not None:
             shown.append(row)
-    return removed_first(shown) + ([note] if note else [])
+    return capped(removed_first(shown)) + ([note] if note else [])
+
+
+def capped(rows: list[Row]) -> list[Row]:
+    """The first MAX_ROWS rows, saying how many more there are."""
+    if len(rows) <= MAX_ROWS:
+        return rows
+    return rows[:MAX_ROWS] + [Row("note", f"… {len(rows) - MAX_ROWS} more rows, not shown here: the arguments hold the whole text.")]
 
 
 def _pretty(value) -> str:

@@ -1,4 +1,4 @@
-"""Template filters of approval cards: a preview's lines, and an edit shown as a diff."""
+"""Template filters of approval cards: a preview's diff as rows to read, and an edit shown as a diff."""
 import dataclasses
 import difflib
 import json
@@ -18,13 +18,8 @@ register = template.Library()
 
 
 @register.filter
-def lines(text: str) -> list[str]:
-    return (text or "").splitlines()
-
-
-@register.filter
 def diff_class(line: str) -> str:
-    """The CSS class of one line of a unified diff, for its colour."""
+    """The CSS class of one line of a unified diff, for its colour (the history's edits)."""
     if line.startswith(("+++", "---")):
         return "diff-file"
     return {"+": "diff-add", "-": "diff-del", "@": "diff-hunk"}.get(line[:1], "")

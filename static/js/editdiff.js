@@ -13,6 +13,7 @@
   // The lines compared by their longest common subsequence at most (an n·m table): the arguments
   // are whatever the model sent, and a list of thousands of items must not freeze the tab at each key.
   const MAX_COMPARED = 250000;
+  const MAX_ROWS = 1000; // rows drawn at most (approvals.cards.diffs.MAX_ROWS)
 
   // Invisible and direction-changing characters as ⟨U+XXXX⟩, as core.visible.reveal shows them, and
   // a carriage return too, as a card's diff rows do (approval_tags._revealed).
@@ -145,7 +146,11 @@
       hidden = [];
       if (row) rows.push(row);
     });
-    return removedFirst(rows).concat(note ? [note] : []);
+    return capped(removedFirst(rows)).concat(note ? [note] : []);
+  }
+  function capped(rows) {
+    if (rows.length <= MAX_ROWS) return rows;
+    return rows.slice(0, MAX_ROWS).concat([{ kind: "note", text: "… " + (rows.length - MAX_ROWS) + " more rows, not shown here: the arguments hold the whole text." }]);
   }
 
   // Arguments against arguments as their JSON's lines, unnumbered: they are no file's lines.

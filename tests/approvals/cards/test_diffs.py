@@ -203,3 +203,10 @@ def test_the_rows_are_drawn_as_numbered_lines_without_any_unified_header():
     markup = type("Shown", (), {"preview": {"kind": "diff", "text": "@@ -1 +1 @@\n-<b>x</b>\n+<img src=x>"}})()
     drawn = render_to_string("partials/approval_preview.html", {"approval": markup})
     assert "&lt;img src=x&gt;" in drawn and "<img" not in drawn
+
+
+def test_an_edit_of_thousands_of_lines_is_drawn_in_at_most_a_thousand_rows_saying_how_many_more():
+    before = "".join(f"line {n}\n" for n in range(3000))
+    rows = diffs.text_rows(before, before.replace("\n", "\r\n"))  # every line's end changed
+    assert len(rows) == diffs.MAX_ROWS + 1
+    assert rows[-1] == Row("note", "… 5000 more rows, not shown here: the arguments hold the whole text.")

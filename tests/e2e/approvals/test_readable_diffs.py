@@ -138,6 +138,7 @@ CASES = [
     ("hello", "hello\nagain"),
     ("a\nX", "X\nb"),
     ("one\ntwo\n", "one\ntwo"),
+    ("".join(f"line {n}\r\n" for n in range(1500)), "".join(f"line {n}\n" for n in range(1500))),  # past MAX_ROWS
     ("a\u202eb\n\ttab\r\n", "a\u200bb\n\ttab\n"),
 ]
 
