@@ -4,7 +4,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -17,7 +17,7 @@ from .pauses import questions
 from .policy import calls
 from .policy.calls import InvalidArguments
 from .forms import arguments_from_form, edit_fields, grant_from_form
-from .cards import races
+from .cards import races, titles
 from .cards.fragments import approval_controls_html
 from .models import Approval, Risk
 from .policy.rulemaking import InvalidRule, ScopeNotAllowed, TargetNotFound
@@ -340,6 +340,21 @@ def edit_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> HttpRe
     except DecisionError as exc:
         return _refused(request, approval_id, exc, via)
     return _decided(request, approval, via)
+
+
+@login_required
+@require_POST
+def edit_title_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> JsonResponse:
+    """The card's title for the arguments an edit form holds now, as {"title"}: the form's live
+    title (static/js/editdiff.js) while its decider types. It decides and stores nothing; after the
+    submit, the card's title is the stored call's."""
+    _check_channel(request, via)
+    approval = _approval_for(request.user, approval_id)
+    try:
+        arguments = arguments_from_form(calls.checker().schema(approval), request.POST)
+    except InvalidArguments as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    return JsonResponse({"title": titles.shown_title(approval.tool_call.name, arguments, approval.annotations)})
 
 
 def _approval_for(user, approval_id: int) -> Approval:

@@ -75,9 +75,12 @@ SCENES = [
     Scene("inbox-grouped", (WIDE,), "alike calls grouped into one row, opened (only when the inbox groups)", ("inbox",)),
     Scene("history", (WIDE, PHONE), "decided calls: approved, edited, rejected with a reason, by owner and approver",
           ("chat-edited", "inbox")),
+    Scene("chat-diff", (WIDE, PHONE), "a write over an existing file: its lines removed and added, numbered"),
+    Scene("chat-diff-edit", (WIDE, PHONE), "that write being edited: the file's live diff and the title's new size", ("chat-diff",)),
+    Scene("chat-diff-edited", (WIDE, PHONE), "that write approved as edited: the edit as the file's lines", ("chat-diff-edit",)),
 ]
 REQUIRED = {"chat-pending", "chat-decided", "chat-edited", "chat-critical", "chat-question", "chat-plan", "inbox", "history"}
-PHONE_VIEWS = {"chat-pending", "inbox", "history"}
+PHONE_VIEWS = {"chat-pending", "inbox", "history", "chat-diff", "chat-diff-edit", "chat-diff-edited"}
 
 # Where a grouped inbox row may say it holds several calls (whichever the inbox uses).
 GROUP_HOOKS = "[data-group], [data-approval-ids], [data-group-ids], .inbox-group, .group-row"
@@ -423,6 +426,34 @@ def history(tour: Tour, scene: Scene) -> None:
     tour.shoot_all(page, scene)
 
 
+def chat_diff(tour: Tour, scene: Scene) -> None:
+    page = tour.start("shopping", "list files")  # the writes through the composer, which sends its lines as typed
+    tour.say(page, "write Milk\nEggs\nBread\nCoffee\n to shopping.txt")
+    card = pending_card(page, "write_file")
+    approve(card)
+    finished(page, card)
+    tour.say(page, "write Milk\nEggs (a dozen)\nBread\nCoffee\nTea\n to shopping.txt")
+    tour.pending["diff"] = pending_card(page, "write_file").get_attribute("id")
+    tour.shoot_all(page, scene)
+
+
+def chat_diff_edit(tour: Tour, scene: Scene) -> None:
+    page = tour.owner
+    card = page.locator("#" + tour.left("diff"))
+    card.get_by_role("link", name="Edit", exact=True).click()
+    card.locator('[name="arg-content"]').fill("Milk\nEggs (a dozen)\nBread\nGround coffee\nTea\n")
+    expect(card.locator(".card-title")).to_have_text("Write shopping.txt (44 bytes)")
+    tour.shoot_all(page, scene)
+
+
+def chat_diff_edited(tour: Tour, scene: Scene) -> None:
+    page = tour.owner
+    card = page.locator("#" + tour.left("diff"))
+    button(card, "Approve edited").click()
+    finished(page, card)
+    tour.shoot_all(page, scene)
+
+
 RUNS: dict[str, Callable[[Tour, Scene], None]] = {
     "chat-pending": chat_pending,
     "chat-decided": chat_decided,
@@ -434,6 +465,9 @@ RUNS: dict[str, Callable[[Tour, Scene], None]] = {
     "inbox-open": inbox_open,
     "inbox-grouped": inbox_grouped,
     "history": history,
+    "chat-diff": chat_diff,
+    "chat-diff-edit": chat_diff_edit,
+    "chat-diff-edited": chat_diff_edited,
 }
 
 

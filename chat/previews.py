@@ -108,12 +108,17 @@ def _as_text(data: bytes) -> str | None:
         return None
 
 
+def _lines(text: str) -> list[str]:
+    """The lines of `text` with their newlines. Only "\n" ends a line, as in the file: str.splitlines
+    also breaks at \r, U+2028 and others, and would show such a line as one without a final newline."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 def _diff(old: str, new: str, path: str) -> str:
     """A unified diff that, like git's, also shows a change of the final newline."""
     shown = []
-    diff = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}", lineterm=""
-    )
+    diff = difflib.unified_diff(_lines(old), _lines(new), f"a/{path}", f"b/{path}", lineterm="")
     for index, line in enumerate(diff):
         if index < 2 or line.startswith("@@"):
             shown.append(line)

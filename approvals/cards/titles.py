@@ -5,6 +5,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from core.visible import reveal
+
 MAX_TITLE_CHARS = 120
 
 # A function of (tool name, arguments, the tool server's annotations or None) returning the call in
@@ -22,6 +24,12 @@ def title(name: str, arguments: Any, annotations: dict | None = None) -> str:
     """The first describer's words for the call, on one line and short; the tool's name when none
     has any (or one fails: the arguments are whatever the model sent, and a card must still show)."""
     return shorten(sentence(name, arguments, annotations) or name)  # a title folds line breaks: it is no sentence
+
+
+def shown_title(name: str, arguments: Any, annotations: dict | None = None) -> str:
+    """`title` with its invisible characters shown: what a card's and a row's title read (the
+    call_title filter), and what the edit form's live title asks for (approvals.views.edit_title_view)."""
+    return reveal(title(name, arguments, annotations))
 
 
 def sentence(name: str, arguments: Any, annotations: dict | None = None) -> str:

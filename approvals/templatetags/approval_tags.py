@@ -1,4 +1,5 @@
-"""Template filters of approval cards: a preview's lines, and an edit shown as a diff."""
+"""Template filters of approval cards: a preview's diff as rows to read, and an edit shown as a diff."""
+import dataclasses
 import difflib
 import json
 import re
@@ -9,7 +10,7 @@ from django.urls import reverse
 from core.visible import reveal
 
 from approvals import summary
-from approvals.cards import hints, titles
+from approvals.cards import diffs, hints, titles
 from approvals.deciders import votes
 from approvals.pauses import questions
 
@@ -17,16 +18,37 @@ register = template.Library()
 
 
 @register.filter
-def lines(text: str) -> list[str]:
-    return (text or "").splitlines()
-
-
-@register.filter
 def diff_class(line: str) -> str:
-    """The CSS class of one line of a unified diff, for its colour."""
+    """The CSS class of one line of a unified diff, for its colour (the history's edits)."""
     if line.startswith(("+++", "---")):
         return "diff-file"
     return {"+": "diff-add", "-": "diff-del", "@": "diff-hunk"}.get(line[:1], "")
+
+
+def _revealed(rows: list[diffs.Row]) -> list[diffs.Row]:
+    """Rows with their invisible characters shown, and a carriage return too: in a diff the line
+    is what is compared, and a line "a\\r" is not the line "a" (a file's line ends changed)."""
+    return [dataclasses.replace(row, text=reveal(row.text).replace("\r", "⟨U+000D⟩")) for row in rows]
+
+
+@register.filter
+def diff_rows(text: str) -> list[diffs.Row]:
+    """A preview's unified diff as rows to read (approvals.cards.diffs.rows): line numbers, − before
+    +, no headers. Only how it is drawn: the stored text, which channels send, stays the diff."""
+    return _revealed(diffs.rows(str(text or "")))
+
+
+@register.filter
+def edit_rows(approval) -> list[diffs.Row]:
+    """The edit of a call as rows (approvals.cards.diffs.edit_rows): a written file's lines, the
+    other arguments' JSON lines."""
+    return _revealed(diffs.edit_rows(approval.tool_call.arguments, approval.edited_arguments))
+
+
+@register.filter
+def file_argument(approval) -> str:
+    """The argument holding the text of the file the call writes, "" if none (approvals.cards.diffs)."""
+    return diffs.file_argument(approval.tool_call.arguments)
 
 
 # The arguments that say what a call acts on, in the order to look for them.
@@ -77,7 +99,7 @@ def call_title(thing) -> str:
     approval = _approval_of(thing)
     call = approval.tool_call if approval is not None else thing
     annotations = approval.annotations if approval is not None else None
-    return reveal(titles.title(call.name, shown_arguments(thing), annotations))
+    return titles.shown_title(call.name, shown_arguments(thing), annotations)
 
 
 @register.filter
@@ -107,14 +129,15 @@ def editor_rows(field) -> int:
 @register.filter
 def requested_json(approval) -> str:
     """The arguments as requested, as JSON for an attribute (escaped there) of the edit form, for
-    its live diff (static/js/card.js). Not a <script>: htmx drops scripts from what it swaps in."""
+    its live diff (static/js/editdiff.js). Not a <script>: htmx drops scripts from what it swaps in."""
     return json.dumps(approval.tool_call.arguments, ensure_ascii=False)
 
 
 @register.filter
 def edit_diff(approval) -> list[str]:
     """The arguments as requested against the arguments as edited, as unified diff lines of their
-    pretty JSON, with invisible characters shown."""
+    pretty JSON, with invisible characters shown: the history's and the admin's (a card draws
+    edit_rows)."""
 
     def pretty(value) -> list[str]:
         return reveal(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)).splitlines()

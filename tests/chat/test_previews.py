@@ -39,6 +39,13 @@ def test_write_file_diff_shows_a_lost_final_newline(context, tmp_path):
     assert preview.text.splitlines()[-3:] == ["-same", "+same", "\\ No newline at end of file"]
 
 
+def test_write_file_diff_breaks_lines_only_at_newlines(context, tmp_path):
+    (tmp_path / "notes.txt").write_bytes("a\u2028b\r\nkeep\n".encode())
+    preview = write_file_preview(context, path="notes.txt", content="a\u2028c\r\nkeep\n")
+    assert preview.text.split("\n")[-3:] == ["-a⟨U+2028⟩b\r", "+a⟨U+2028⟩c\r", " keep"]  # one line each, ending as they do
+    assert "No newline" not in preview.text
+
+
 def test_write_file_of_a_new_file_shows_its_content(context):
     preview = write_file_preview(context, path="docs/new.txt", content="hello\nworld\n")
     assert preview == previews.Preview("file", "New file docs/new.txt, 12 bytes:\nhello\nworld\n", "absent")

@@ -232,7 +232,9 @@ def test_the_edit_form_edits_prose_in_a_text_area_with_a_live_diff(alice, agent)
 
     assert re.search(rf'<textarea name="arg-content" id="edit-{approval.pk}-content" rows="3" data-argument="content" data-widget="text">\nhello</textarea>', html)
     assert f'<input type="text" name="arg-path" id="edit-{approval.pk}-path" value="notes.txt"' in html
-    assert f'data-live-diff="edit-diff-{approval.pk}"' in html and f'<pre id="edit-diff-{approval.pk}"' in html
+    assert f'data-live-diff="edit-diff-{approval.pk}"' in html and f'<div id="edit-diff-{approval.pk}" class="live-rows"' in html
+    assert 'data-file-argument="content"' in html and "Your changes to the file (− requested, + edited)" in html  # its lines, not its JSON
+    assert f'data-approval="{approval.pk}" data-title-url="/approvals/{approval.pk}/edit/title/"' in html
     assert 'data-requested="{&quot;path&quot;: &quot;notes.txt&quot;, &quot;content&quot;: &quot;hello&quot;}"' in html
     assert "{#" not in html
 

@@ -1,5 +1,7 @@
 """Edit, then approve: the edit is checked by the tool's schema and the policy again, stored beside
 the requested arguments, shown as a diff, and is exactly what runs; the model is told."""
+import re
+
 import pytest
 
 from approvals.models import Approval
@@ -131,8 +133,11 @@ def test_the_card_shows_an_edit_as_a_diff(alice, agent):
     html = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
 
     assert "Arguments edited by" in html
-    assert '<span class="diff-del">-  &quot;path&quot;: &quot;notes.txt&quot;</span>' in html
-    assert '<span class="diff-add">+  &quot;path&quot;: &quot;other.txt&quot;</span>' in html
+    edit = re.search(r'<figure class="edit-diff preview-diff".*?</figure>', html, re.S)[0]
+    removed = re.search(r'<tr class="diff-del">.*?<td class="diff-code">(.*?)</td>', edit, re.S)
+    added = re.search(r'<tr class="diff-add">.*?<td class="diff-code">(.*?)</td>', edit, re.S)
+    assert (removed[1], added[1]) == ("  &quot;path&quot;: &quot;notes.txt&quot;", "  &quot;path&quot;: &quot;other.txt&quot;")
+    assert edit.index("diff-del") < edit.index("diff-add") and "content" not in edit  # the content is as requested
 
 
 def test_another_users_approval_cannot_be_edited(alice, mallory, agent, api_as):

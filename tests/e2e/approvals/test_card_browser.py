@@ -107,12 +107,14 @@ def test_the_edit_forms_diff_follows_the_typing_and_the_card_then_shows_what_ran
     expect(diff).to_have_text("No change yet.")
     content.press("Control+End")
     content.press_sequentially(", world")
-    expect(diff.locator(".diff-del")).to_have_text('-  "content": "hello",')
-    expect(diff.locator(".diff-add")).to_have_text('+  "content": "hello, world",')
+    expect(diff.locator(".diff-del .diff-code")).to_have_text("hello")  # the file's lines, not its JSON
+    expect(diff.locator(".diff-add .diff-code")).to_have_text("hello, world")
+    expect(write.locator(".card-title")).to_have_text("Write notes.txt (12 bytes)")  # the title follows the edit
     content.fill("hello")
     expect(diff).to_have_text("No change yet.")
     content.fill("hello\nagain")
-    expect(diff.locator(".diff-add")).to_have_text('+  "content": "hello\\nagain",')
+    expect(diff.locator(".diff-add .diff-code")).to_have_text("again")
+    expect(diff.locator(".diff-del")).to_have_count(0)
 
     button(write, "Approve edited").click()
     expect(write).to_have_attribute("data-status", "succeeded")
@@ -121,7 +123,7 @@ def test_the_edit_forms_diff_follows_the_typing_and_the_card_then_shows_what_ran
     ran = write.locator("details.details-fold")  # the decided card's one fold
     expect(ran.locator(".fold-label", has_text="Arguments")).to_have_text("Arguments, as edited and approved")
     expect(ran.locator("pre.arguments")).to_contain_text('"content": "hello\\nagain"')
-    expect(write.locator("figure.edit-diff .diff-del")).to_contain_text('"content": "hello"')
+    expect(write.locator("figure.edit-diff .diff-add .diff-code")).to_have_text("again")
     expect(write.locator(".decided")).to_have_count(1)
     expect(write.locator(".decided")).to_contain_text("✓ Approved as edited by alice via chat")
 

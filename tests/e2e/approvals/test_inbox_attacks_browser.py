@@ -14,12 +14,12 @@ from tests.conftest import wait_until
 from tests.e2e.browser import browser, new_page, start, wait_for_pending  # noqa: F401  (fixtures)
 from tests.e2e.browser import logged_in, open_dashboard
 
-CARD_JS = Path(os.environ.get("HITL_CARD_JS", Path(__file__).resolve().parents[3] / "static/js/card.js"))
+EDITDIFF_JS = Path(os.environ.get("HITL_EDITDIFF_JS", Path(__file__).resolve().parents[3] / "static/js/editdiff.js"))
 MARKUP = "<img src=x onerror=window.owned=1>"
 
 
 def edit_form(requested: dict, argument: str, text: str) -> str:
-    """The edit form's parts that card.js reads (partials/approval_edit.html)."""
+    """The edit form's parts that editdiff.js reads (partials/approval_edit.html)."""
     from django.utils.html import escape
 
     return (
@@ -32,7 +32,7 @@ def edit_form(requested: dict, argument: str, text: str) -> str:
 def page_with(browser, html: str):  # noqa: F811
     page = browser.new_page()
     page.set_content(html)
-    page.add_script_tag(content=CARD_JS.read_text())
+    page.add_script_tag(content=EDITDIFF_JS.read_text())
     return page
 
 
@@ -48,7 +48,9 @@ def test_the_live_diff_of_thousands_of_lines_answers_each_key_at_once(browser): 
         }""")
         elapsed = time.monotonic() - started
         shown = page.locator("#diff").inner_text()
-        assert '-    "notes/file-5.txt",' in shown and '+    "notes/file-5b.txt",' in shown
+        assert shown.index('"notes/file-5.txt",') < shown.index('"notes/file-5b.txt",')
+        assert page.locator("#diff .diff-del .diff-code").all_text_contents() == ['    "notes/file-5.txt",']
+        assert page.locator("#diff .diff-add .diff-code").all_text_contents() == ['    "notes/file-5b.txt",']
         assert elapsed < 1.0, f"one key took {elapsed:.1f} s"
     finally:
         page.close()

@@ -45,8 +45,8 @@ def test_an_edited_card_runs_the_edit_and_shows_it_as_a_diff(e2e, page, alice, a
     expect(write).to_contain_text("Approved as edited by alice via chat")
     edit = write.locator("figure.edit-diff")
     expect(edit).to_contain_text("Arguments edited by alice")
-    expect(edit.locator(".diff-del")).to_contain_text('"content": "hello"')
-    expect(edit.locator(".diff-add")).to_contain_text('"content": "hello, edited"')
+    expect(edit.locator(".diff-del .diff-code")).to_have_text("hello")  # the file's lines
+    expect(edit.locator(".diff-add .diff-code")).to_have_text("hello, edited")
     expect(status_bar(page)).to_have_attribute("data-status", "idle")
     assert (e2e.sandbox_root / conversation_id / "notes.txt").read_text() == "hello, edited"
     approval.refresh_from_db()
