@@ -187,8 +187,9 @@ def test_approve_all_is_not_the_first_control_after_the_nav(new_page, alice, age
     open_conversation(page, conversation_id)
     expect(button(page, "Approve all (2)")).to_be_visible()
 
-    page.locator("body").focus()
-    order = []
+    # The newest pending card took the focus when the page opened; a keyboard user starts from the top.
+    page.locator("header a, header button").first.focus()
+    order = [page.evaluate("document.activeElement.textContent.trim()")]
     for _ in range(60):
         page.keyboard.press("Tab")
         order.append(page.evaluate(
@@ -197,6 +198,7 @@ def test_approve_all_is_not_the_first_control_after_the_nav(new_page, alice, age
         ))
         if order[-1] == "Approve all (2)":
             break
+    assert "Log out" in order, order
     after_nav = order[order.index("Log out") + 1]
     assert not after_nav.startswith("Approve all"), order
     approve_all = order.index("Approve all (2)")
@@ -235,8 +237,8 @@ def test_a_card_is_decided_with_the_keyboard_alone_reject_with_a_reason_and_alwa
     expect(page.locator("html")).to_have_attribute("data-live-refreshes", "1")
     first_card = page.locator(f"#tool-call-{first.tool_call_id}")
 
-    # "Always…" opens its menu from the keyboard, and the toggle again closes it.
-    always = button(first_card, "Always…")
+    # "More ways…" opens the menu of rules from the keyboard, and the toggle again closes it.
+    always = button(first_card, "More ways to decide calls like this…")
     always.focus()
     page.keyboard.press("Enter")
     expect(always).to_have_attribute("aria-expanded", "true")

@@ -36,7 +36,7 @@ def send(page: Page, text: str) -> None:
 def test_always_allow_in_this_conversation_from_the_card_then_the_same_kind_of_call_runs_with_no_card(page, alice, agent, api_for):
     conversation_id = opened(page, api_for(alice), alice, "write one to notes/a.txt")
     first = card(page, "write_file", "notes/a.txt")
-    first.get_by_text("Always…").click()
+    first.get_by_text("More ways to decide calls like this…").click()
     expect(first.get_by_label("path")).to_have_value("notes/*")  # prefilled from the call, editable
     first.get_by_label("in this conversation").check()
     button(first, "Approve and always allow").click()
@@ -61,7 +61,7 @@ def test_always_deny_with_this_agent_from_the_card_rejects_the_next_such_call_at
     api = api_for(alice)
     opened(page, api, alice, "delete a.txt")
     first = card(page, "delete_file", "a.txt")
-    first.get_by_text("Always…").click()
+    first.get_by_text("More ways to decide calls like this…").click()
     first.get_by_label("path").fill("")  # any path
     first.get_by_label("with this agent (my conversations)").check()
     first.get_by_label("Note (optional)").fill("never delete")

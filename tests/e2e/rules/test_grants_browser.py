@@ -27,7 +27,7 @@ ONE_HOUR = "Approve for 1 hour in this conversation"
 def test_approve_for_10_minutes_from_the_card_then_the_same_call_runs_with_no_card(page, alice, agent, api_for):
     conversation_id = opened(page, api_for(alice), alice, "write one to notes/a.txt")
     first = card(page, "write_file", "notes/a.txt")
-    first.get_by_text("Always…").click()
+    first.get_by_text("More ways to decide calls like this…").click()
     expect(button(first, ONE_HOUR)).to_be_visible()
     before = timezone.now()
     button(first, TEN_MINUTES).click()
@@ -48,7 +48,7 @@ def test_approve_for_10_minutes_from_the_card_then_the_same_call_runs_with_no_ca
 def test_a_critical_calls_menu_offers_no_grant(page, alice, agent, api_for):
     opened(page, api_for(alice), alice, "delete all files")
     critical = card(page, "delete_all_files")
-    critical.get_by_text("Always…").click()
+    critical.get_by_text("More ways to decide calls like this…").click()
     expect(button(critical, "Reject and always deny")).to_be_visible()
     expect(critical.get_by_role("button", name=TEN_MINUTES)).to_have_count(0)
     expect(critical.get_by_role("button", name=ONE_HOUR)).to_have_count(0)
