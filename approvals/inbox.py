@@ -12,7 +12,7 @@ from .deciders import routing, votes
 from .models import Approval, Snooze
 from .permissions import can_decide
 from .selectors import Filters, pending_approvals, with_routes
-from .templatetags.approval_tags import target
+from .templatetags.approval_tags import shown_arguments, target
 
 SNOOZE_FOR = timedelta(hours=1)
 
@@ -99,25 +99,47 @@ def wake(user, approval_ids: list[int]) -> None:
 
 
 def alike_key(approval: Approval) -> tuple | None:
-    """What makes calls alike for the inbox: the same agent, tool, risk and the conditions "Always…"
-    would prefill (so one rule would cover them all). None for what is never grouped: questions, plans,
-    critical calls (each needs its typed confirmation), calls that need several approvals (each
-    shows its own votes) and calls without a suggestion."""
-    suggestion = approval.rule_suggestion
-    if approval.kind != Approval.Kind.ACTION or approval.confirmation_required or approval.quorum > 1 or not suggestion:
+    """What alike calls share: the same agent, tool and risk, and arguments of the same names (a
+    group's row says one risk, so a riskier alike call is never hidden under it). None for what is
+    never grouped: questions, plans, critical calls (each needs its typed confirmation), calls that
+    need several approvals (each shows its own votes) and arguments that are not named fields."""
+    arguments = shown_arguments(approval)
+    if approval.kind != Approval.Kind.ACTION or approval.confirmation_required or approval.quorum > 1 or not isinstance(arguments, dict):
         return None
-    conditions = json.dumps(suggestion.get("arguments", {}), sort_keys=True)
-    # The risk too: a group's row says one risk, so a riskier alike call is never hidden under it.
-    return (approval.conversation.agent_id, approval.tool_call.name, conditions, approval.risk)
+    return (approval.conversation.agent_id, approval.tool_call.name, approval.risk, tuple(sorted(arguments)))
+
+
+def differing_fields(one: dict, other: dict) -> set[str]:
+    """The names of the arguments (both have the same names) whose values differ."""
+    return {name for name in one if json.dumps(one[name], sort_keys=True, default=str) != json.dumps(other[name], sort_keys=True, default=str)}
+
+
+@dataclass
+class _Forming:
+    """A group being gathered: its item, and the one argument its calls may differ in (None while
+    every call is the same as the first)."""
+
+    item: InboxItem
+    varying: str | None = None
+
+    def takes(self, approval: Approval) -> bool:
+        differing = differing_fields(shown_arguments(self.item.first), shown_arguments(approval))
+        if len(differing) > 1 or (self.varying and differing - {self.varying}):
+            return False
+        if differing:
+            self.varying = differing.pop()
+        return True
 
 
 def inbox_items(user, approvals: list[Approval], powers: routing.Powers | None = None) -> list[InboxItem]:
-    """The inbox's lines, oldest first: alike calls `user` may decide gathered into one group at the
-    place of the oldest; everything else one line each. Sets on each approval what the viewer may do:
-    `viewer_may_decide` (approve), `viewer_may_reject`, `viewer_voted` (their vote is counted)."""
+    """The inbox's lines, in the order of `approvals`: alike calls `user` may decide (alike_key, the
+    arguments differing in at most one field, the same one for the whole group) gathered into one
+    group at the place of the first; everything else one line each. Sets on each approval what the
+    viewer may do: `viewer_may_decide` (approve), `viewer_may_reject`, `viewer_voted` (their vote
+    is counted)."""
     powers = routing.powers_of(user, powers)  # one read of their delegations and groups for every row
     items: list[InboxItem] = []
-    groups: dict[tuple, InboxItem] = {}
+    forming: dict[tuple, list[_Forming]] = {}
     for approval in with_routes(approvals):
         approval.viewer_voted = voted(user, approval)
         approval.viewer_may_decide = not approval.viewer_voted and can_decide(user, approval, powers=powers)
@@ -125,11 +147,13 @@ def inbox_items(user, approvals: list[Approval], powers: routing.Powers | None =
         key = alike_key(approval) if approval.viewer_may_decide else None
         if key is None:
             items.append(InboxItem([approval]))
-        elif key in groups:
-            groups[key].approvals.append(approval)
+            continue
+        group = next((group for group in forming.setdefault(key, []) if group.takes(approval)), None)
+        if group is not None:
+            group.item.approvals.append(approval)
         else:
-            groups[key] = InboxItem([approval])
-            items.append(groups[key])
+            forming[key].append(_Forming(InboxItem([approval])))
+            items.append(forming[key][-1].item)
     return items
 
 

@@ -4,7 +4,7 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db.models import Q, QuerySet, TextField, prefetch_related_objects
+from django.db.models import Case, F, IntegerField, Q, QuerySet, TextField, Value, When, prefetch_related_objects
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -27,6 +27,7 @@ class Filters:
     q: str = ""
     kind: str = ""  # action, question or plan
     snoozed: bool = False  # the inbox: the viewer's snoozed approvals instead of the others
+    order: str = ""  # "" urgency (the default), "age": oldest first
 
     @property
     def any_set(self) -> bool:
@@ -49,14 +50,27 @@ class Filters:
             q=text("q", 200),
             kind=query.get("kind", "") if query.get("kind", "") in Approval.Kind.values else "",
             snoozed=query.get("snoozed", "") == "1",
+            order="age" if query.get("order", "") == "age" else "",
         )
 
 
+# Urgency: a critical call first, then the one that expires soonest (one that never expires after
+# every one that does), then the oldest.
+URGENCY = (
+    Case(When(risk=Risk.CRITICAL, then=Value(0)), default=Value(1), output_field=IntegerField()),
+    F("expires_at").asc(nulls_last=True),
+    "requested_at",
+    "pk",
+)
+
+
 def pending_approvals(filters: Filters, *, user, powers: routing.Powers | None = None) -> QuerySet[Approval]:
-    """The pending approvals `user` may see (a global approver: all), oldest first, filtered; rows
-    need no more queries (with_routes() for what routed rows show)."""
+    """The pending approvals `user` may see (a global approver: all), filtered, most urgent first
+    (URGENCY) or with `filters.order` "age" oldest first; rows need no more queries (with_routes()
+    for what routed rows show)."""
     approvals = Approval.objects.filter(routing.visible_filter(user, powers), status=Approval.Status.PENDING)
-    return _filter(approvals.select_related(*ROW_RELATIONS), filters).order_by("requested_at", "pk")
+    order = ("requested_at", "pk") if filters.order == "age" else URGENCY
+    return _filter(approvals.select_related(*ROW_RELATIONS), filters).order_by(*order)
 
 
 def decided_approvals(filters: Filters, *, user, powers: routing.Powers | None = None) -> QuerySet[Approval]:

@@ -49,7 +49,7 @@ from .services import (
     unclaim,
 )
 
-DASHBOARD_ROWS = 50  # the oldest first; the count says how many more wait
+DASHBOARD_ROWS = 50  # the most urgent (or oldest) first; the count says how many more wait
 KINDS = [("action", "tool calls"), ("question", "questions"), ("plan", "plans")]
 
 

@@ -103,6 +103,12 @@ def call_title(thing) -> str:
 
 
 @register.filter
+def summary_of(approval) -> summary.Summary:
+    """approvals.summary.summarize: the sentence, requester and why every surface says."""
+    return summary.summarize(approval)
+
+
+@register.filter
 def gate_note(reason: str) -> str:
     """approvals.summary.gate_note: what the gate's reason says beyond "it was gated"."""
     return summary.gate_note(reason)

@@ -35,6 +35,43 @@ def test_the_dashboard_is_for_approvers_only(alice, mallory, bob):
     assert client_for(bob).get("/approvals/").status_code == 200
 
 
+def test_the_inbox_lists_the_most_urgent_first_and_oldest_first_on_request(alice, bob, agent):
+    """Critical first, then the soonest expiry (none after every deadline), then the oldest."""
+    never = pending_approvals(start(alice, agent, "write hi to a.txt"))[0]  # medium, the oldest
+    soon = pending_approvals(start(alice, agent, "email x@example.com about y"))[0]
+    critical = pending_approvals(start(alice, agent, "delete all files"))[0]
+    later = pending_approvals(start(alice, agent, "delete c.txt"))[0]
+    now = timezone.now()
+    for approval, expires_at in ((never, None), (soon, now + timezone.timedelta(minutes=5)), (critical, now + timezone.timedelta(days=1)), (later, now + timezone.timedelta(hours=2))):
+        Approval.objects.filter(pk=approval.pk).update(expires_at=expires_at)
+
+    def listed(query: str = "") -> list[int]:
+        page = client_for(bob).get(f"/approvals/{query}").content.decode()
+        return [int(pk) for pk in __import__("re").findall(r'<article id="approval-row-(\d+)"', page)]
+
+    assert listed() == [critical.pk, soon.pk, later.pk, never.pk]
+    assert listed("?order=age") == [never.pk, soon.pk, critical.pk, later.pk]
+    assert listed("?order=nonsense") == listed()
+    page = client_for(bob).get("/approvals/?order=age").content.decode()
+    assert 'name="order" value="age" checked' in page  # the choice is kept in the form
+
+
+def test_a_row_says_what_approve_does_who_asked_why_and_when_it_expires(alice, bob, agent):
+    approval = pending_approvals(start(alice, agent, "email x@example.com about y"))[0]
+    expires_at = timezone.now() + timezone.timedelta(minutes=30)
+    Approval.objects.filter(pk=approval.pk).update(expires_at=expires_at, reason="Mail leaves the company: a person reads it first.")
+
+    page = client_for(bob).get("/approvals/").content.decode()
+    row = page[page.index(f'<article id="approval-row-{approval.pk}"'):]
+    row = row[:row.index('<div class="row-card">')]
+
+    assert "Send an email to x@example.com" in row
+    assert "requested by <strong>alice</strong>" in row
+    assert '<span class="row-why" title="Why a person is asked">Mail leaves the company: a person reads it first.</span>' in row
+    assert 'class="row-expiry" data-expires-at="' in row  # app.js counts down beside it
+    assert "expires <time datetime=" in row and expires_at.strftime("%H:%M") + " UTC" in row
+
+
 def test_the_dashboard_lists_every_pending_approval_oldest_first(alice, mallory, bob, agent):
     first = start(alice, agent, "delete a.txt")
     second = start(mallory, agent, "email x@example.com about y")

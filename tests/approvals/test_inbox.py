@@ -2,6 +2,7 @@
 user's request beside each call, snoozes per approver, the nav's count, the filters kept."""
 import re
 from datetime import timedelta
+from html.parser import HTMLParser
 
 import pytest
 from django.db import connection
@@ -36,7 +37,7 @@ def posted_versions(page: str, first_id: int) -> list[str]:
 
 def test_alike_calls_are_one_group_that_lists_each_id_and_version(alice, bob, agent):
     deletes = pending_approvals(start(alice, agent, "delete notes/a.txt, notes/b.txt and notes/c.txt"))
-    elsewhere = pending_approvals(start(alice, agent, "delete other/d.txt"))  # another folder: another rule
+    elsewhere = pending_approvals(start(alice, agent, "write hi to notes/d.txt"))  # another tool
 
     page = page_of(bob)
 
@@ -45,6 +46,61 @@ def test_alike_calls_are_one_group_that_lists_each_id_and_version(alice, bob, ag
     assert "3 alike calls:" in page and "notes/a.txt, notes/b.txt, notes/c.txt" in page
     assert f'id="approval-row-{elsewhere[0].pk}"' in page
     assert all(f'data-approval-id="{a.pk}"' in page for a in deletes + elsewhere)  # each row keeps its id
+
+
+def test_calls_differing_in_more_than_one_argument_are_not_alike(alice, bob, agent):
+    same_words = pending_approvals(start(alice, agent, "write hi to a.txt")) + pending_approvals(start(alice, agent, "write hi to b.txt"))
+    other_words = pending_approvals(start(alice, agent, "write bye to c.txt"))  # path and content differ from both
+    same_file = pending_approvals(start(alice, agent, "write hi to a.txt"))  # the same call again: alike
+
+    page = page_of(bob)
+
+    assert group_ids(page) == [[a.pk for a in same_words + same_file]]
+    assert f'id="approval-row-{other_words[0].pk}"' in page and f'id="approval-group-{other_words[0].pk}"' not in page
+
+
+def test_a_group_varies_in_one_field_only(alice, bob, agent):
+    """Each call alike to the first, but the group's calls differ in two fields between them: the
+    second one to differ in another field starts a group of its own."""
+    first = pending_approvals(start(alice, agent, "write hi to a.txt"))
+    by_path = pending_approvals(start(alice, agent, "write hi to b.txt"))
+    by_content = pending_approvals(start(alice, agent, "write bye to a.txt"))
+
+    assert group_ids(page_of(bob)) == [[a.pk for a in first + by_path]]
+    assert by_content[0].pk not in sum(group_ids(page_of(bob)), [])
+
+
+def test_a_groups_buttons_are_inside_its_fold(alice, bob, agent):
+    """A group is decided together only once opened: its buttons are in the fold with its calls."""
+    pending_approvals(start(alice, agent, "delete notes/a.txt and notes/b.txt"))
+
+    assert ancestors_of_group_forms(page_of(bob)) == [["article.approval-group", "details.row-open"]]
+
+
+class _GroupForms(HTMLParser):
+    VOID = {"input", "br", "img", "meta", "link", "hr", "source", "wbr"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.found = [], []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.VOID:
+            return
+        classes = (dict(attrs).get("class") or "").split()
+        if tag == "form" and "group-form" in classes:
+            self.found.append([name for name in self.stack if name in ("article.approval-group", "details.row-open")])
+        self.stack.append(f"{tag}.{classes[0]}" if classes else tag)
+
+    def handle_endtag(self, tag):
+        while self.stack and self.stack.pop().split(".")[0] != tag:
+            pass
+
+
+def ancestors_of_group_forms(page: str) -> list[list[str]]:
+    parser = _GroupForms()
+    parser.feed(page)
+    return parser.found
 
 
 def test_a_group_never_holds_a_critical_call_nor_one_the_viewer_may_not_decide(alice, bob, agent, ops_agent):

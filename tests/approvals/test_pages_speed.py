@@ -47,7 +47,7 @@ def test_the_dashboard_shows_the_oldest_rows_and_says_how_many_wait(alice, bob, 
     page = client_for(bob).get("/approvals/").content.decode()
 
     assert page.count('class="approval-row ') == DASHBOARD_ROWS == 50
-    assert "80 pending; showing the oldest 50 of 80." in page
+    assert "80 pending; showing the most urgent 50 of 80." in page
     first = Approval.objects.order_by("requested_at", "pk").first()
     assert f'id="approval-row-{first.pk}"' in page
 
@@ -79,7 +79,7 @@ if connection.vendor == "sqlite":
     @pytest.mark.parametrize(
         "queryset,index",
         [
-            (lambda alice, bob: pending_approvals(Filters(), user=bob)[:DASHBOARD_ROWS], "approvals_pending_by_age (status=?)"),
+            (lambda alice, bob: pending_approvals(Filters(order="age"), user=bob)[:DASHBOARD_ROWS], "approvals_pending_by_age (status=?)"),
             (lambda alice, bob: visible_approvals(bob).order_by("requested_at", "pk")[:100], "approvals_requested_order"),
             (
                 lambda alice, bob: visible_approvals(alice).order_by("requested_at", "pk")[:100],
@@ -87,7 +87,7 @@ if connection.vendor == "sqlite":
             ),
             (lambda alice, bob: recent_conversations(alice), "chat_conv_owner_created (owner_id=?)"),
         ],
-        ids=["dashboard", "approver's approvals (all)", "owner's approvals (their own)", "conversation list"],
+        ids=["dashboard by age", "approver's approvals (all)", "owner's approvals (their own)", "conversation list"],
     )
     def test_list_orderings_come_from_an_index_not_a_sort(alice, bob, agent, queryset, index, analyzed):
         make_approvals(alice, agent, 100, decided_by=bob)
@@ -99,3 +99,18 @@ if connection.vendor == "sqlite":
         plan = queryset(alice, bob).explain()
 
         assert f"USING INDEX {index}" in plan and "TEMP B-TREE" not in plan, plan
+
+    @pytest.mark.parametrize("analyzed", [False, True], ids=["no statistics", "analyzed"])
+    def test_the_inbox_sorts_by_urgency_only_what_waits(alice, bob, agent, analyzed):
+        """Urgency (critical, then the soonest expiry, then age) is sorted, not read from an index: of
+        the pending rows only, found through a pending-only index, never a scan of every decision."""
+        make_approvals(alice, agent, 100, decided_by=bob)
+        make_approvals(alice, agent, 5)
+        if analyzed:
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE")
+
+        plan = pending_approvals(Filters(), user=bob)[:DASHBOARD_ROWS].explain()
+
+        assert "SEARCH approvals_approval USING INDEX approvals_pending_by_" in plan, plan
+        assert "SCAN approvals_approval" not in plan, plan
