@@ -17,7 +17,8 @@ def on_approval_requested(sender, approval, **kwargs) -> None:
 def on_approvals_decided(sender, approvals, deliveries=(), **kwargs) -> None:
     # `deliveries`: the outbox the deciding transaction wrote (approvals.announcements); a send
     # lost here is resent by the webhook sweep.
-    _tell_dashboards(len(approvals), Webhook.Event.DECIDED)
+    # Which ones: an open inbox takes their rows out in place, with no re-read of its list.
+    live.push_now(live.APPROVALS_GROUP, dashboard_signal_html(Webhook.Event.DECIDED, len(approvals), [a.pk for a in approvals]))
     for delivery_id in deliveries:
         enqueue_on_commit(deliver_webhook, delivery_id)
 

@@ -19,9 +19,10 @@ def approval_controls_html(
     return render_to_string("partials/approval_controls.html", context)
 
 
-def dashboard_signal_html(event: str, count: int = 1) -> str:
-    """Tells open dashboards that `count` approvals changed; each re-reads its own filtered list."""
-    return render_to_string("partials/dashboard_signal.html", {"event": event, "count": count})
+def dashboard_signal_html(event: str, count: int = 1, ids: list[int] = ()) -> str:
+    """Tells open dashboards that `count` approvals changed; each re-reads its own filtered list, or,
+    told which ones were decided (`ids`), takes their rows out in place."""
+    return render_to_string("partials/dashboard_signal.html", {"event": event, "count": count, "ids": ids})
 
 
 def claim_html(approval: Approval, *, can_decide: bool | None, via: str = Approval.Via.CHAT, oob: bool = False) -> str:

@@ -80,11 +80,15 @@
   });
 
   // The dashboard: a pushed signal says something changed; the page re-reads its own filtered list.
+  // Decisions name their approvals: the inbox (inbox.js) takes those rows out in place when it can
+  // (it cancels the "hitl:decided" event then), and nothing is re-read.
   document.addEventListener("htmx:oobAfterSwap", function (event) {
     // Fired once per element htmx settled; only the signal element itself counts.
     const signal = event.target;
     if (!signal || signal.id !== "dashboard-signal") return;
-    htmx.trigger("#dashboard-filters", "refresh");
+    const ids = (signal.dataset.ids || "").split(" ").filter(Boolean);
+    const decided = new CustomEvent("hitl:decided", { detail: { ids: ids }, cancelable: true });
+    if (!ids.length || document.dispatchEvent(decided)) htmx.trigger("#dashboard-filters", "refresh");
     if (signal.dataset.event === "approval.requested") {
       notifyNewApproval();
       requestedSinceRead += Number(signal.dataset.count || 1);

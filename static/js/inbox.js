@@ -1,6 +1,7 @@
-// inbox.js: the approvers' inbox: keyboard shortcuts (j/k move, o open, a approve, r reject, x select,
-// e edit, ? the list), the selection count, and open and focused rows kept across the list's re-reads.
-// No key ever approves more than the one focused call: on a group, "a" only focuses its button.
+// inbox.js: the approvers' inbox: keyboard shortcuts (j/k move, o open, a open then approve, r reject,
+// x select, e edit, ? the list), the selection count, decided rows taken out in place, and open and
+// focused rows kept across the list's re-reads. No key approves a call that was not on screen, nor
+// more than the one focused call: on a group, "a" only focuses its button.
 (function () {
   "use strict";
   const box = document.getElementById("dashboard-rows");
@@ -57,19 +58,60 @@
     return true;
   }
 
+  const EDGE = 4; // px: a scrolled-into-view edge may sit a fraction of a pixel past the screen's
+  function onScreen(element) {
+    const rect = element.getBoundingClientRect();
+    const height = window.innerHeight || document.documentElement.clientHeight;
+    return rect.top >= -EDGE && rect.bottom <= height + EDGE;
+  }
+
+  // A question's answer first: its first option (or its default) chosen and focused, so Enter
+  // answers; a text or number its field; a plan its Approve button; a critical call its typed
+  // confirmation. True when the row needs that rather than an approve.
+  function focusAnswer(controls) {
+    const choice = controls.querySelector(".answer-form input[type=radio]:checked") || controls.querySelector(".answer-form input[type=radio]");
+    if (choice) { choice.checked = true; choice.focus(); return true; }
+    return focusFirst(controls, ".answer-form input:not([type=hidden]), .answer-form textarea, .answer-form select, .answer-form button[type=submit], .plan-form button[type=submit]") ||
+      focusFirst(controls, "input[name=confirmation]");
+  }
+
+  // "a" never approves a call that was not on screen: on a closed row it opens the row (a question
+  // also takes the focus to its answer); on an open one whose preview is partly off screen it
+  // scrolls the preview in; only then does the next "a" approve (on a group: focus its button,
+  // which Enter presses).
   function approve(line) {
+    const details = line.querySelector(":scope > .row-open");
+    if (details && !details.open) {
+      open(line, true);
+      const controls = card(line);
+      const preview = controls && controls.querySelector(".preview");
+      (preview || line).scrollIntoView({ block: "nearest" });
+      if (controls) focusAnswer(controls);
+      return;
+    }
     if (line.classList.contains("approval-group")) {
       focusFirst(line, ".group-form button[value=approve]"); // Enter approves the group; the key alone never does
       return;
     }
     const controls = card(line);
     if (!controls) return;
-    open(line, true);
-    if (focusFirst(controls, ".answer-form input:not([type=hidden]), .answer-form textarea, .answer-form select, .plan-form button[type=submit]")) return;
-    if (focusFirst(controls, "input[name=confirmation]")) return; // critical: its typed confirmation first
+    const preview = controls.querySelector(".preview");
+    if (preview && !onScreen(preview)) { preview.scrollIntoView({ block: "nearest" }); return; }
+    if (focusAnswer(controls)) return;
     const button = controls.querySelector("form.approve-only button[value=approve]");
     if (button && !button.disabled) button.click(); // a click: htmx sends the button's name and value
   }
+
+  // Enter on a chosen option answers (a radio or checkbox has no Enter of its own).
+  box.addEventListener("keydown", function (event) {
+    if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
+    const option = event.target.closest && event.target.closest(".answer-form input[type=radio], .answer-form input[type=checkbox]");
+    if (!option) return;
+    const submit = option.form.querySelector(".decision button.approve[type=submit]");
+    if (!submit) return;
+    event.preventDefault();
+    option.form.requestSubmit(submit);
+  });
 
   function reject(line) {
     if (line.classList.contains("approval-group")) {
@@ -155,6 +197,61 @@
     if (line && lost) focusLine(line); else mark(line);
     updateSelection();
   });
+
+  // A decision pushed to every inbox names its approvals (app.js's "hitl:decided"): their rows go,
+  // the rest stay as they are (open, focused, half-typed), and the counts follow. The list is
+  // re-read instead (the event left alone) when rows must come in: a list cut at its first rows, a
+  // group partly decided, the last row gone (the empty list's words), or a narrowed list (filters,
+  // the snoozed) whose nav count may count calls it does not show.
+  document.addEventListener("hitl:decided", function (event) {
+    if (takeOut(event.detail.ids)) event.preventDefault();
+  });
+
+  function takeOut(ids) {
+    const count = document.getElementById("dashboard-count");
+    if (!count || !box.contains(count)) return false;
+    const total = Number(count.dataset.count), shown = Number(count.dataset.shown);
+    const gone = [];
+    let goneCalls = 0;
+    for (const id of ids) {
+      const row = document.getElementById("approval-row-" + id);
+      if (!row) {
+        if (count.hasAttribute("data-narrowed")) return false;
+        continue;
+      }
+      const group = row.closest(".approval-group");
+      if (!group) { gone.push(row); goneCalls += 1; continue; }
+      if (gone.includes(group)) continue;
+      const members = group.dataset.approvalIds.split(" ");
+      if (!members.every((member) => ids.includes(member))) return false;
+      gone.push(group);
+      goneCalls += members.length;
+    }
+    if (!gone.length) return true; // none of them is listed here: nothing changes
+    const left = total - goneCalls;
+    if (shown < total || left <= 0) return false;
+    const all = lines();
+    const focused = current();
+    const active = document.activeElement;
+    const hadFocus = !active || active === document.body || gone.some((element) => element.contains(active));
+    const at = focused && gone.some((element) => element.contains(focused)) ? all.indexOf(focused) : -1;
+    for (const element of gone) {
+      openLines.delete(element.id);
+      element.remove();
+    }
+    count.dataset.count = String(left);
+    count.dataset.shown = String(shown - goneCalls);
+    count.textContent = left + " pending.";
+    const nav = document.getElementById("nav-inbox-count");
+    if (nav) nav.innerHTML = " (" + left + ')<span class="visually-hidden"> waiting</span>';
+    if (at !== -1) {
+      const rest = lines();
+      const next = rest[Math.min(at, rest.length - 1)];
+      if (hadFocus) focusLine(next); else mark(next);
+    }
+    updateSelection();
+    return true;
+  }
 
   // The selection count, beside the bulk buttons.
   const count = document.getElementById("selection-count");

@@ -183,8 +183,19 @@ def still_same_document(page: Page) -> bool:
     return page.evaluate("window.sameDocument") is True
 
 
+def open_group_of(listed: Locator) -> Locator:
+    """The row on screen: alike calls are one group, whose calls show once it is opened."""
+    group = listed.locator("xpath=ancestor::article[contains(concat(' ', @class, ' '), ' approval-group ')]")
+    if group.count() and group.locator(":scope > .row-open").get_attribute("open") is None:
+        group.locator(":scope > .row-open > summary").click()
+        expect(group.locator(":scope > .row-open")).to_have_attribute("open", "")
+    return listed
+
+
 def opened(listed: Locator) -> Locator:
-    """The row with its card open: the inbox shows one line per call until asked (a click, or "o")."""
+    """The row with its card open: the inbox shows one line per call until asked (a click, or "o"),
+    and a group's calls once the group is opened."""
+    open_group_of(listed)
     listed.locator(":scope > .row-open > summary").click()
     expect(listed.locator(":scope > .row-open")).to_have_attribute("open", "")
     return listed

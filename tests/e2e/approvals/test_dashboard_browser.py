@@ -22,6 +22,7 @@ from tests.e2e.browser import (  # noqa: F401  (browser and new_page are fixture
     new_page,
     open_conversation,
     open_dashboard,
+    open_group_of,
     opened,
     row,
     start,
@@ -157,6 +158,7 @@ def test_bulk_reject_decides_exactly_the_selected_rows_with_the_reason(new_page,
     bobs = logged_in(new_page, bob)
     open_dashboard(bobs)
     expect(bobs.locator(".approval-row")).to_have_count(3)
+    open_group_of(row(bobs, delete_a))  # three alike deletes: one group, its calls shown once opened
 
     bobs.get_by_label(f"Select delete_file #{delete_a.pk}", exact=True).check()
     bobs.get_by_label(f"Select delete_file #{delete_c.pk}", exact=True).check()

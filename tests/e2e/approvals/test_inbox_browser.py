@@ -1,14 +1,16 @@
 """The approvers' inbox in Chromium at 1280 and 390 px, against the real stack: keyboard shortcuts
-(j/k move, o open, a approve, r reject with a reason, x select, e edit, ? the list; none while
-typing, never a bulk approve by one key), a group of alike calls that decides exactly the calls it
-lists, the selection count, snoozing, and an inbox of 20 mixed calls cleared with the keyboard only."""
+(j/k move, o open, a open then approve, r reject with a reason, x select, e edit, ? the list; none
+while typing, never a bulk approve by one key, never an approve of a row not opened), a group of
+alike calls that decides exactly the calls it lists once opened, the selection count, snoozing, the
+most urgent first, decided rows taken out in place, and an inbox of 20 mixed calls cleared with the
+keyboard only."""
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from approvals.models import Approval
 from tests.conftest import wait_until
 from tests.e2e.browser import browser, new_page, row, start, wait_for_pending  # noqa: F401  (fixtures)
-from tests.e2e.browser import logged_in, open_dashboard
+from tests.e2e.browser import logged_in, open_dashboard, open_group_of
 
 pytestmark = pytest.mark.e2e
 
@@ -56,22 +58,29 @@ def test_j_and_k_move_o_opens_x_selects_and_question_mark_lists_the_keys(new_pag
 
     page.keyboard.press("?")
     expect(page.get_by_role("dialog", name="Keyboard shortcuts")).to_be_visible()
-    expect(page.get_by_role("dialog")).to_contain_text("approve this row")
+    expect(page.get_by_role("dialog")).to_contain_text("open the row; pressed again once its preview is on screen, approve it")
+    expect(page.get_by_role("dialog")).to_contain_text("A choicethe first option is chosen and focused: arrow keys change it, Enter answers")
     page.keyboard.press("Escape")
     expect(page.get_by_role("dialog")).to_be_hidden()
 
     assert status_of(write) == status_of(email) == Approval.Status.PENDING  # moving, opening and selecting decide nothing
 
 
-def test_a_approves_the_focused_row_only_and_the_focus_moves_to_the_next(new_page, alice, bob, agent, api_for, size):
+def test_a_opens_the_focused_row_then_approves_it_only_and_the_focus_moves_to_the_next(new_page, alice, bob, agent, api_for, size):
     api = api_for(alice)
     [first] = wait_for_pending(start(api, "write hello to one.txt"), 1)
-    [second] = wait_for_pending(start(api, "write hello to two.txt"), 1)
+    [second] = wait_for_pending(start(api, "write goodbye to two.txt"), 1)  # two fields differ: not alike
     page = logged_in(new_page, bob, **size)
     open_dashboard(page)
+    refreshes = page.locator("html").get_attribute("data-dashboard-refreshes")
     for key in ("j", "j", "x", "k"):  # the second selected: a selection is no target for "a"
         page.keyboard.press(key)
     expect(focused(page)).to_have_attribute("data-approval-id", str(first.pk))
+    page.keyboard.press("a")  # a row never opened: "a" opens it, its preview on screen, and decides nothing
+
+    expect(row(page, first).locator(":scope > .row-open")).to_have_attribute("open", "")
+    expect(row(page, first).locator(".preview")).to_be_in_viewport()
+    assert status_of(first) == Approval.Status.PENDING
     page.keyboard.press("a")
 
     expect(row(page, first)).to_have_count(0)
@@ -80,6 +89,11 @@ def test_a_approves_the_focused_row_only_and_the_focus_moves_to_the_next(new_pag
     assert status_of(second) == Approval.Status.PENDING
     expect(focused(page)).to_have_attribute("data-approval-id", str(second.pk))
     expect(page.locator(f"#approval-row-{second.pk}:focus")).to_have_count(1)
+    # Taken out in place: the list was not re-read, so the second row's selection stands.
+    expect(page.locator("#dashboard-count")).to_have_text("1 pending.")
+    expect(page.locator("#nav-inbox")).to_have_text("Approvals (1) waiting")
+    expect(page.get_by_label(f"Select write_file #{second.pk}", exact=True)).to_be_checked()
+    assert page.locator("html").get_attribute("data-dashboard-refreshes") == refreshes
 
 
 def test_r_rejects_with_a_reason_e_edits_and_keys_do_nothing_while_typing(new_page, alice, bob, agent, api_for, size):
@@ -120,7 +134,7 @@ def test_the_group_row_approves_exactly_the_calls_it_lists(new_page, alice, bob,
     api = api_for(alice)
     listed = wait_for_pending(start(api, "delete notes/a.txt, notes/b.txt and notes/c.txt"), 3)
     [critical] = wait_for_pending(start(api, "delete all files"), 1)
-    [other_folder] = wait_for_pending(start(api, "delete logs/d.txt"), 1)
+    [other_folder] = wait_for_pending(start(api, "write hi to logs/d.txt"), 1)  # another tool
     page = logged_in(new_page, bob, **size)
     open_dashboard(page)
 
@@ -128,10 +142,16 @@ def test_the_group_row_approves_exactly_the_calls_it_lists(new_page, alice, bob,
     expect(group).to_contain_text("3 alike calls:")
     expect(group).to_contain_text("notes/a.txt, notes/b.txt, notes/c.txt")
     expect(group).to_have_attribute("data-approval-ids", " ".join(str(a.pk) for a in listed))
-    expect(page.locator(".approval-group")).to_have_count(1)  # the critical call and the other folder stand alone
+    expect(page.locator(".approval-group")).to_have_count(1)  # the critical call and the other tool stand alone
+    expect(group.get_by_role("button", name="Approve these 3")).to_be_hidden()  # decided together only once opened
 
     page.keyboard.press("j")
+    expect(focused(page)).to_have_attribute("data-approval-id", str(critical.pk))  # the most urgent first
+    page.keyboard.press("j")
     expect(focused(page)).to_have_id(f"approval-group-{listed[0].pk}")
+    page.keyboard.press("a")  # opens the group: every call it decides on screen
+    expect(group.get_by_role("button", name="Approve these 3")).to_be_visible()
+    expect(group.get_by_role("button", name="Approve these 3")).not_to_be_focused()
     page.keyboard.press("a")  # one key never approves a group: it only reaches its button
     expect(group.get_by_role("button", name="Approve these 3")).to_be_focused()
     assert all(status_of(a) == Approval.Status.PENDING for a in listed)
@@ -150,6 +170,7 @@ def test_a_group_whose_call_changed_meanwhile_decides_nothing_and_shows_the_chan
     open_dashboard(page)
     group = page.locator(f"#approval-group-{listed[0].pk}")
     expect(group).to_be_visible()
+    group.locator(":scope > .row-open > summary").click()
     # An edit lands without a push reaching this page (written straight to the database).
     Approval.objects.filter(pk=listed[1].pk).update(edited_arguments={"path": "notes/z.txt"}, edited_arguments_hash="e" * 64)
 
@@ -167,6 +188,7 @@ def test_the_selection_count_sits_by_the_bulk_buttons_and_decides_only_the_selec
     page = logged_in(new_page, bob, **size)
     open_dashboard(page)
     bar = page.locator("#bulk-form")
+    open_group_of(row(page, one))  # three alike deletes: one group
 
     page.get_by_label(f"Select delete_file #{one.pk}", exact=True).check()
     page.get_by_label(f"Select delete_file #{three.pk}", exact=True).check()
@@ -187,6 +209,7 @@ def test_a_snoozed_call_leaves_the_inbox_and_the_count_and_waits_under_snoozed(n
     page = logged_in(new_page, bob, width=1280, height=900)
     open_dashboard(page)
     expect(page.locator("#nav-inbox")).to_have_text("Approvals (2) waiting")
+    open_group_of(row(page, snoozed))
 
     row(page, snoozed).get_by_label(f"More for delete_file #{snoozed.pk}").click()
     row(page, snoozed).get_by_role("button", name="Snooze for an hour").click()
@@ -202,12 +225,12 @@ def test_a_snoozed_call_leaves_the_inbox_and_the_count_and_waits_under_snoozed(n
 def test_an_inbox_of_20_mixed_calls_is_cleared_with_the_keyboard_only(new_page, alice, bob, agent, api_for):
     api = api_for(alice)
     phrases = [
-        "delete notes/a.txt, notes/b.txt and notes/c.txt",  # 3 alike: one group row
+        "delete notes/a.txt, notes/b.txt and notes/c.txt",  # alike deletes: with the three below, one group row
         "delete all files",  # critical: its typed confirmation
         "ask me to choose between tea, coffee and water",  # a question
-        *(f"write draft {n} to draft{n}.txt" for n in range(7)),
+        *(f"write draft {n} to draft{n}.txt" for n in range(7)),  # path and content differ: each its own row
         *(f"email person{n}@example.com about item {n}" for n in range(5)),
-        "delete old1.txt and old2.txt",  # root files: not alike (each its own rule)
+        "delete old1.txt and old2.txt",
         "delete logs/x.txt",
     ]
     for phrase in phrases:
@@ -217,6 +240,8 @@ def test_an_inbox_of_20_mixed_calls_is_cleared_with_the_keyboard_only(new_page, 
     critical = Approval.objects.get(tool_call__name="delete_all_files")
     page = logged_in(new_page, bob, width=1280, height=900)
     open_dashboard(page)
+    expect(page.locator(".approval-group")).to_have_count(1)
+    expect(page.locator("#dashboard-rows [data-line]").first).to_have_attribute("data-approval-id", str(critical.pk))  # the most urgent first
     keys = page.keyboard
 
     keys.press("j")
@@ -232,16 +257,19 @@ def test_an_inbox_of_20_mixed_calls_is_cleared_with_the_keyboard_only(new_page, 
                  return 'action'; }""",
             line_id,
         )
-        keys.press("a")
+        keys.press("a")  # opens the row (a question: its first choice focused; a critical call: its confirmation)
+        expect(page.locator(f"#{line_id} > .row-open")).to_have_attribute("open", "")
         if kind == "group":
+            keys.press("a")  # to "Approve these 6"
             keys.press("Enter")
         elif kind == "critical":
             keys.type(critical.confirmation_hint)
             keys.press("Enter")
         elif kind == "question":
-            keys.press("Space")  # the first choice
-            keys.press("Tab")  # to Answer
-            keys.press("Enter")
+            keys.press("Enter")  # the first choice, focused
+        else:
+            expect(page.locator(f"#{line_id} .preview")).to_be_in_viewport()
+            keys.press("a")
         expect(page.locator(f"#{line_id}")).to_have_count(0)
         if not Approval.objects.filter(status=Approval.Status.PENDING).exists():
             break
@@ -249,6 +277,7 @@ def test_an_inbox_of_20_mixed_calls_is_cleared_with_the_keyboard_only(new_page, 
 
     assert not Approval.objects.filter(status=Approval.Status.PENDING).exists()
     assert set(Approval.objects.values_list("status", flat=True)) == {Approval.Status.APPROVED, Approval.Status.ANSWERED}
+    assert Approval.objects.get(kind=Approval.Kind.QUESTION).answer == "tea"  # the first choice, by Enter
     expect(page.locator(".approval-row")).to_have_count(0)
     expect(page.locator("#nav-inbox")).to_have_text("Approvals")
 
