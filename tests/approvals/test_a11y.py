@@ -3,8 +3,12 @@ them: "Approve all" after the cards it approves, the four-eyes owner told what t
 type "approve all N"), and the rules page saying what a change did."""
 import pytest
 
+from django.contrib.auth.models import Group
+
+from approvals.cards.fragments import claim_html
+from approvals.deciders.routemaking import create_route
+from approvals.models import Approval, Rule
 from approvals.policy import rulemaking
-from approvals.models import Rule
 from tests.conftest import client_for, pending_approvals
 from tests.conftest import start_conversation as start
 
@@ -52,6 +56,43 @@ def test_with_one_call_waiting_the_owner_is_told_to_type_yes_or_no(alice, agent)
     bar = status_bar(client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode())
 
     assert "Decide on the card<" in bar and "“yes” or “no, because …”" in bar and "approve all" not in bar
+
+
+def test_a_critical_call_is_never_offered_to_a_typed_yes(alice, agent):
+    critical = start(alice, agent, "delete all files")
+    bar = status_bar(client_for(alice).get(f"/conversations/{critical.pk}/").content.decode())
+    assert "a critical call is approved only there, with its confirmation typed" in bar
+    assert "“yes”" not in bar and "“no, because …” below rejects it" in bar
+
+    mixed = start(alice, agent, "delete a.txt and b.txt")
+    Approval.objects.filter(pk=pending_approvals(mixed)[0].pk).update(risk="critical")  # one of two made critical
+    bar = status_bar(client_for(alice).get(f"/conversations/{mixed.pk}/").content.decode())
+    assert "a critical call is approved only on its card, with its confirmation typed" in bar
+    assert "“approve all 2” below approves the others" in bar
+
+
+def test_a_routed_call_says_who_must_approve_it_not_that_another_approver_may(alice, agent):
+    Group.objects.create(name="finance")
+    create_route(created_by=None, agent=agent.slug, tool="delete_file", approvers=["finance"], quorum=2)
+    conversation = start(alice, agent, "delete a.txt")
+    [approval] = pending_approvals(conversation)
+    assert approval.route_id is not None
+
+    bar = status_bar(client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode())
+
+    assert "Waiting for 2 approvals from finance." in bar
+    assert "Only an approver other than you" not in bar and "“yes”" not in bar
+    assert "You may reject it on its card" in bar
+
+
+def test_a_pushed_claim_is_marked_for_others_so_the_owner_never_sees_claim_on_their_own_card(alice, agent):
+    [approval] = pending_approvals(start(alice, agent, "delete a.txt"))
+    pushed = claim_html(approval, can_decide=None, oob=True)
+    own_page = client_for(alice).get(f"/conversations/{approval.conversation_id}/").content.decode()
+
+    assert 'class="claim-form for-others"' in pushed
+    assert f'id="claim-{approval.pk}"' in own_page and "claim-form" not in own_page.split(f'id="claim-{approval.pk}"')[1].split("</div>")[0]
+    assert 'data-viewer="owner"' in own_page  # app.css hides a pushed .claim-form.for-others there
 
 
 def test_the_rules_page_says_what_a_change_did(alice, agent):
