@@ -70,6 +70,21 @@
     if (reading) pushedWhileReading = true;
   });
 
+  // A call's card only moves forward (waiting for a human, approved, running, finished). Two
+  // processes may push the same card (the request that decided it, the one that reported what it
+  // did): a push rendered before the other but delivered after it would take the card back, so a
+  // pushed card at an earlier stage than the one shown is dropped.
+  const STAGES = { pending_approval: 0, approved: 1, running: 2, waiting_for_input: 2 }; // any other: finished (3)
+  const stage = (status) => (status in STAGES ? STAGES[status] : 3);
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    const shown = event.detail.target;
+    if (!shown.id || !shown.id.startsWith("tool-call-") || !shown.dataset.status) return;
+    const pushed = event.detail.fragment.firstElementChild;
+    if (pushed && pushed.id === shown.id && pushed.dataset.status && stage(pushed.dataset.status) < stage(shown.dataset.status)) {
+      event.detail.shouldSwap = false;
+    }
+  });
+
   // A pushed message that the page already shows (it came with a refresh) replaces it, not doubles it.
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
     if (event.detail.target.id !== "messages") return;

@@ -23,6 +23,7 @@ WATCH_SOCKET = """
     data[name] = String(Number(data[name] || 0) + 1);
   };
   document.addEventListener("htmx:wsOpen", () => bump("wsOpens"));
+  document.addEventListener("htmx:wsAfterMessage", () => bump("wsMessages"));
   document.addEventListener("htmx:afterSettle", (event) => {
     if (event.target.id === "conversation-live") bump("liveRefreshes");
   });

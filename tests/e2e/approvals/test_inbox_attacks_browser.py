@@ -79,5 +79,11 @@ def test_a_key_on_an_inbox_with_no_row_focused_only_reaches_the_first_row(new_pa
         page.wait_for_event("request", lambda request: request.method == "POST", timeout=1000)
     assert Approval.objects.get(pk=first.pk).status == Approval.Status.PENDING
 
-    page.keyboard.press("a")  # on the focused row: approves that one
+    page.keyboard.press("a")  # on the focused row, never opened: opens it and decides nothing
+    expect(page.locator(f"#approval-row-{first.pk} > .row-open")).to_have_attribute("open", "")
+    with pytest.raises(PlaywrightTimeout):
+        page.wait_for_event("request", lambda request: request.method == "POST", timeout=1000)
+    assert Approval.objects.get(pk=first.pk).status == Approval.Status.PENDING
+
+    page.keyboard.press("a")  # on the focused row, open, its preview on screen: approves that one
     wait_until(lambda: Approval.objects.get(pk=first.pk).status == Approval.Status.APPROVED, message="approved")

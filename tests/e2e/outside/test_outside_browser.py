@@ -1,12 +1,18 @@
 """Approval requests from an outside agent in Chromium, against the real stack: a request made with
 the JSON API shows up live on its open conversation page and on the dashboard, an approver approves
 it there, and the outcome the agent reports shows on the open page without a reload."""
+import asyncio
+import threading
+
 import pytest
+from channels_redis.core import RedisChannelLayer
 from playwright.sync_api import expect
 
 from approvals.models import Approval, Outcome
+from chat import fragments, loop
 from chat.demo import ensure_outside_agent
 from chat.models import ToolCall
+from core import live
 from tests.e2e.browser import (  # noqa: F401  (browser and new_page are fixtures)
     browser,
     button,
@@ -64,8 +70,9 @@ def test_a_request_shows_live_is_approved_in_the_browser_and_its_reported_outcom
     expect(seen_by_alice.locator(".badge")).to_have_text("✓ Succeeded · as reported")
     expect(seen_by_alice).to_contain_text("Reported succeeded by alice")
     expect(seen_by_alice).not_to_contain_text("Outcome unknown")
-    seen_by_alice.get_by_text("Result", exact=True).click()
-    expect(seen_by_alice.locator(".result pre")).to_have_text("migrated 3 tables")
+    seen_by_alice.locator("details.details-fold > summary").click()  # a decided card's one fold: its details
+    expect(seen_by_alice.locator(".details-fold .fold-label", has_text="Result")).to_be_visible()
+    expect(seen_by_alice.locator(".details-fold pre.result-text")).to_have_text("migrated 3 tables")
     assert still_same_document(alices)
     assert ToolCall.objects.get(pk=approval.tool_call_id).status == ToolCall.Status.SUCCEEDED
     assert Outcome.objects.get(approval=approval).reported_by == alice
@@ -79,3 +86,39 @@ def test_a_request_shows_live_is_approved_in_the_browser_and_its_reported_outcom
     expect(status_bar(alices)).to_contain_text("Nothing waits for a decision.")
     assert Approval.objects.get(pk=first["id"]).status == Approval.Status.CANCELLED
     assert ToolCall.objects.get(pk=approval.tool_call_id).status == ToolCall.Status.SUCCEEDED  # the reported call stays as reported
+
+
+def test_a_push_rendered_before_the_outcome_never_takes_the_finished_card_back(e2e, new_page, alice, bob, api_for):
+    """The request that decided a call and the one that reported its outcome both push its card; the
+    decider's push may be delivered last. The page keeps the later stage (static/js/app.js)."""
+    ensure_outside_agent()
+    agent_api = api_for(alice)
+    asked = ask(agent_api)
+    alices = logged_in(new_page, alice)
+    open_conversation(alices, asked["conversation"])
+    decided = api_for(bob).post(f"approvals/{asked['id']}/decision", {"decision": "approve", "shown_hash": asked["shown_hash"]})
+    assert decided.status_code == 200, decided.text
+    approval = Approval.objects.select_related("tool_call").get(pk=asked["id"])
+    stale = loop._loaded_call(approval.tool_call_id)
+    stale.status = ToolCall.Status.APPROVED  # the card as the decider's request renders it (loop.show_decided)
+    stale_card = fragments.tool_card_html(stale, oob=True)
+    reported = agent_api.post(f"approvals/{asked['id']}/outcome", {"status": "succeeded", "result": "deployed", "shown_hash": decided.json()["shown_hash"]})
+    assert reported.status_code == 200, reported.text
+    card = alices.locator(f"#tool-call-{approval.tool_call_id}")
+    expect(card).to_have_attribute("data-status", "succeeded")
+    messages = int(alices.locator("html").get_attribute("data-ws-messages"))
+
+    push_late(e2e.redis_url, live.conversation_group(approval.conversation_id), stale_card)
+
+    expect(alices.locator("html")).to_have_attribute("data-ws-messages", str(messages + 1))  # the stale push arrived
+    expect(card).to_have_attribute("data-status", "succeeded")
+    expect(card.locator(".badge")).to_have_text("✓ Succeeded · as reported")
+
+
+def push_late(redis_url: str, group: str, html: str) -> None:
+    """A push as core.live sends one, onto the stack's Redis; from a thread of its own, since this
+    test's thread runs Playwright's event loop."""
+    layer = RedisChannelLayer(hosts=[redis_url])
+    sending = threading.Thread(target=asyncio.run, args=(layer.group_send(group, {"type": "html.push", "html": html}),))
+    sending.start()
+    sending.join()
