@@ -42,6 +42,11 @@ class InboxItem:
         return [where for where in dict.fromkeys(target(approval) for approval in self.approvals[1:]) if where != first]
 
     @property
+    def soonest_expiry(self):
+        """When the first of its calls expires (None when none does)."""
+        return min((approval.expires_at for approval in self.approvals if approval.expires_at), default=None)
+
+    @property
     def shown(self) -> list[str]:
         """What the group's decision posts: each id with the version listed."""
         return [f"{approval.pk}:{approval.shown_hash}" for approval in self.approvals]

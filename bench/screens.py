@@ -73,11 +73,13 @@ SCENES = [
           ("chat-critical", "chat-question", "chat-plan")),
     Scene("inbox-open", (WIDE,), "one inbox row opened into its card (the critical call)", ("inbox",)),
     Scene("inbox-grouped", (WIDE,), "alike calls grouped into one row, opened (only when the inbox groups)", ("inbox",)),
+    Scene("inbox-keys", (WIDE,), "the inbox's keyboard shortcuts, with what each kind needs after a", ("inbox",)),
     Scene("history", (WIDE, PHONE), "decided calls: approved, edited, rejected with a reason, by owner and approver",
           ("chat-edited", "inbox")),
     Scene("chat-diff", (WIDE, PHONE), "a write over an existing file: its lines removed and added, numbered"),
     Scene("chat-diff-edit", (WIDE, PHONE), "that write being edited: the file's live diff and the title's new size", ("chat-diff",)),
     Scene("chat-diff-edited", (WIDE, PHONE), "that write approved as edited: the edit as the file's lines", ("chat-diff-edit",)),
+    Scene("chat-routed", (WIDE, PHONE), "an email routed to two of finance: the status bar says who must approve it"),
 ]
 REQUIRED = {"chat-pending", "chat-decided", "chat-edited", "chat-critical", "chat-question", "chat-plan", "inbox", "history"}
 PHONE_VIEWS = {"chat-pending", "inbox", "history", "chat-diff", "chat-diff-edit", "chat-diff-edited"}
@@ -408,6 +410,23 @@ def inbox_grouped(tour: Tour, scene: Scene) -> None:
     tour.shoot_all(page, scene)
 
 
+def inbox_keys(tour: Tour, scene: Scene) -> None:
+    page = tour.approver
+    page.goto("/approvals/")
+    expect(page.locator("#dashboard-rows [data-line]").first).to_be_visible()
+    page.locator("body").press("?")
+    expect(page.get_by_role("dialog", name="Keyboard shortcuts")).to_be_visible()
+    tour.shoot_all(page, scene)
+    page.keyboard.press("Escape")
+
+
+def chat_routed(tour: Tour, scene: Scene) -> None:
+    page = tour.start("routed", "email bob@example.com about the budget", agent="Ops agent (four eyes)")
+    pending_card(page, "send_email")
+    expect(page.locator("#conversation-status")).to_contain_text("Waiting for 2 approvals from finance.")
+    tour.shoot_all(page, scene)
+
+
 def history(tour: Tour, scene: Scene) -> None:
     """The approver decides the four-eyes deletes (one approved, one rejected with a reason) on the
     owner's conversation, then reads the history."""
@@ -464,10 +483,12 @@ RUNS: dict[str, Callable[[Tour, Scene], None]] = {
     "inbox": inbox,
     "inbox-open": inbox_open,
     "inbox-grouped": inbox_grouped,
+    "inbox-keys": inbox_keys,
     "history": history,
     "chat-diff": chat_diff,
     "chat-diff-edit": chat_diff_edit,
     "chat-diff-edited": chat_diff_edited,
+    "chat-routed": chat_routed,
 }
 
 

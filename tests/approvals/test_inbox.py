@@ -48,6 +48,20 @@ def test_alike_calls_are_one_group_that_lists_each_id_and_version(alice, bob, ag
     assert all(f'data-approval-id="{a.pk}"' in page for a in deletes + elsewhere)  # each row keeps its id
 
 
+def test_a_group_row_says_when_its_first_call_expires(alice, bob, agent):
+    a, b = pending_approvals(start(alice, agent, "delete notes/a.txt and notes/b.txt"))
+    soon = timezone.now() + timedelta(minutes=7)
+    Approval.objects.filter(pk=b.pk).update(expires_at=soon)
+    Approval.objects.filter(pk=a.pk).update(expires_at=soon + timedelta(hours=1))
+
+    page = page_of(bob)
+    summary = page[page.index(f'id="approval-group-'):]
+    summary = summary[:summary.index("</summary>")]
+
+    assert 'class="row-expiry" data-expires-at="' in summary  # app.js counts down beside it
+    assert "the first expires <time" in summary and soon.strftime("%H:%M") + " UTC" in summary
+
+
 def test_calls_differing_in_more_than_one_argument_are_not_alike(alice, bob, agent):
     same_words = pending_approvals(start(alice, agent, "write hi to a.txt")) + pending_approvals(start(alice, agent, "write hi to b.txt"))
     other_words = pending_approvals(start(alice, agent, "write bye to c.txt"))  # path and content differ from both
