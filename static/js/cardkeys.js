@@ -131,7 +131,8 @@
   }
 
   document.addEventListener("keydown", function (event) {
-    if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey || event.isComposing) return;
+    // A held key repeats: a held 1 would approve the next card that takes the focus, unread.
+    if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey || event.isComposing || event.repeat) return;
     if (!["1", "2", "3", "e"].includes(event.key) || typing(event.target)) return;
     const card = cardFor(event.target);
     if (!card) return;

@@ -153,6 +153,9 @@
 
   document.addEventListener("keydown", function (event) {
     if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) return;
+    // A held key repeats: j and k may run down the list, but a held "a" must not open a row and
+    // approve it (and the next) faster than anyone reads.
+    if (event.repeat && !["j", "k"].includes(event.key)) return;
     if (typing(event.target) || (dialog && dialog.open)) return;
     if (event.key === "?") { event.preventDefault(); showShortcuts(); return; }
     if (event.key === "j") { event.preventDefault(); move(1); return; }

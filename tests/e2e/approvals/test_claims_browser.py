@@ -56,3 +56,25 @@ def test_a_claim_is_seen_live_by_another_approver_on_the_row_and_the_card_until_
     assert still_same_document(carols_inbox)
     stored = Approval.objects.get(pk=approval.pk)
     assert stored.status == Approval.Status.REJECTED and stored.claimed_by is None
+
+
+def test_a_card_that_arrives_by_push_never_offers_the_owner_claim_on_their_own_call(new_page, alice, bob, agent, api_for):
+    """The pushed card is rendered for nobody in particular (issue 38, item 4): its Claim is marked
+    for others, and the owner's page hides it, while an approver reading along keeps it."""
+    conversation_id = start(api_for(alice), "write hello to notes.txt")
+    [first] = wait_for_pending(conversation_id, 1)
+    alices = new_page(width=1280, height=900)
+    log_in(alices, alice)
+    open_conversation(alices, conversation_id)
+    bobs = new_page(width=1280, height=900)
+    log_in(bobs, bob)
+    open_conversation(bobs, conversation_id)
+    decide(api_for(alice), first)  # the next turn asks again: its card comes by push to both pages
+
+    api_for(alice).post(f"conversations/{conversation_id}/messages", {"content": "delete notes.txt"})
+    [pushed] = wait_for_pending(conversation_id, 1)
+
+    expect(alices.locator(f"#claim-{pushed.pk}")).to_be_attached()
+    expect(bobs.locator(f"#claim-{pushed.pk} .claim-form.for-others")).to_have_count(1)  # it came by push
+    expect(claim_button(alices, pushed, "Claim")).to_be_hidden()
+    expect(claim_button(bobs, pushed, "Claim")).to_be_visible()

@@ -87,3 +87,21 @@ def test_a_key_on_an_inbox_with_no_row_focused_only_reaches_the_first_row(new_pa
 
     page.keyboard.press("a")  # on the focused row, open, its preview on screen: approves that one
     wait_until(lambda: Approval.objects.get(pk=first.pk).status == Approval.Status.APPROVED, message="approved")
+
+
+def test_a_held_a_opens_the_row_and_approves_nothing(new_page, alice, bob, agent, api_for):  # noqa: F811
+    api = api_for(alice)
+    [first] = wait_for_pending(start(api, "write hello to one.txt"), 1)
+    page = logged_in(new_page, bob, width=1280, height=900)
+    open_dashboard(page)
+    page.keyboard.press("j")
+
+    page.keyboard.down("a")  # pressed: opens the row
+    expect(page.locator(f"#approval-row-{first.pk} > .row-open")).to_have_attribute("open", "")
+    for _ in range(5):
+        page.keyboard.down("a")  # held: the browser repeats it, which approves nothing
+    page.keyboard.up("a")
+
+    with pytest.raises(PlaywrightTimeout):
+        page.wait_for_event("request", lambda request: request.method == "POST", timeout=1000)
+    assert Approval.objects.get(pk=first.pk).status == Approval.Status.PENDING

@@ -9,7 +9,7 @@ on screen whole; a decided card is one line and one fold; Respond sends the agen
 Not named *_browser.py: CI runs these on PostgreSQL too (the decisions' race and the rule's save are
 the database's part of each key)."""
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect
 
 from approvals.models import Approval, Rule
 from tests.conftest import wait_until
@@ -113,6 +113,10 @@ def test_key_2_approves_and_saves_the_narrowest_rule_which_the_card_undoes(new_p
     shown = page.locator(f"#rule-saved-{rule.pk}")
     expect(shown).to_contain_text(f"Saved as rule #{rule.pk}")
     expect(page.locator(f'[data-approval-id="{approval.pk}"]')).to_have_attribute("data-status", "succeeded")  # after the push too
+    # The agent's reply re-renders its message, cards and all, from what is stored: the undo's note
+    # is the click's answer, not stored, so the reply must land first or it takes the note away.
+    expect(page.locator("#conversation-status")).to_have_attribute("data-status", "idle")
+    expect(page.locator(f"#rule-saved-{rule.pk}")).to_contain_text(f"Saved as rule #{rule.pk}")  # re-read from the rule
     button(page.locator(f"#rule-saved-{rule.pk}"), "Undo: remove this rule").click()
 
     expect(page.locator(".rule-undone")).to_have_text(f"Rule #{rule.pk} removed: calls like this ask again.")
@@ -221,3 +225,18 @@ def test_a_decision_reaches_the_same_users_other_tab_within_a_second(new_page, a
     expect(second.locator(watched)).not_to_have_attribute("data-status", "pending_approval")
     took = (second.evaluate("window.changedAt") - pressed_at) / 1000
     assert took < 1.0, f"the other tab showed the decision {took:.2f} s after the click"
+
+
+def test_a_held_key_decides_once_never_the_card_that_takes_the_focus_next(new_page, alice, agent, api_for):
+    page, [first, second] = chat_with_pending(new_page, alice, api_for(alice), "delete a.txt and b.txt", count=2)
+    pending_card(page, first).focus()
+
+    page.keyboard.down("1")  # pressed: approves the focused card
+    decided(first, "approved")
+    for _ in range(5):
+        page.keyboard.down("1")  # held: the browser repeats it, which decides nothing
+    page.keyboard.up("1")
+
+    with pytest.raises(PlaywrightTimeout):  # no decision sent within a second
+        page.wait_for_event("request", lambda request: request.method == "POST", timeout=1000)
+    assert Approval.objects.get(pk=second.pk).status == Approval.Status.PENDING
