@@ -22,14 +22,18 @@ from .runs import HITL_EXTENSION
 
 APPROVE, DENY, EDIT = "approve", "deny", "edit"
 DECISION_TYPES = {"approve": APPROVE, "deny": DENY, "reject": DENY}
-SEED_DECISIONS = {"approved": APPROVE, "denied": DENY, "modified": EDIT}  # seed 004's approval_response
+# seed 004's approval_response, and the Swift design's reply to the options its pause offers
+# ("approve", "deny", "modify", with "modifications"): both spellings mean the same.
+SEED_DECISIONS = {"approved": APPROVE, "denied": DENY, "modified": EDIT, "approve": APPROVE, "deny": DENY, "modify": EDIT}
+EDITED_KEYS = ("modified_input", "modifications")  # seed 004's, the Swift design's
 SHAPE_KEYS = ("decision", "decision_type", "decisions", "approvals", "answers")  # one per shape below
 SHAPES = (
     'A data part holds {"decision_type": "approve"|"deny", "reason"?} (the calls the pause you were sent listed), '
     '{"decisions": [{"id", "decision_type", "shown_hash"?, "reason"?, "confirmation"?}]}, {"approvals": [{"id", '
     '"approved", "shown_hash"?, "rejection_reason"?}]} (tool_approval_response) or {"answers": [{"id", "answer"} | '
     '{"id", "decline": true, "reason"?}]} (ask_user_response), or {"type": "approval_response", "decision": "approved"|'
-    '"denied"|"modified", "modified_input"?, "id"?, "reason"?} (the calls the pause you were sent listed, or the one named). '
+    '"denied"|"modified", "modified_input"?, "id"?, "reason"?} (the calls the pause you were sent listed, or the one named; '
+    'also {"decision": "approve"|"deny"|"modify", "modifications"?, "reason"?}). '
     '"shown_hash" is the one the pause lists for the call.'
 )
 
@@ -208,12 +212,15 @@ def _read_seed_response(item: dict, pending: list[Approval], shown: dict[int, st
     checked as every edit is)."""
     verb = SEED_DECISIONS.get(item.get("decision")) if isinstance(item.get("decision"), str) else None
     if verb is None:
-        raise Refused('"decision" is "approved", "denied" or "modified".')
-    edited = item.get("modified_input")
+        raise Refused('"decision" is "approved", "denied" or "modified". ("approve", "deny" and "modify" mean the same.)')
+    given = [key for key in EDITED_KEYS if key in item]
+    if len(given) > 1:
+        raise Refused('"modified_input" and "modifications" are one field in two spellings: send one.')
+    edited = item.get(given[0]) if given else None
     if verb == EDIT and not isinstance(edited, dict):
-        raise Refused('"modified" needs "modified_input": the tool call\'s arguments as a JSON object.')
-    if verb != EDIT and "modified_input" in item:
-        raise Refused('"modified_input" goes with "decision": "modified" only.')
+        raise Refused('"modified" needs "modified_input" (or "modifications"): the tool call\'s arguments as a JSON object.')
+    if verb != EDIT and given:
+        raise Refused(f'"{given[0]}" goes with "decision": "modified" only.')
     fields = {"reason": _text(item.get("reason")), "confirmation": _text(item.get("confirmation"))}
     if "id" in item:
         approval_id = _id(item["id"])

@@ -34,6 +34,7 @@ MAX_HOPS_READ = 10_000  # a hop count past this is not a count
 # `adk_type`, then `kagent_type`, in the part's metadata.
 FUNCTION_CALL, FUNCTION_RESPONSE = "function_call", "function_response"
 PART_TYPE_KEYS = ("kagent_type", "adk_type")
+INTERRUPT_DATA = "interrupt_data"  # kagent_type of a pause's data parts
 # kagent's HITL extension (its UI reads a pause only there): the message lists the URI in
 # `extensions` and carries the payload in its metadata under that URI; a reply comes back the same way.
 HITL_EXTENSION = "https://kagent.dev/extensions/hitl/v1"
@@ -276,7 +277,8 @@ def status_message(task: Task, reading: Reading) -> pb.Message:
     if reading.text:
         message.parts.append(pb.Part(text=reading.text))
     for data in reading.data or []:
-        message.parts.append(pb.Part(data=_value(data), media_type="application/json", metadata=_struct({"type": data["type"]})))
+        # kagent reads a part's kind in its metadata: a pause's parts are its "interrupt_data".
+        message.parts.append(pb.Part(data=_value(data), media_type="application/json", metadata=_struct({"type": data["type"], "kagent_type": INTERRUPT_DATA})))
     if reading.data:
         message.metadata.CopyFrom(_struct({"interrupt_type": INTERRUPT_TYPE, HITL_EXTENSION: kagent_request(reading.pending)}))
         message.extensions.append(HITL_EXTENSION)

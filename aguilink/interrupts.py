@@ -12,6 +12,7 @@ from ag_ui.core import Interrupt
 from approvals import services
 from approvals.summary import summarize
 from approvals.models import Approval
+from approvals.pauses import questions
 from chat.tools import registry
 
 REASONS = {Approval.Kind.ACTION: "tool_approval", Approval.Kind.QUESTION: "question", Approval.Kind.PLAN: "plan"}
@@ -109,5 +110,6 @@ def answer_schema(question: dict) -> dict:
     if kind == "date":
         return {"type": "string", "format": "date"}
     if kind == "confirm":
-        return {"type": "boolean"}
+        yes, no = questions.labels(question)
+        return {"type": "boolean", "description": f"true: {yes}; false: {no}"}
     return {"type": "string", "minLength": 1 if question.get("required", True) else 0}

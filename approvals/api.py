@@ -19,6 +19,7 @@ from core.inputs import is_storable
 from core.live import Listening, conversation_group
 
 from .deciders import routing, votes
+from .pauses import questions
 from .policy import explain
 from .models import Approval, Vote
 from .summary import summarize
@@ -47,6 +48,9 @@ class QuestionOut(Schema):
     max: float | None
     default: Any = None
     required: bool
+    details: str = Field("", description="A confirmation's details.")
+    confirm_label: str | None = Field(None, description='A confirmation\'s yes button ("Delete"); null for other types.')
+    cancel_label: str | None = Field(None, description='A confirmation\'s no button ("Go back"); null for other types.')
 
 
 class PlanStepOut(Schema):
@@ -239,7 +243,7 @@ def approval_out(approval: Approval) -> dict:
         "confirmation_hint": approval.confirmation_hint,
         "expires_at": approval.expires_at,
         "kind": approval.kind,
-        "question": approval.question,
+        "question": questions.as_shown(approval.question),
         "plan": approval.plan,
         "answer": approval.answer,
         "rule_id": approval.rule_id,
@@ -306,15 +310,23 @@ def list_approvals(
     kind: Approval.Kind | None = None,
     agent: str = "",
     tool: str = "",
+    thread: str = "",
+    requester: str = "",
     since: datetime | None = None,
     limit: int = 100,
     offset: int = 0,
 ):
     """The approvals the caller may see (their own, or all for an approver), oldest first.
-    `since` keeps those requested at or after it; `limit` is at most 500."""
-    if not (is_storable(agent) and is_storable(tool)):
-        raise HttpError(400, "`agent` and `tool` must be text without NUL characters.")
+    `thread` keeps those of one outside thread (the `thread` of POST /api/approval-requests),
+    `requester` those one user asked for (a username); `since` keeps those requested at or after
+    it; `limit` is at most 500."""
+    if not all(is_storable(text) for text in (agent, tool, thread, requester)):
+        raise HttpError(400, "`agent`, `tool`, `thread` and `requester` must be text without NUL characters.")
     approvals = visible_approvals(request.auth)
+    if thread:
+        approvals = approvals.filter(conversation__external_thread=thread)
+    if requester:
+        approvals = approvals.filter(requested_by__username=requester)
     if status:
         approvals = approvals.filter(status=status)
     if kind:

@@ -28,7 +28,8 @@ _APPROVALS = (
     "yes", "y", "yep", "yeah", "yup", "ok", "okay", "sure", "approve", "approved", "confirm", "confirmed",
     "lgtm", "go ahead", "do it", "please do", "proceed",
 )
-_REJECTIONS = ("no", "n", "nope", "nah", "reject", "rejected", "deny", "denied")
+# "cancel": kagent's reply to a pause it will not approve (its UI's Cancel), a rejection.
+_REJECTIONS = ("no", "n", "nope", "nah", "reject", "rejected", "deny", "denied", "cancel", "cancelled", "canceled")
 _COURTESIES = ("please", "thanks", "thank you")
 # An acknowledgement of what the agent said is no decision: "ok thanks", "cool", "sure, thx". A weak
 # yes with thanks is read as one; a strong word ("yes", "approve", "go ahead") with thanks still decides.

@@ -82,7 +82,7 @@ SCENES = [
     Scene("chat-routed", (WIDE, PHONE), "an email routed to two of finance: the status bar says who must approve it"),
 ]
 REQUIRED = {"chat-pending", "chat-decided", "chat-edited", "chat-critical", "chat-question", "chat-plan", "inbox", "history"}
-PHONE_VIEWS = {"chat-pending", "inbox", "history", "chat-diff", "chat-diff-edit", "chat-diff-edited"}
+PHONE_VIEWS = {"chat-pending", "inbox", "history", "chat-diff", "chat-diff-edit", "chat-diff-edited", "chat-routed"}
 
 # Where a grouped inbox row may say it holds several calls (whichever the inbox uses).
 GROUP_HOOKS = "[data-group], [data-approval-ids], [data-group-ids], .inbox-group, .group-row"

@@ -9,6 +9,13 @@ from approvals.permissions import APPROVERS_GROUP, approvers_group
 from .models import Agent
 
 FINANCE_GROUP = "finance"
+# When the demo agents ask a person (AgentKit's human-in-the-loop tool says when, in its prompt).
+ASK_A_HUMAN = (
+    "When the request is unclear, a choice is the user's to make (which file, which recipient, which "
+    "option), or you lack something only they know, ask them with ask_human instead of guessing; "
+    "for several steps that change things, propose a plan first with propose_plan. When a call is "
+    "rejected, do not ask for the same call again: read the reason and try a different approach."
+)
 
 DEMO_TOOLS = [
     "list_directory", "read_file", "write_file", "delete_file", "delete_all_files", "send_email", "calculator", "web_fetch",
@@ -23,7 +30,8 @@ def ensure_demo_agent() -> Agent:
         defaults={
             "name": "Demo agent",
             "system_prompt": "You help with files in a sandbox, email, arithmetic and web pages. "
-            "Writes, deletes and emails wait for the user's approval.",
+            "Writes, deletes and emails wait for the user's approval. "
+            + ASK_A_HUMAN,
             "model": "scripted/demo",
             "tools": DEMO_TOOLS,
             "require_approval": ["write_file", "delete_file", "send_email"],
@@ -41,7 +49,7 @@ def ensure_ops_agent() -> Agent:
         slug="ops",
         defaults={
             "name": "Ops agent (four eyes)",
-            "system_prompt": "You operate on shared files and mail. Risky actions need a second person.",
+            "system_prompt": "You operate on shared files and mail. Risky actions need a second person. " + ASK_A_HUMAN,
             "model": "scripted/ops",
             "tools": DEMO_TOOLS,
             "require_approval": ["write_file", "delete_file", "send_email"],

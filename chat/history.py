@@ -88,11 +88,19 @@ def _call_for_model(call: ToolCall) -> dict:
     return {"id": call.call_id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
 
 
+# What the model reads after a person (or a rule) said no, as kagent's design words it: the
+# rejection and its reason first, then a nudge away from asking for the same call again.
+REJECTION_NUDGE = "\n\nThis call was rejected and did not run. Please try a different approach."
+NUDGED = ("Rejected by", "Denied by rule")
+
+
 def tool_result(call: ToolCall) -> str:
     if call.status not in ToolCall.FINISHED:
         raise ValueError(f"{call} has no result yet ({call.status}); the model must not be called.")
     if call.status == Status.FAILED:
         return f"Error: {call.error}"
+    if call.status == Status.REJECTED and call.result.startswith(NUDGED) and ", who answered instead: " not in call.result:
+        return call.result + REJECTION_NUDGE  # not a response: those words are the instruction
     return call.result
 
 

@@ -15,7 +15,7 @@ def _never_run(**arguments) -> str:
 
 
 def ask_human(
-    question: Annotated[str, Field(description="The question, as the human will read it.")],
+    question: Annotated[str, Field(description="The question, as the human will read it.")] = "",
     type: Annotated[  # noqa: A002  (the contract's name)
         QuestionType, Field(description="What kind of answer: free text, one option, several options, a number, a date (YYYY-MM-DD) or yes/no.")
     ] = "text",
@@ -24,6 +24,10 @@ def ask_human(
     max: Annotated[float | None, Field(description="For number: the largest answer allowed.")] = None,  # noqa: A002
     default: Annotated[Any, Field(description="The answer suggested to the human.")] = None,
     required: Annotated[bool, Field(description="Whether an empty answer is refused.")] = True,
+    message: Annotated[str | None, Field(description="For confirm: the question, if `question` is not given.")] = None,
+    details: Annotated[str | None, Field(description="For confirm: what the human should know before answering.")] = None,
+    confirm_label: Annotated[str | None, Field(description='For confirm: the yes button\'s words, e.g. "Delete" (default "Yes").')] = None,
+    cancel_label: Annotated[str | None, Field(description='For confirm: the no button\'s words, e.g. "Go back" (default "No").')] = None,
 ) -> str:
     """Ask the human a question and wait for the answer, which comes back as this call's result (JSON
     with "answer", or "declined" with a reason). Use it for a missing fact or a choice only they can make."""
@@ -48,7 +52,7 @@ def propose_plan(
 
 
 def _describe_question(arguments: dict) -> str:
-    return f"Asks you: {arguments['question']}"
+    return f"Asks you: {arguments.get('question') or arguments.get('message')}"
 
 
 def _describe_plan(arguments: dict) -> str:

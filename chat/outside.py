@@ -37,6 +37,7 @@ MAX_TOOL = 200  # ToolCall.name
 MAX_REASON = 2000
 MAX_PREVIEW = 20_000
 MAX_RESULT = 20_000
+MAX_EXPIRES_IN = 30 * 24 * 60 * 60  # a month: a wait longer than that is a forgotten one
 PREVIEW_KINDS = ("diff", "email", "file", "fetch", "text")
 # A name the caller chose, shown to deciders and matched by rules and routes: never a glob (an "Always
 # allow" of `*` would allow every tool), nor invisible, look-alike or markup characters.
@@ -82,12 +83,13 @@ def _untitled(source: str) -> str:
     return "Approval requests" if source == Conversation.Source.API else "MCP calls"
 
 
-def request_call(conversation: Conversation, *, tool, arguments, reason="", risk=None, preview=None) -> ToolCall:
+def request_call(conversation: Conversation, *, tool, arguments, reason="", risk=None, preview=None, expires_in=None) -> ToolCall:
     """Ask for one call in an outside conversation, as the loop asks for its model's calls. Returns
     the stored call with its approval (`call.approval`) if it has one: pending, or decided at once by
     a rule, or (an approval request the agent's policy does not gate) approved via `policy`. An MCP
-    call the policy does not gate has no approval: it is approved to run. Raises InvalidRequest."""
-    reason, risk = _checked_reason(reason), _checked_risk(risk)
+    call the policy does not gate has no approval: it is approved to run. `expires_in`: the
+    caller's wait in seconds, capped by the agent's timeout. Raises InvalidRequest."""
+    reason, risk, expires_in = _checked_reason(reason), _checked_risk(risk), _checked_expires_in(expires_in)
     spec = _spec(conversation, tool)
     arguments = _checked_arguments(spec, arguments)
     if conversation.source == Conversation.Source.MCP:
@@ -128,6 +130,7 @@ def request_call(conversation: Conversation, *, tool, arguments, reason="", risk
             call.is_gated, call.status = False, Status.APPROVED
         call.save()
         if gated.gate.required:
+            gated = _waiting_at_most(gated, expires_in)
             automatic = automatic_decision(applied)
             explanation = explained(gated, screening, applied, route, conversation)
             call.approval = request(
@@ -186,6 +189,22 @@ def _checked_reason(reason) -> str:
     if not isinstance(reason, str) or len(reason) > MAX_REASON or not is_storable(reason):
         raise InvalidRequest("reason", f"`reason` must be text of at most {MAX_REASON} characters, without NUL characters.")
     return reason.strip()
+
+
+def _checked_expires_in(expires_in) -> int | None:
+    if expires_in is None:
+        return None
+    if isinstance(expires_in, bool) or not isinstance(expires_in, int) or not 1 <= expires_in <= MAX_EXPIRES_IN:
+        raise InvalidRequest("expires_in", f"`expires_in` must be a whole number of seconds from 1 to {MAX_EXPIRES_IN}.")
+    return expires_in
+
+
+def _waiting_at_most(gated, expires_in: int | None):
+    """The gate with the caller's wait, never longer than the agent's own timeout (none: theirs)."""
+    if expires_in is None:
+        return gated
+    own = gated.gate.timeout_seconds
+    return replace(gated, gate=replace(gated.gate, timeout_seconds=min(own, expires_in) if own else expires_in))
 
 
 def _checked_risk(risk) -> str | None:

@@ -27,6 +27,7 @@ class ApprovalRequestIn(Schema):
     risk: Any = Field(None, description='"low", "medium", "high" or "critical": raises the tool\'s risk, never lowers it.')
     preview: Any = Field(None, description='What the call will do, {"kind": "diff"|"email"|"file"|"fetch"|"text", "text": ...}: shown as is, escaped.')
     thread: Any = Field(None, description="Your thread's id: the requests of one thread land in one conversation of yours, titled from it.")
+    expires_in: Any = Field(None, description="How many seconds the approval may wait for a human (1 or more, whole): then it expires. The agent's own timeout caps it.")
 
 
 class OutcomeIn(Schema):
@@ -49,7 +50,8 @@ def request_approval(request, payload: ApprovalRequestIn):
         thread = "" if payload.thread is None else payload.thread
         conversation = outside.conversation_for(request.auth, agent, source=Conversation.Source.API, thread=thread)
         call = outside.request_call(
-            conversation, tool=payload.tool, arguments=payload.arguments, reason=payload.reason, risk=payload.risk, preview=payload.preview
+            conversation, tool=payload.tool, arguments=payload.arguments, reason=payload.reason, risk=payload.risk, preview=payload.preview,
+            expires_in=payload.expires_in,
         )
     return Status(201, approval_object(request.auth, call.approval.pk))
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from approvals.pauses import questions
 
+from .history import REJECTION_NUDGE
 from .llm import ModelToolCall, ModelTurn
 
 SCRIPTED_REQUESTS: deque = deque(maxlen=100)  # what the scripted model was sent, newest last
@@ -152,7 +153,8 @@ def _notes_call(text: str) -> tuple[str, str] | None:
 
 def _question(text: str) -> dict | None:
     """The ask_human arguments a phrase asks for: `ask me to choose between a, b and c`, `ask me
-    for a number between m and n`, `ask me for a date`, `ask me <question>`."""
+    for a number between m and n`, `ask me for a date`, `ask me to confirm <text> with <yes> or
+    <no>` (a confirmation with its buttons' words), `ask me <question>`."""
     if m := re.fullmatch(r"ask me to choose between (.+)", text, re.I | re.S):
         options = [o.strip() for o in re.split(r",|\bor\b|\band\b", m[1]) if o.strip()]
         return {"question": "Which one?", "type": "choice", "options": options}
@@ -160,6 +162,10 @@ def _question(text: str) -> dict | None:
         return {"question": f"Which number, from {m[1]} to {m[2]}?", "type": "number", "min": float(m[1]), "max": float(m[2])}
     if re.fullmatch(r"ask me for a date", text, re.I):
         return {"question": "Which date?", "type": "date"}
+    if m := re.fullmatch(r"ask me to confirm (.+) with (.+?) or (.+?)", text, re.I | re.S):
+        what = m[1].strip()
+        return {"message": f"Confirm: {what}?", "type": "confirm", "details": f"You asked me to confirm {what}.",
+                "confirm_label": m[2].strip(), "cancel_label": m[3].strip()}
     if m := re.fullmatch(r"ask me (.+)", text, re.I | re.S):
         return {"question": m[1].strip(), "type": "text"}
     return None
@@ -203,6 +209,7 @@ def _describe_call(call: dict | None) -> str:
 
 
 def _result_sentence(call: dict | None, content: str) -> str:
+    content = content.removesuffix(REJECTION_NUDGE)  # the nudge is for a real model: the reply quotes the reason
     if call and call["function"]["name"] in ("ask_human", "request_human_input", "propose_plan"):
         return _answer_sentence(content)
     action = _describe_call(call)

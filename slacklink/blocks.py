@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from approvals.deciders import votes
 from approvals.models import Approval
+from approvals.pauses import questions
 from approvals.announcements.outcomes import outcome_line
 from approvals.summary import Summary, summarize
 from approvals.templatetags.approval_tags import route_need
@@ -159,7 +160,8 @@ def buttons(approval: Approval, token: str, view: Shown) -> list[dict]:
             return [decline, open_link]
         question = approval.question
         if question["type"] == "confirm":
-            return [_button("Yes", CHOOSE, f"0.{token}"), _button("No", CHOOSE, f"1.{token}"), decline, open_link]
+            yes, no = (reveal_line(label) for label in questions.labels(question))
+            return [_button(yes, CHOOSE, f"0.{token}"), _button(no, CHOOSE, f"1.{token}"), decline, open_link]
         if question["type"] == "choice":
             labels = [reveal_line(str(option)) for option in question["options"]]
             if len(labels) <= MAX_BUTTONS and all(len(label) <= MAX_BUTTON for label in labels) and len(set(labels)) == len(labels):

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from approvals.deciders import votes
 from approvals.models import Approval
+from approvals.pauses import questions
 from approvals.announcements.outcomes import outcome_line  # noqa: F401  (texts.outcome_line: the bot's "Too late: …")
 from approvals.summary import Summary, summarize
 from approvals.templatetags.approval_tags import route_need
@@ -150,7 +151,8 @@ def buttons(approval: Approval, token: str, *, complete: bool) -> list[list[tupl
         if not complete:
             return decline + site
         if question["type"] == "confirm":
-            return [[("Yes", f"{CHOOSE}0:{token}"), ("No", f"{CHOOSE}1:{token}")]] + decline
+            yes, no = (reveal_line(label) for label in questions.labels(question))
+            return [[(yes, f"{CHOOSE}0:{token}"), (no, f"{CHOOSE}1:{token}")]] + decline
         if question["type"] == "choice":
             labels, _ = option_labels(question["options"])
             return [[(label, f"{CHOOSE}{index}:{token}")] for index, label in enumerate(labels)] + decline

@@ -1,6 +1,8 @@
 """A question the agent asks a human: what it may be, what counts as its answer, and what the model
 reads back. Pure: no database. The stored question is
-`{"text", "type", "options", "min", "max", "default", "required"}`."""
+`{"text", "type", "options", "min", "max", "default", "required"}`, and a confirmation's (the Swift
+design's ConfirmationRequest) `"details", "confirm_label", "cancel_label"`: what to know first and
+the words of its two buttons (one stored before them says Yes and No: `labels`)."""
 import json
 import math
 import re
@@ -13,6 +15,8 @@ MIN_OPTIONS, MAX_OPTIONS = 2, 20
 MAX_QUESTION_CHARS = 2000
 MAX_OPTION_CHARS = 200
 MAX_TEXT_ANSWER_CHARS = 5000
+MAX_LABEL_CHARS = 40  # a button's words
+DEFAULT_LABELS = ("Yes", "No")
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 YES = {"yes", "y", "true", "ok", "confirm", "confirmed"}
 NO = {"no", "n", "false", "deny", "denied"}
@@ -28,7 +32,7 @@ class InvalidAnswer(ValueError):
 
 def normalize(arguments: dict) -> dict:
     """The model's (schema-validated) arguments as the stored question, or InvalidQuestion."""
-    text = str(arguments.get("question") or "").strip()
+    text = str(arguments.get("question") or arguments.get("message") or "").strip()  # "message": the Swift design's word
     if not text:
         raise InvalidQuestion("question: the question is empty.")
     if len(text) > MAX_QUESTION_CHARS:
@@ -44,6 +48,7 @@ def normalize(arguments: dict) -> dict:
         "max": None,
         "default": None,
         "required": bool(arguments.get("required", True)),
+        **_confirmation(kind, arguments),
     }
     low, high = arguments.get("min"), arguments.get("max")
     if kind == "number":
@@ -58,6 +63,42 @@ def normalize(arguments: dict) -> dict:
         except InvalidAnswer as exc:
             raise InvalidQuestion(f"default: {exc}") from None
     return question
+
+
+def _confirmation(kind: str, arguments: dict) -> dict:
+    """A confirmation's details and the words of its buttons ("Delete" / "Go back"); nothing for
+    the other types, which refuse them."""
+    given = [name for name in ("details", "confirm_label", "cancel_label") if arguments.get(name) not in (None, "")]
+    if kind != "confirm":
+        if given:
+            raise InvalidQuestion(f"{', '.join(given)}: only a confirm question has them, not a {kind} question.")
+        return {}
+    details = str(arguments.get("details") or "").strip()
+    if len(details) > MAX_QUESTION_CHARS:
+        raise InvalidQuestion(f"details: longer than {MAX_QUESTION_CHARS} characters.")
+    words = []
+    for name, default in zip(("confirm_label", "cancel_label"), DEFAULT_LABELS):
+        label = " ".join(str(arguments.get(name) or default).split())
+        if len(label) > MAX_LABEL_CHARS:
+            raise InvalidQuestion(f"{name}: longer than {MAX_LABEL_CHARS} characters.")
+        words.append(label)
+    if words[0].casefold() == words[1].casefold():
+        raise InvalidQuestion("confirm_label, cancel_label: the two buttons say the same.")
+    return {"details": details, "confirm_label": words[0], "cancel_label": words[1]}
+
+
+def labels(question: dict) -> tuple[str, str]:
+    """The words of a confirmation's two buttons: its own, or Yes and No."""
+    return (question.get("confirm_label") or DEFAULT_LABELS[0], question.get("cancel_label") or DEFAULT_LABELS[1])
+
+
+def as_shown(question: dict | None) -> dict | None:
+    """The stored question with its confirmation's words filled in (Yes and No for one stored
+    before they were kept), as the API shows it."""
+    if not question or question.get("type") != "confirm":
+        return question
+    yes, no = labels(question)
+    return {"details": "", **question, "confirm_label": yes, "cancel_label": no}
 
 
 def _options(kind: str, options) -> list[str]:
@@ -169,7 +210,8 @@ def from_text(question: dict, text: str):
         return [_option_named(question, part) or part for part in parts]
     if kind == "confirm":
         word = text.lower().strip(" .!")
-        return True if word in YES else False if word in NO else text
+        yes, no = (label.casefold() for label in labels(question))
+        return True if word in YES or word == yes else False if word in NO or word == no else text
     if kind == "number":
         number = _number(text)
         return text if number is None else number

@@ -103,6 +103,12 @@ def call_title(thing) -> str:
 
 
 @register.filter
+def shown_question(question):
+    """approvals.pauses.questions.as_shown: a confirmation with the words of its buttons."""
+    return questions.as_shown(question)
+
+
+@register.filter
 def summary_of(approval) -> summary.Summary:
     """approvals.summary.summarize: the sentence, requester and why every surface says."""
     return summary.summarize(approval)

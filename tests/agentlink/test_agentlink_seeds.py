@@ -67,6 +67,9 @@ def test_a_pause_carries_seed_004s_approval_request_and_its_task_says_interrupt_
     assert MessageToDict(proto.status.message.metadata)["interrupt_type"] == "tool_approval"
     assert {part["data"]["type"] for part in MessageToDict(proto.status.message)["parts"] if "data" in part} == {
         "tool_approval", "tool_approval_request", "approval_request"}  # besides what was sent before
+    # kagent's part type on each of the pause's data parts (issue 39, item 2), beside its own "type"
+    assert [part["metadata"] for part in MessageToDict(proto.status.message)["parts"] if "data" in part] == [
+        {"type": kind, "kagent_type": "interrupt_data"} for kind in ("tool_approval", "tool_approval_request", "approval_request")]
 
 
 def test_a_task_that_does_not_wait_has_no_interrupt_type(alice, agent):
@@ -170,6 +173,57 @@ def test_modified_approves_the_modified_input_in_place_of_the_models_and_that_is
     assert (settings.HITL_SANDBOX_ROOT / str(task.conversation_id) / "a.txt").read_text() == "bye"
     [(_, function_call, _), _] = typed_parts(snapshot(task))
     assert function_call["args"] == {"path": "a.txt", "content": "bye"}  # what ran, not what the model asked
+
+
+# The Swift design's replies to the options its pause offers, as it writes them (issue 39, item 1):
+# {"decision": "approve"} / {"decision": "deny", "reason": ...} / {"decision": "modify", "modifications": {...}}.
+
+
+def test_the_swift_designs_approve_decides_like_approved(alice, agent, settings):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    [approval] = pending_approvals(task.conversation)
+
+    assert send(task, alice, json.loads('{"decision": "approve"}')) == 1
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_via, approval.decided_by) == ("approved", "a2a", alice)
+    assert (settings.HITL_SANDBOX_ROOT / str(task.conversation_id) / "a.txt").read_text() == "hello"
+
+
+def test_the_swift_designs_deny_rejects_with_its_reason(alice, agent):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    [approval] = pending_approvals(task.conversation)
+
+    assert send(task, alice, json.loads('{"decision": "deny", "reason": "Not that file"}')) == 1
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_via, approval.rejection_reason) == ("rejected", "a2a", "Not that file")
+
+
+def test_the_swift_designs_modify_approves_its_modifications_and_that_is_what_runs(alice, agent, settings):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+    [approval] = pending_approvals(task.conversation)
+
+    assert send(task, alice, json.loads('{"decision": "modify", "modifications": {"path": "a.txt", "content": "bye"}}')) == 1
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.edited_by, approval.edited_arguments) == ("approved", alice, {"path": "a.txt", "content": "bye"})
+    assert (settings.HITL_SANDBOX_ROOT / str(task.conversation_id) / "a.txt").read_text() == "bye"
+
+
+@pytest.mark.parametrize("response, says", [
+    ({"decision": "modify"}, '"modified" needs "modified_input" (or "modifications")'),
+    ({"decision": "modify", "modifications": "rm -rf /"}, '"modified" needs "modified_input" (or "modifications")'),
+    ({"decision": "approve", "modifications": {"path": "b.txt"}}, '"modifications" goes with "decision": "modified" only.'),
+    ({"decision": "modify", "modifications": {"path": "a.txt"}, "modified_input": {"path": "b.txt"}}, "one field in two spellings"),
+])
+def test_a_garbled_swift_reply_is_refused_clearly_and_decides_nothing(alice, agent, response, says):
+    task = a2a_task(alice, agent, "write hello to a.txt")
+
+    refusal = refused(task, alice, response)
+
+    assert says in refusal.message
+    assert statuses(task) == ["pending"]
 
 
 def test_a_response_naming_its_call_by_id_decides_that_one_only(alice, agent):

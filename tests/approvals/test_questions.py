@@ -488,3 +488,48 @@ def test_a_plans_card_approves_the_ticked_steps_and_refuses_to_drop_a_required_o
     assert refused.status_code == 400 and "Step 3 (Do it: a tidy-up) is required" in refused.content.decode()
     approved = client.post(f"/approvals/{approval.pk}/decide/", {"decision": "approve", "plan": "1", "steps": ["1", "3"]}, headers=HTMX)
     assert approved.status_code == 200 and "Approved (steps 1, 3)" in approved.content.decode()
+
+
+# --- Confirmations with their own words (issue 39, item 5) -------------------------------------
+
+
+def test_a_confirmation_keeps_its_details_and_the_words_of_its_buttons():
+    asked = questions.normalize({"message": "Delete 3 files?", "type": "confirm", "details": "a.txt, b.txt, c.txt",
+                                 "confirm_label": " Delete ", "cancel_label": "Go  back"})
+
+    assert (asked["text"], asked["details"], asked["confirm_label"], asked["cancel_label"]) == (
+        "Delete 3 files?", "a.txt, b.txt, c.txt", "Delete", "Go back")
+    assert questions.labels(asked) == ("Delete", "Go back")
+    assert questions.from_text(asked, "delete") is True and questions.from_text(asked, "Go back.") is False
+    assert questions.from_text(asked, "yes") is True  # the plain words still answer
+    assert questions.labels(question(type="confirm")) == ("Yes", "No")
+    assert "confirm_label" not in question(type="text")  # other types store nothing more
+
+
+@pytest.mark.parametrize(("arguments", "field"), [
+    ({"type": "text", "confirm_label": "Delete"}, "confirm_label"),
+    ({"type": "choice", "options": ["a", "b"], "details": "x"}, "details"),
+    ({"type": "confirm", "confirm_label": "x" * 41}, "confirm_label"),
+    ({"type": "confirm", "confirm_label": "Go", "cancel_label": "go"}, "confirm_label, cancel_label"),
+])
+def test_a_confirmations_words_that_do_not_fit_are_refused_naming_the_field(arguments, field):
+    with pytest.raises(questions.InvalidQuestion) as refused:
+        question(**arguments)
+    assert str(refused.value).startswith(field + ":")
+
+
+def test_the_scripted_confirmation_shows_its_words_on_the_card_and_in_the_api(alice, agent, api_as):
+    conversation = start_conversation(alice, agent, "ask me to confirm deleting the drafts with Delete or Go back")
+    [asked] = pending_approvals(conversation)
+
+    shown = api_as(alice).get(f"approvals/{asked.pk}").json()["question"]
+    card = client_for(alice).get(f"/conversations/{conversation.pk}/").content.decode()
+
+    assert (shown["type"], shown["confirm_label"], shown["cancel_label"]) == ("confirm", "Delete", "Go back")
+    assert shown["details"] == "You asked me to confirm deleting the drafts."
+    assert '<button class="btn approve" type="submit" name="answer" value="true">Delete</button>' in card
+    assert '<button class="btn" type="submit" name="answer" value="false">Go back</button>' in card
+    assert "You asked me to confirm deleting the drafts." in card
+    services.post_message(conversation=conversation, user=alice, content="Go back")  # the button's words, typed
+    asked.refresh_from_db()
+    assert (asked.status, asked.answer, asked.decided_via) == ("answered", False, "text")

@@ -26,6 +26,8 @@ def test_plain_yes_approves_without_a_count(text):
         ("no, because not today", "not today"),
         ("reject: Too risky", "Too risky"),
         ("no, reason: too risky", "too risky"),
+        ("cancel", ""),  # kagent's word for it
+        ("Cancel: not now", "not now"),
     ],
 )
 def test_plain_no_rejects_without_a_count(text, reason):

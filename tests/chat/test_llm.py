@@ -263,7 +263,12 @@ def test_a_rejected_call_reaches_the_model_as_its_tool_result(fake_openai, trans
     sent = second["messages"]
     turn_index = next(i for i, m in enumerate(sent) if m["role"] == "assistant")
     assert [c["id"] for c in sent[turn_index]["tool_calls"]] == [call_id]
-    assert sent[turn_index + 1] == {"role": "tool", "tool_call_id": call_id, "content": "Rejected by alice: keep it"}
+    # kagent's nudge after the reason (issue 39, item 11): not the same call again
+    assert sent[turn_index + 1] == {
+        "role": "tool", "tool_call_id": call_id,
+        "content": "Rejected by alice: keep it\n\nThis call was rejected and did not run. Please try a different approach.",
+    }
+    assert approval.tool_call.__class__.objects.get(pk=approval.tool_call_id).result == "Rejected by alice: keep it"  # the card's words
 
 
 def test_a_failing_model_fails_the_conversation_and_retry_recovers_it(fake_openai, transactional_db, settings):

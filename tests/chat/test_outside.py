@@ -4,6 +4,7 @@ import threading
 import time
 
 import pytest
+from django.utils import timezone
 
 from approvals import audit
 from approvals.models import Approval, Outcome, Rule
@@ -248,3 +249,54 @@ def test_one_users_long_polls_past_the_cap_are_429_and_nobody_elses_are(alice, b
         thread.join(timeout=20)
     assert [a.json()["status"] for a in answers] == ["rejected", "rejected"]
     assert alice.pk not in _waiting  # each wait gave its place back
+
+
+# --- issue 39, items 8 and 9: the caller's wait, and approvals by thread and by requester ---------
+
+
+def test_the_caller_says_how_long_it_waits_and_the_agents_timeout_caps_it(alice, gated_deploy, api_as):
+    api = api_as(alice)
+    gated_deploy.approval_timeout_seconds = 3600
+    gated_deploy.save()
+
+    before = timezone.now()
+    short = ask(api, expires_in=90).json()
+    long = ask(api, expires_in=86_400).json()
+    none = ask(api).json()
+
+    def waits(body) -> float:
+        return (Approval.objects.get(pk=body["id"]).expires_at - before).total_seconds()
+
+    assert 89 <= waits(short) <= 95
+    assert 3599 <= waits(long) <= 3605  # capped by the agent's hour
+    assert 3599 <= waits(none) <= 3605
+    gated_deploy.approval_timeout_seconds = None
+    gated_deploy.save()
+    assert 599 <= waits(ask(api, expires_in=600).json()) <= 605  # no timeout of its own: the caller's
+
+
+@pytest.mark.parametrize("expires_in", [0, -5, 1.5, "60", True, 10**9])
+def test_a_wait_that_is_not_a_whole_number_of_seconds_is_refused_and_nothing_is_asked(alice, gated_deploy, api_as, expires_in):
+    response = ask(api_as(alice), expires_in=expires_in)
+
+    assert response.status_code == 400
+    assert response.json()["field"] == "expires_in" and "whole number of seconds" in response.json()["detail"]
+    assert not Approval.objects.exists() and not Conversation.objects.exists()
+
+
+def test_approvals_are_listed_by_outside_thread_and_by_requester_within_what_the_caller_sees(alice, mallory, bob, gated_deploy, api_as):
+    ticket = ask(api_as(alice), thread="ticket-42").json()
+    other_thread = ask(api_as(alice), thread="ticket-43").json()
+    malloys = ask(api_as(mallory), thread="ticket-42").json()
+
+    def ids(api, **params) -> list[int]:
+        response = api.get("approvals", **params)
+        assert response.status_code == 200, response.content
+        return sorted(item["id"] for item in response.json()["items"])
+
+    assert ids(api_as(alice), thread="ticket-42") == [ticket["id"]]  # mallory's thread of that name is not hers to see
+    assert ids(api_as(bob), thread="ticket-42") == sorted([ticket["id"], malloys["id"]])  # an approver sees both
+    assert ids(api_as(bob), requester="alice") == sorted([ticket["id"], other_thread["id"]])
+    assert ids(api_as(bob), requester="mallory", thread="ticket-42") == [malloys["id"]]
+    assert ids(api_as(alice), requester="mallory") == []
+    assert api_as(bob).get("approvals", thread="a\x00b").status_code == 400

@@ -95,3 +95,13 @@ def test_what_make_run_sets_up_lists_the_tool_servers_once_and_then_starts_none(
 
     call_command("setup_demo_tool_servers", "--refresh", stdout=out)
     assert sorted(listed) == ["git", "git", "notes", "notes"]
+
+
+def test_the_demo_agents_are_told_when_to_ask_a_person_and_what_to_do_after_a_no():
+    call_command("setup_demo", stdout=io.StringIO())
+
+    for slug in ("demo", "ops"):
+        prompt = Agent.objects.get(slug=slug).system_prompt
+        assert "ask them with ask_human instead of guessing" in prompt
+        assert "propose a plan first with propose_plan" in prompt
+        assert "do not ask for the same call again" in prompt

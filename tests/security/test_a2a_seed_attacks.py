@@ -325,7 +325,7 @@ def test_a_config_id_of_another_users_task_named_on_ones_own_task_finds_nothing(
 # --- Seed 004's approval_response, kagent's extension ---------------------------------------------------
 
 
-@pytest.mark.parametrize("decision", ["Approved", "APPROVED", " approved", "approved ", "approve", "yes", "", True, 1, None, {"a": 1}])
+@pytest.mark.parametrize("decision", ["Approved", "APPROVED", " approved", "approved ", "Approve", "approve ", "yes", "", True, 1, None, {"a": 1}])
 def test_a_decision_in_another_case_spelling_or_type_is_refused_and_decides_nothing(alice, agent, decision):
     task = a2a_task(alice, agent, "write hello to a.txt")
 

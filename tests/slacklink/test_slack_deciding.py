@@ -123,6 +123,19 @@ def test_question_options_are_buttons_and_a_press_answers(fake, alice, agent):
 
 
 @through_the_loop
+def test_a_confirmation_with_its_own_words_shows_them_on_its_buttons(fake, alice, agent):
+    link(fake, alice, ALICE)
+    approval = only_pending(start_conversation(alice, agent, "ask me to confirm deleting the drafts with Delete or Go back"))
+    message = request_to(fake, ALICE, approval)
+    assert list(fake.buttons(message))[:2] == ["Delete", "Go back"]
+
+    fake.press(ALICE, message, "Go back")
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.answer, approval.decided_via) == ("answered", False, "slack")
+
+
+@through_the_loop
 def test_many_options_become_a_select(fake, alice, agent):
     link(fake, alice, ALICE)
     options = ["red", "orange", "yellow", "green", "blue", "indigo", "violet"]

@@ -115,6 +115,18 @@ def test_a_confirm_question_has_yes_and_no_and_no_answers_false(fake, alice, age
 
 
 @through_the_loop
+def test_a_confirmation_with_its_own_words_shows_them_on_its_buttons(fake, alice, agent):
+    link(alice, ALICE_TG)
+    approval = only_pending(start_conversation(alice, agent, "ask me to confirm deleting the drafts with Delete or Go back"))
+    buttons = fake.buttons(request_to(fake, ALICE_TG, approval))
+    assert set(buttons) == {"Delete", "Go back", "Reject (decline to answer)"}
+
+    assert press(fake, ALICE_TG, buttons["Delete"]) == "Answered."
+
+    assert Approval.objects.get(pk=approval.pk).answer is True
+
+
+@through_the_loop
 def test_a_typed_answer_after_answer_type_it_answers_a_text_question(fake, alice, agent):
     link(alice, ALICE_TG)
     approval = only_pending(start_conversation(alice, agent, "ask me what to call the file"))

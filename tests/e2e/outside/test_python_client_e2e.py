@@ -281,3 +281,16 @@ def test_a_daphne_restart_during_the_wait_loses_nothing(e2e, api_for, client_for
     assert result_of(returned, timeout=60) == "ok"  # daphne's start, and the client's backoff
     assert runs == ["api"] and Outcome.objects.get(approval_id=pending["id"]).status == "succeeded"
     assert requests.count(f"GET /api/approvals/{pending['id']}") >= 2
+
+
+def test_the_caller_says_how_long_its_request_waits_and_it_expires_then(e2e, client_for, alice, releases):
+    """AgentKit's expiresAt, Swift's timeout: `expires_in` on the request (issue 39, item 8)."""
+    client = client_for(alice)
+
+    decision = client.request_approval("releases", "deploy", {"service": "web"}, thread="release-8", expires_in=2, wait=True, timeout=20)
+
+    assert decision.status == "expired"
+    approval = Approval.objects.get(pk=decision.id)
+    assert (approval.expires_at - approval.requested_at).total_seconds() <= 2.5
+    listed = client.http.get("approvals", params={"thread": "release-8"}).json()["items"]
+    assert [item["id"] for item in listed] == [decision.id]

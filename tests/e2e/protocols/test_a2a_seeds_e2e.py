@@ -103,3 +103,36 @@ def test_push_configs_are_set_listed_and_deleted_and_a_local_receiver_hears_the_
     assert secret.index("TASK_STATE_INPUT_REQUIRED") < secret.index("TASK_STATE_COMPLETED")
     assert all(body["task"]["id"] == task.id for _, body in receiver.received)
     assert "TASK_STATE_COMPLETED" not in receiver.states("spare-token")  # deleted before the end: told nothing of it
+
+
+# The Swift AgentKit design's replies, byte for byte, through the real client (issue 39, item 1),
+# and kagent's part type on the pause (item 2).
+SWIFT_APPROVE = '{"decision": "approve"}'
+SWIFT_DENY = '{"decision": "deny", "reason": "Not during the freeze"}'
+SWIFT_MODIFY = '{"decision": "modify", "modifications": {"path": "a.txt", "content": "bye"}}'
+
+
+def test_the_swift_designs_approve_deny_and_modify_decide_through_the_real_client(e2e, a2a, alice, agent):
+    import json
+
+    client = a2a(alice)
+    task = client.task("write hello to a.txt")
+    [part] = [p for p in MessageToDict(task.status.message)["parts"] if p.get("data", {}).get("type") == "approval_request"]
+    assert part["metadata"] == {"type": "approval_request", "kagent_type": "interrupt_data"}
+    assert part["data"]["options"] == ["approve", "deny", "modify"]
+
+    done = client.task(json.loads(SWIFT_MODIFY), task_id=task.id)
+    assert done.status.state == State.TASK_STATE_COMPLETED
+    assert (e2e.sandbox_root / task.context_id / "a.txt").read_text() == "bye"
+
+    second = client.task("write hello to b.txt", context_id=task.context_id)
+    done = client.task(json.loads(SWIFT_DENY), task_id=second.id)
+    denied = Approval.objects.filter(conversation_id=task.context_id).latest("pk")
+    assert (denied.status, denied.decided_via, denied.rejection_reason) == ("rejected", "a2a", "Not during the freeze")
+
+    third = client.task("write hello to c.txt", context_id=task.context_id)
+    done = client.task(json.loads(SWIFT_APPROVE), task_id=third.id)
+    assert done.status.state == State.TASK_STATE_COMPLETED
+    assert (e2e.sandbox_root / task.context_id / "c.txt").read_text() == "hello"
+    approved = Approval.objects.filter(conversation_id=task.context_id).latest("pk")
+    assert (approved.status, approved.decided_via, approved.decided_by) == ("approved", "a2a", alice)

@@ -46,14 +46,16 @@ class _Methods(Generic[R]):
         risk: str | None = None,
         preview: Mapping[str, str] | None = None,
         thread: str | None = None,
+        expires_in: int | None = None,
         wait: bool = True,
         timeout: float | None = None,
     ) -> R:
         """Ask whether `agent` may run `tool` with `arguments`. With `wait`, return once decided (or
         after `timeout` seconds, still pending); the decision's `arguments` are what to run: a human
         may have edited them. `preview` is `{"kind": "text"|"diff"|..., "text": ...}`; requests of
-        one `thread` land in one conversation."""
-        body = flows.approval_request(agent, tool, arguments, reason=reason, risk=risk, preview=preview, thread=thread)
+        one `thread` land in one conversation. `expires_in`: how many seconds the approval may wait
+        for a human (the agent's own timeout caps it); then it expires, and the caller is told."""
+        body = flows.approval_request(agent, tool, arguments, reason=reason, risk=risk, preview=preview, thread=thread, expires_in=expires_in)
         return self._run(flows.request_approval(body, wait=wait, timeout=timeout, retry=self.retry, poll=self.poll))
 
     def wait(self, decision: Decision, *, timeout: float | None = None) -> R:

@@ -99,12 +99,13 @@ def approval_request(
     risk: str | None = None,
     preview: Mapping[str, str] | None = None,
     thread: str | None = None,
+    expires_in: int | None = None,
 ) -> dict[str, Any]:
     """The body of `POST /api/approval-requests`: only the fields given."""
     if not isinstance(arguments, Mapping):
         raise TypeError(f"arguments must be a mapping of names to values, not {type(arguments).__name__}")
     body: dict[str, Any] = {"agent": agent, "tool": tool, "arguments": dict(arguments)}
-    optional = {"reason": reason, "risk": risk, "preview": None if preview is None else dict(preview), "thread": thread}
+    optional = {"reason": reason, "risk": risk, "preview": None if preview is None else dict(preview), "thread": thread, "expires_in": expires_in}
     return body | {name: value for name, value in optional.items() if value is not None}
 
 

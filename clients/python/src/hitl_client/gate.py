@@ -27,6 +27,7 @@ def gate(
     risk: str | None = None,
     preview: Union[Preview, Callable[[dict[str, Any]], Preview], None] = None,
     thread: str | None = None,
+    expires_in: int | None = None,
     timeout: float | None = None,
 ) -> Callable[[F], F]:
     """Gate a function (sync with a `Client`, async with an `AsyncClient`): each call asks `agent`'s
@@ -45,7 +46,7 @@ def gate(
             shown = preview(arguments) if callable(preview) else preview
             return {
                 "agent": agent, "tool": name, "arguments": arguments, "reason": reason, "risk": risk,
-                "preview": shown, "thread": thread, "timeout": timeout,
+                "preview": shown, "thread": thread, "expires_in": expires_in, "timeout": timeout,
             }
 
         if inspect.iscoroutinefunction(function):
