@@ -19,7 +19,7 @@ ASK_A_HUMAN = (
 
 DEMO_TOOLS = [
     "list_directory", "read_file", "write_file", "delete_file", "delete_all_files", "send_email", "calculator", "web_fetch",
-    "ask_human", "propose_plan",
+    "ask_human", "propose_plan", "add_domain", "allow_tool",
 ]
 
 

@@ -8,9 +8,12 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from pydantic import Field, StringConstraints
 
+from approvals.models import Approval
+from approvals.policy import versions
+
 from . import fetching, previews
-from .models import OutboxEmail
-from .tools import ToolContext, ToolError, tool
+from .models import Agent, OutboxEmail
+from .tools import Preview, ToolContext, ToolError, registry, tool
 
 MAX_FILE_BYTES = 100_000
 MAX_FETCH_BYTES = 100_000
@@ -179,3 +182,94 @@ def web_fetch(
     seconds = getattr(settings, "HITL_FETCH_SECONDS", 10)
     page = fetching.fetch(url, allow_private=context.agent.allow_private_fetch, max_bytes=MAX_FETCH_BYTES, seconds=seconds)
     return f"HTTP {page.status_code}\n{page.text}" + (f"\n… cut at {MAX_FETCH_BYTES} bytes" if page.is_cut else "")
+
+
+# A domain as the fetch allowlist holds it: lower case, dot-separated labels, no scheme, port or path.
+Domain = Annotated[
+    str,
+    StringConstraints(max_length=253, pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$"),
+    Field(description='A domain, lower case, e.g. "docs.vendor.test": its pages and its subdomains\' are fetched without asking.'),
+]
+
+
+def _describe_add_domain(arguments: dict) -> str:
+    return f"Let the agent fetch any page of {arguments['domain']} without asking"
+
+
+def _add_domain_preview(context: ToolContext, domain: str) -> Preview:
+    listed = ", ".join(context.agent.fetch_allowlist) or "nothing"
+    if previews.is_allowlisted(domain, context.agent.fetch_allowlist):
+        return Preview("text", f"No change: {domain} is already fetched without asking ({listed}).")
+    return Preview(
+        "text",
+        f"{context.agent.name} will fetch any page of {domain} (and of its subdomains) without asking anyone, "
+        f"for every user of the agent, from now on.\nIt fetches without asking today: {listed}.\n"
+        "Approving stores a new policy version that names this approval; rejecting changes nothing.",
+    )
+
+
+def _approved(context: ToolContext) -> Approval:
+    """The approval this call runs under: a policy change runs only once a person approved it."""
+    approval = Approval.objects.select_related("decided_by").filter(pk=int(context.idempotency_key or 0)).first()
+    if approval is None or approval.status != Approval.Status.APPROVED:
+        raise ToolError("Not changed: a policy change runs only once a person approved it.")
+    return approval
+
+
+# The TypeScript design's `web-fetch.add-domain`: a change of policy the agent asks for, as a call a
+# human decides. Always gated and high risk, so no allow rule ever approves it (rules approve up to
+# the agent's max_auto_approve_risk, medium at most for the demo agents).
+@tool(needs_approval=True, risk="high", preview=_add_domain_preview, describe=_describe_add_domain)
+def add_domain(context: ToolContext, domain: Domain) -> str:
+    """Ask to fetch a domain's pages from now on without asking each time (a change of the agent's policy)."""
+    approval = _approved(context)
+    with versions.recording(user=approval.decided_by, note=f"add_domain {domain}: approved in approval #{approval.pk}"):
+        agent = Agent.objects.select_for_update().get(pk=context.agent.pk)
+        if previews.is_allowlisted(domain, agent.fetch_allowlist):
+            return f"No change: {agent.name} already fetches {domain} without asking."
+        agent.fetch_allowlist = [*agent.fetch_allowlist, domain]
+        agent.save()
+    number = versions.current_number()
+    return f"{agent.name} now fetches any page of {domain} without asking (policy version {number}, from approval #{approval.pk})."
+
+
+def _describe_allow_tool(arguments: dict) -> str:
+    return f"Let the agent call {arguments['tool']} without asking, from now on"
+
+
+def _allowing(agent, tool: str) -> str:
+    """Why `tool` cannot be let run without asking, or "" when it can: it must be one the agent's own
+    list makes ask (a tool that always asks, deletes and email, keeps asking whatever the list says)."""
+    spec = registry.get(tool)
+    if spec is None or tool not in (agent.tools or []):
+        return f"{agent.name} has no tool {tool}."
+    if spec.needs_approval is True or spec.pause:
+        return f"{tool} always asks a person, whatever the agent's settings."
+    if tool not in agent.require_approval:
+        return f"{agent.name}'s settings do not make {tool} ask: nothing to change."
+    return ""
+
+
+def _allow_tool_preview(context: ToolContext, tool: str) -> Preview:
+    if why := _allowing(context.agent, tool):
+        return Preview("text", f"No change: {why}")
+    return Preview(
+        "text",
+        f"{context.agent.name} will call {tool} without asking anyone, for every user of the agent, from now on "
+        "(rules and the tool's own checks still apply).\n"
+        "Approving stores a new policy version that names this approval; rejecting changes nothing.",
+    )
+
+
+# "Allow this tool from now on": the same pattern as add_domain, for the agent's require_approval.
+@tool(needs_approval=True, risk="high", preview=_allow_tool_preview, describe=_describe_allow_tool)
+def allow_tool(context: ToolContext, tool: Annotated[str, StringConstraints(min_length=1, max_length=200)]) -> str:
+    """Ask to call one of your tools from now on without asking each time (a change of the agent's policy)."""
+    approval = _approved(context)
+    with versions.recording(user=approval.decided_by, note=f"allow_tool {tool}: approved in approval #{approval.pk}"):
+        agent = Agent.objects.select_for_update().get(pk=context.agent.pk)
+        if why := _allowing(agent, tool):
+            return f"No change: {why}"
+        agent.require_approval = [name for name in agent.require_approval if name != tool]
+        agent.save()
+    return f"{agent.name} now calls {tool} without asking (policy version {versions.current_number()}, from approval #{approval.pk})."

@@ -110,6 +110,10 @@ def _plan(text: str, repository: str = ".") -> list[tuple[str, str]] | None:
         return [("calculator", args(expression=m[1]))]
     if m := re.fullmatch(r"fetch (\S+)", text, re.I):
         return [("web_fetch", args(url=m[1]))]
+    if m := re.fullmatch(r"add domain (\S+)", text, re.I):
+        return [("add_domain", args(domain=m[1].lower()))]
+    if m := re.fullmatch(r"allow (\S+) from now on", text, re.I):
+        return [("allow_tool", args(tool=m[1]))]
     return None
 
 
@@ -180,6 +184,8 @@ _ACTIONS = {
     "send_email": "email {to} about {subject}",
     "calculator": "calculate {expression}",
     "web_fetch": "fetch {url}",
+    "add_domain": "let the agent fetch {domain} without asking",
+    "allow_tool": "let the agent call {tool} without asking",
     "git__git_status": "look at the git status",
     "git__git_log": "read the git log",
     "git__git_diff_unstaged": "look at the changes",

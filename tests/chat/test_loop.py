@@ -8,6 +8,7 @@ import pytest
 from approvals.models import Approval
 from approvals.services import AlreadyDecided, decide, decide_all
 from chat import loop, services
+from chat.history import REJECTION_NUDGE
 from chat.scripted import SCRIPTED_REQUESTS
 from chat.models import Conversation, Message, OutboxEmail, ToolCall
 from tests.conftest import pending_approvals, sandbox, start_conversation as start
@@ -58,7 +59,7 @@ def test_rejected_call_never_runs_and_the_model_reads_the_reason(alice, agent, s
     assert OutboxEmail.objects.count() == 0
     assert calls(conversation)[0].status == ToolCall.Status.REJECTED
     sent = SCRIPTED_REQUESTS[-1]["messages"]
-    assert sent[-1] == {"role": "tool", "tool_call_id": "call_0_0", "content": "Rejected by alice: Not before Monday"}
+    assert sent[-1] == {"role": "tool", "tool_call_id": "call_0_0", "content": "Rejected by alice: Not before Monday" + REJECTION_NUDGE}
     assert "Not before Monday" in last_reply(conversation)
     assert conversation.status == Conversation.Status.IDLE
 

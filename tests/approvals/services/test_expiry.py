@@ -18,6 +18,7 @@ from approvals.models import Approval, LateDecision
 from approvals.services import AlreadyDecided, NotExtendable, decide, decide_many, expire_overdue, extend, warn_expiring
 from approvals.signals import approvals_expiring
 from chat import fragments
+from chat.history import REJECTION_NUDGE
 from chat.models import Conversation, ToolCall
 from chat.scripted import SCRIPTED_REQUESTS
 from core.live import conversation_group
@@ -272,7 +273,7 @@ def test_an_asked_again_call_rejected_is_reported_to_the_model(alice, agent, api
 
     api_as(alice).post(f"approvals/{new_id}/decision", {"decision": "reject", "reason": "not today"})
 
-    assert SCRIPTED_REQUESTS[-1]["messages"][-1]["content"] == "Rejected by alice: not today"
+    assert SCRIPTED_REQUESTS[-1]["messages"][-1]["content"] == "Rejected by alice: not today" + REJECTION_NUDGE
     assert Conversation.objects.get(pk=old.conversation_id).status == Conversation.Status.IDLE
 
 
