@@ -166,7 +166,7 @@ def _check(decision: Decision, user) -> None:
         if decision.verb == "answer":
             questions.validate_answer(approval.question, decision.value)
         if decision.steps is not None:
-            plans.approved_steps(approval.plan, decision.steps)
+            plans.approve(approval.plan, decision.steps)
     except (questions.InvalidAnswer, plans.InvalidSteps) as exc:
         raise Refused(f"{label}: {exc} Nothing was decided.", "invalid_answer") from None
     needs_confirmation = decision.verb == APPROVE and approval.kind != Approval.Kind.QUESTION and approval.confirmation_required

@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import OuterRef, Prefetch, Subquery, prefetch_related_objects
 from django.http import Http404
 from ninja import Field, Router, Schema, Status
+from pydantic import ConfigDict
 from ninja.errors import HttpError
 
 from core.db import release_connection, thread_pool
@@ -42,7 +43,7 @@ class PreviewOut(Schema):
 
 class QuestionOut(Schema):
     text: str
-    type: Literal["text", "choice", "multi_choice", "number", "date", "confirm"]
+    type: Literal["text", "choice", "multi_choice", "number", "date", "confirm", "file"]
     options: list[str]
     min: float | None
     max: float | None
@@ -51,6 +52,8 @@ class QuestionOut(Schema):
     details: str = Field("", description="A confirmation's details.")
     confirm_label: str | None = Field(None, description='A confirmation\'s yes button ("Delete"); null for other types.')
     cancel_label: str | None = Field(None, description='A confirmation\'s no button ("Go back"); null for other types.')
+    accept: list[str] | None = Field(None, description='A file question\'s types (".csv", "text/csv", "image/*"; [] any); null for other types. Answered on the site only.')
+    max_bytes: int | None = Field(None, description="A file question's size limit, in bytes; null for other types.")
 
 
 class PlanStepOut(Schema):
@@ -58,6 +61,16 @@ class PlanStepOut(Schema):
     action: str
     description: str
     optional: bool
+    tool: str = Field("", description="The tool the step calls (\"\": none named): once approved, a call of a tool no approved step names waits for a person.")
+    estimated_duration: int | None = Field(None, description="About how long the step takes, in seconds.")
+
+
+class PlanStepChange(Schema):
+    model_config = ConfigDict(extra="forbid")  # a step's tool, or whether it is optional, is the agent's: never changed here
+
+    index: int = Field(description="The step, by its number in the plan as proposed.")
+    action: str | None = Field(None, description="The step's new words (what it does).")
+    description: str | None = Field(None, description="The step's new details.")
 
 
 class PlanOut(Schema):
@@ -109,6 +122,10 @@ class ApprovalOut(Schema):
     confirmation_required: bool = Field(description="Critical: approving needs `confirmation` equal to the hint.")
     confirmation_hint: str
     expires_at: datetime | None
+    timeout_action: Literal["expire", "reject", "approve"] = Field(
+        description="What `expires_at` does if no one decided by then: expire (nothing runs), reject (the model is told why), "
+        "or approve (a low-risk call anyone may approve). Set from the agent's settings when it was requested."
+    )
     question: QuestionOut | None = Field(description="A question's text, type and bounds; null for other kinds.")
     plan: PlanOut | None = Field(description="A plan's title and steps; null for other kinds.")
     answer: Any = Field(
@@ -187,7 +204,10 @@ class DecisionIn(Schema):
     shown_hash: str = SHOWN_HASH
     comment: str = Field("", description="Your word on the decision (approving too), kept in the audit chain and shown in history.")
     reason: str = ""
-    steps: list[int] | None = Field(None, description="For a plan: the steps approved (every required one); all if left out.")
+    steps: list[int | PlanStepChange] | None = Field(
+        None, description="For a plan: the steps approved (every required one), in the order to take them, each a step number "
+        "or a step as you changed it ({\"index\", \"action\", \"description\"}); all, as proposed, if left out."
+    )
     arguments: dict | None = Field(None, description="Approve these arguments instead (checked by the tool's schema and the policy again).")
     confirmation: str = Field("", description="For a critical call: its `confirmation_hint`, typed.")
     remember: RememberIn | None = Field(
@@ -242,6 +262,7 @@ def approval_out(approval: Approval) -> dict:
         "confirmation_required": approval.confirmation_required,
         "confirmation_hint": approval.confirmation_hint,
         "expires_at": approval.expires_at,
+        "timeout_action": approval.timeout_action,
         "kind": approval.kind,
         "question": questions.as_shown(approval.question),
         "plan": approval.plan,
@@ -406,7 +427,7 @@ def decide_approval(request, approval_id: ApprovalId, payload: DecisionIn):
             approve_edited(approval_id, arguments=payload.arguments, **seen)
         else:
             # The approval as its decision stored it, its call loaded: answered without reading it again.
-            return approval_item(decide(approval_id, approve=approve, reason=payload.reason, steps=payload.steps if approve else None, **seen))
+            return approval_item(decide(approval_id, approve=approve, reason=payload.reason, steps=_plan_steps(payload.steps) if approve else None, **seen))
     except Approval.DoesNotExist:
         raise Http404("No such approval.") from None
     return approval_item(visible_approvals(request.auth).get(pk=approval_id))
@@ -599,3 +620,10 @@ def _found(item: dict | None) -> dict:
     if item is None:
         raise Http404("No such approval.")
     return item
+
+
+def _plan_steps(steps: list | None) -> list | None:
+    """The steps as plans.approve reads them: numbers, or changes without the words left out."""
+    if steps is None:
+        return None
+    return [step if isinstance(step, int) else step.model_dump(exclude_none=True) for step in steps]

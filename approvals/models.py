@@ -116,6 +116,11 @@ class Approval(models.Model):
         default=False, help_text="Only an approver who is not the requester may decide (four eyes)."
     )
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Expired by the system if still pending.")
+    timeout_action = models.CharField(
+        max_length=8, default="expire", choices=[("expire", "expire"), ("reject", "reject"), ("approve", "approve")],
+        help_text="What its deadline does if no one decided: set when requested from its agent's settings "
+        "(approvals.policy.timeouts); an approve it may not do was stored as expire, the explanation says why.",
+    )
     preview = models.JSONField(
         null=True, blank=True, help_text='What the call will do, as shown: {"kind": ..., "text": ...}; empty: the tool has none.'
     )

@@ -18,6 +18,7 @@ from core.visible import reveal, reveal_json, reveal_line
 
 from .cards import titles
 from .models import Approval
+from .policy import timeouts
 
 # The most a sentence says on one line: a longer target (a URL of 3,000 characters) is cut, and a
 # summary with a cut sentence never fits anywhere (its details say the rest).
@@ -43,6 +44,17 @@ class Summary:
     shown_hash: str
     arguments: str  # the whole arguments shown (the edited ones after an edit), as revealed JSON
     preview: str  # the whole preview's text, revealed ("" when the tool has none)
+    timeout_action: str = timeouts.EXPIRE  # what its deadline does if no one decides
+
+    @property
+    def at_deadline(self) -> str:
+        """What the deadline does, said before its time: "Expires", "Rejected" or "Approved"."""
+        return timeouts.described(self.timeout_action)
+
+    @property
+    def unless(self) -> str:
+        """Said after the deadline's time when it decides: " if no one decides"."""
+        return "" if self.timeout_action == timeouts.EXPIRE else " if no one decides"
 
     @property
     def head(self) -> str:
@@ -97,6 +109,7 @@ def summarize(approval: Approval) -> Summary:
         shown_hash=approval.shown_hash,
         arguments=reveal_json(arguments),
         preview=preview,
+        timeout_action=approval.timeout_action,
     )
 
 

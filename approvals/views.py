@@ -1,5 +1,6 @@
 """The approval dashboard, its history, and decision POSTs from the pages (the same decision
 service as the API)."""
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -13,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from core.inputs import BadInput, parse_ids, parse_shown
 
 from . import inbox
-from .pauses import questions
+from .pauses import questions, uploads
 from .policy import calls
 from .policy.calls import InvalidArguments
 from .forms import arguments_from_form, edit_fields, grant_from_form
@@ -280,10 +281,14 @@ def answer_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> Http
     type and checked on the server), or decline to answer (`decline`, with a `reason`)."""
     _check_channel(request, via)
     approval = _approval_for(request.user, approval_id)
+    if int(request.META.get("CONTENT_LENGTH") or 0) > settings.HITL_MAX_UPLOAD_BYTES + 64 * 1024:  # refused before it is read
+        return _refused(request, approval_id, InvalidAnswer(f"The file is larger than {settings.HITL_MAX_UPLOAD_BYTES} bytes, the most any question takes."), via)
     seen = {"user": request.user, "via": via, "shown_hash": request.POST.get("shown_hash", "")}
     try:
         if request.POST.get("decline"):
             approval = answer(approval_id, decline=True, reason=request.POST.get("reason", "")[:2000], **seen)
+        elif (approval.question or {}).get("type") == "file":
+            approval = _answer_with_file(approval, request.FILES.get("file"), seen)
         else:
             value = questions.from_form(approval.question or {}, request.POST) if approval.question else None
             approval = answer(approval_id, value=value, **seen)
@@ -292,11 +297,32 @@ def answer_view(request, approval_id: int, via: str = Approval.Via.CHAT) -> Http
     return _decided(request, approval, via)
 
 
-def _steps(request) -> list[int] | None:
-    """A plan's ticked steps (the form always says it is a plan's), else None."""
+def _answer_with_file(approval: Approval, uploaded, seen: dict) -> Approval:
+    """A file question answered with the file its card uploaded, stored in the sandbox once the
+    uploader may answer it: a file it does not take, or an answer refused after it was stored
+    (decided meanwhile), keeps nothing."""
+    check_decidable(approval.pk, seen["user"], approve=True, shown_hash=seen["shown_hash"], via=seen["via"])
+    try:
+        stored = uploads.store(approval, uploaded)
+    except questions.InvalidAnswer as exc:
+        raise InvalidAnswer(str(exc)) from None
+    try:
+        return answer(approval.pk, value=stored, **seen)
+    except BaseException:
+        uploads.discard(approval, stored)
+        raise
+
+
+def _steps(request) -> list | None:
+    """A plan's ticked steps (the form always says it is a plan's), in the order the card left them
+    (`order`: every step's number, as moved), each with its words if the decider changed them
+    (`action_<n>`), as plans.approve reads them; else None."""
     if not request.POST.get("plan"):
         return None
-    return parse_ids(request.POST.getlist("steps"), most=50)
+    ticked = parse_ids(request.POST.getlist("steps"), most=50)
+    order = [i for i in parse_ids(request.POST.getlist("order"), most=50) if i in ticked] or ticked
+    order += [i for i in ticked if i not in order]
+    return [{"index": i, "action": request.POST[f"action_{i}"][:1000]} if f"action_{i}" in request.POST else i for i in order]
 
 
 @login_required

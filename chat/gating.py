@@ -33,6 +33,7 @@ class GatedCall:
     annotations: dict | None = None  # the tool's source's hints (an MCP server's), stored with the approval
     steps: tuple = ()  # the gate's part of the explanation (approvals.policy.explain)
     rules_only: bool = False  # the policy would run it: a deny or ask rule (or always-ask pattern) holds it (hold)
+    outside_plan: bool = False  # an approved plan holds the conversation, and no approved step calls it (chat.planned)
     spec: ToolSpec | None = None
 
     @property
@@ -110,7 +111,7 @@ def hold(call: ToolCall, gated: GatedCall, conversation: Conversation, live_rule
         return gated
     agent = conversation.agent
     asked = policy.check(replace(spec, needs_approval=True, risk=gated.gate.risk), gated.arguments, agent)
-    gate = policy.Gate(True, "", asked.risk, asked.approver_required, asked.timeout_seconds)
+    gate = policy.Gate(True, "", asked.risk, asked.approver_required, asked.timeout_seconds, asked.timeout_action)
     hint = confirmation_hint(spec, gated.arguments, gated.arguments_hash) if gate.risk == "critical" else ""
     preview = gated.preview or (preview_of(spec, gated.arguments, tool_context(conversation)) if with_preview else None)
     steps = gated.steps + tuple(explain.weighed(gate, agent, spec, gated.arguments))
@@ -197,7 +198,7 @@ def screen(call: ToolCall, gated: GatedCall, conversation: Conversation, live_ru
         live_rules, candidate, conversation_id=conversation.pk, arguments_hash=call.arguments_hash, gated=not gated.rules_only
     )
     suggestion = rules.suggestion(conversation, candidate, trust_after=conversation.agent.trust_after)
-    if screening.asks or gated.rules_only:  # an ask beats any allow: "Always allow" would change nothing
+    if screening.asks or gated.rules_only or gated.outside_plan:  # an ask beats any allow: "Always allow" would change nothing
         suggestion = {**suggestion, "may_allow": False, "trusted": 0}
     return screening, suggestion, route
 
@@ -209,6 +210,7 @@ def rule_call(call: ToolCall, gated: GatedCall, conversation: Conversation, *, r
         tool=call.name, arguments=call.arguments, risk=gated.gate.risk, approver_required=gated.gate.approver_required or routed,
         max_auto_approve_risk=agent.max_auto_approve_risk, always_ask=rules.patterns_for(agent.always_ask, call.name),
         routed=routed and not gated.gate.approver_required, step_up_from_risk=agent.step_up_from_risk,
+        outside_plan=gated.outside_plan,
     )
 
 
@@ -257,6 +259,7 @@ def request(
         arguments_hash=call.arguments_hash,
         approver_required=gated.gate.approver_required,
         timeout_seconds=gated.gate.timeout_seconds,
+        timeout_action=gated.gate.timeout_action,
         preview=gated.stored_preview,
         preview_state=gated.preview.state if gated.preview else "",
         confirmation_hint=gated.confirmation_hint,

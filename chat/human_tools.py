@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .tools import ToolError, tool
 
-QuestionType = Literal["text", "choice", "multi_choice", "number", "date", "confirm"]
+QuestionType = Literal["text", "choice", "multi_choice", "number", "date", "confirm", "file"]
 
 
 def _never_run(**arguments) -> str:
@@ -17,7 +17,8 @@ def _never_run(**arguments) -> str:
 def ask_human(
     question: Annotated[str, Field(description="The question, as the human will read it.")] = "",
     type: Annotated[  # noqa: A002  (the contract's name)
-        QuestionType, Field(description="What kind of answer: free text, one option, several options, a number, a date (YYYY-MM-DD) or yes/no.")
+        QuestionType, Field(description="What kind of answer: free text, one option, several options, a number, a date (YYYY-MM-DD), "
+                                        "yes/no, or a file the human uploads (its answer: the stored path and size).")
     ] = "text",
     options: Annotated[list[str] | None, Field(description="For choice and multi_choice: 2 to 20 options.")] = None,
     min: Annotated[float | None, Field(description="For number: the smallest answer allowed.")] = None,  # noqa: A002
@@ -28,6 +29,8 @@ def ask_human(
     details: Annotated[str | None, Field(description="For confirm: what the human should know before answering.")] = None,
     confirm_label: Annotated[str | None, Field(description='For confirm: the yes button\'s words, e.g. "Delete" (default "Yes").')] = None,
     cancel_label: Annotated[str | None, Field(description='For confirm: the no button\'s words, e.g. "Go back" (default "No").')] = None,
+    accept: Annotated[list[str] | None, Field(description='For file: the types taken, as MIME types or extensions, e.g. [".csv", "text/csv"] (default: any).')] = None,
+    max_bytes: Annotated[int | None, Field(description="For file: the largest file taken, in bytes (capped by the site's limit).")] = None,
 ) -> str:
     """Ask the human a question and wait for the answer, which comes back as this call's result (JSON
     with "answer", or "declined" with a reason). Use it for a missing fact or a choice only they can make."""
@@ -40,14 +43,18 @@ class PlanStep(BaseModel):
     action: Annotated[str, Field(description="What this step does, in a few words.")]
     description: Annotated[str, Field(description="Details the human needs to decide.")] = ""
     optional: Annotated[bool, Field(description="Whether the human may drop this step and keep the others.")] = False
+    tool: Annotated[str, Field(description="The tool this step calls, if any: once the plan is approved, a call of a tool "
+                                           "that no approved step names waits for a human.")] = ""
+    estimated_duration: Annotated[int | None, Field(description="About how long the step takes, in seconds.", gt=0)] = None
 
 
 def propose_plan(
     title: Annotated[str, Field(description="What the plan achieves.")],
     steps: Annotated[list[PlanStep], Field(description="The steps, in order (1 to 20).")],
 ) -> str:
-    """Propose a plan of several steps and wait until the human approves it (some optional steps may be
-    dropped) or rejects it. The result lists the approved steps: take only those."""
+    """Propose a plan of several steps and wait until the human approves it (they may drop optional
+    steps, reword steps or reorder them) or rejects it. The result lists the approved steps, as the
+    human left them: take only those, in that order."""
     return _never_run()
 
 

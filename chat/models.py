@@ -5,12 +5,14 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
 from approvals.deciders import routing
+from approvals.policy import timeouts
 
 LAST_USED_PRECISION = timedelta(minutes=1)
 
@@ -85,6 +87,15 @@ class Agent(models.Model):
     approval_timeout_seconds = models.PositiveIntegerField(
         null=True, blank=True, help_text="Pending approvals expire after this long (empty: never)."
     )
+    timeout_action = models.CharField(
+        max_length=8, choices=timeouts.CHOICES, default=timeouts.EXPIRE,
+        help_text="What a pending call's deadline does when no one decided in time: expire it (nothing runs), reject it "
+        "(the model reads why) or approve it (low-risk calls any one person could approve, only; others expire).",
+    )
+    timeout_actions = models.JSONField(
+        default=dict, blank=True,
+        help_text='Per tool, instead of the above: {"run_command": "reject", "get_weather": "approve"}.',
+    )
     approval_valid_seconds = models.PositiveIntegerField(
         null=True, blank=True,
         help_text="An approved call that has not started within this long after its approval is not run: it lapses "
@@ -110,6 +121,20 @@ class Agent(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        errors = timeouts.settings_errors(
+            timeout_action=self.timeout_action, timeout_actions=self.timeout_actions, tool_risks=self.tool_risks()
+        )
+        if errors:
+            raise ValidationError(errors)
+
+    def tool_risks(self) -> dict[str, str]:
+        """The declared risk of each tool it may call (a tool server's, once it is saved)."""
+        from .tools import registry  # lazily: the tool sources (tool servers) import these models
+
+        specs = registry.for_agent(self) if self.pk else [registry.get(name) for name in self.tools if registry.get(name)]
+        return {spec.name: spec.risk for spec in specs}
 
 
 class ConversationSource(models.TextChoices):

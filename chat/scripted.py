@@ -24,6 +24,7 @@ SUGGESTIONS = [
     "read notes.txt",
     "ask me to choose between tea, coffee and water",
     "plan a tidy-up of the notes",
+    "carry out a plan to tidy the notes",
 ]
 
 HELP = (
@@ -31,7 +32,7 @@ HELP = (
     "\"list files\", \"delete a.txt and b.txt\", \"delete all files\", \"email bob@example.com about lunch\", "
     "\"what is 2 + 2\", \"ask me what to call the file\", "
     "\"ask me to choose between tea, coffee and water\", \"ask me for a number between 1 and 10\", "
-    "\"ask me for a date\" or \"plan a tidy-up\"."
+    "\"ask me for a date\", \"plan a tidy-up\" or \"carry out a plan to tidy the notes\"."
 )
 
 
@@ -64,8 +65,60 @@ def _repository(messages: list[dict]) -> str:
     return found[1] if found else "."
 
 
+def _carried_out_steps(goal: str) -> list[dict]:
+    return [
+        {"action": "See what is there", "description": "List the files in the sandbox.", "optional": True, "tool": "list_directory",
+         "estimated_duration": 30},
+        {"action": "Tell bob@example.com", "description": "Send a short email about it.", "optional": True, "tool": "send_email",
+         "estimated_duration": 120},
+        {"action": f"Do it: {goal}", "description": "Write plan.txt.", "tool": "write_file", "estimated_duration": 300},
+    ]
+
+
+def _step_call(step: dict, goal: str) -> tuple[str, str]:
+    """The call that takes one step of a carried-out plan, as the scripted model words it."""
+    arguments = {
+        "list_directory": {"path": "."},
+        "send_email": {"to": "bob@example.com", "subject": goal, "body": f"About: {goal}"},
+        "write_file": {"path": "plan.txt", "content": goal},
+    }.get(step["tool"], {})
+    return step["tool"], json.dumps(arguments)
+
+
+def _plan_step(messages: list[dict]) -> tuple[str, str] | None:
+    """`carry out a plan to <goal>`: once the plan is approved, the next approved step, in the order
+    approved, one a turn; `... and every step of it`: every step proposed, whatever was approved (a
+    model that does not keep to the plan, which hitl holds)."""
+    last_user = next((i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "user"), -1)
+    wanted = re.fullmatch(r"carry out a plan to (.+?)( and every step of it)?", str(messages[last_user]["content"]).strip().rstrip(".!"), re.I | re.S) if last_user >= 0 else None
+    if wanted is None:
+        return None
+    after = messages[last_user + 1:]
+    proposed = next((c for m in after for c in (m.get("tool_calls") or []) if c["function"]["name"] == "propose_plan"), None)
+    result = next((m for m in after if m["role"] == "tool" and proposed and m.get("tool_call_id") == proposed["id"]), None)
+    if result is None:
+        return None
+    try:
+        outcome = json.loads(str(result["content"]).split("\n", 1)[0])
+        steps = json.loads(proposed["function"]["arguments"])["steps"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not outcome.get("approved_steps"):
+        return None
+    if wanted[2]:
+        sequence = steps
+    else:
+        by_index = dict(enumerate(steps, start=1))
+        sequence = [by_index[i] for i in outcome["approved_steps"] if i in by_index]
+    taken = sum(len(m.get("tool_calls") or []) for m in after[after.index(result):] if m["role"] == "assistant")
+    return _step_call(sequence[taken], wanted[1]) if taken < len(sequence) else None
+
+
 def _follow_up(messages: list[dict], calls_by_id: dict, tail: list[dict]) -> tuple[str, str] | None:
-    """The second step of `commit all with message <m>`: once git_add succeeded, the commit."""
+    """The next step of a plan being carried out (_plan_step); the second step of `commit all with
+    message <m>`: once git_add succeeded, the commit."""
+    if step := _plan_step(messages):
+        return step
     last_user = next((str(m["content"]).strip() for m in reversed(messages) if m["role"] == "user"), "")
     wanted = re.fullmatch(r"commit all with message (.+)", last_user.rstrip(".!"), re.I | re.S)
     added = [m for m in tail if m["role"] == "tool" and (calls_by_id.get(m.get("tool_call_id")) or {}).get("function", {}).get("name") == "git__git_add"]
@@ -84,6 +137,8 @@ def _plan(text: str, repository: str = ".") -> list[tuple[str, str]] | None:
         return [(m[1], m[2])]
     if asked := _question(text):
         return [("ask_human", json.dumps(asked))]
+    if m := re.fullmatch(r"carry out a plan to (.+?)( and every step of it)?", text, re.I | re.S):
+        return [("propose_plan", args(title=m[1], steps=_carried_out_steps(m[1])))]
     if m := re.fullmatch(r"plan (.+)", text, re.I | re.S):
         steps = [
             {"action": f"Gather what {m[1]} needs", "description": "Read the files and notes involved.", "optional": False},
@@ -158,7 +213,8 @@ def _notes_call(text: str) -> tuple[str, str] | None:
 def _question(text: str) -> dict | None:
     """The ask_human arguments a phrase asks for: `ask me to choose between a, b and c`, `ask me
     for a number between m and n`, `ask me for a date`, `ask me to confirm <text> with <yes> or
-    <no>` (a confirmation with its buttons' words), `ask me <question>`."""
+    <no>` (a confirmation with its buttons' words), `ask me for a [csv] file [of at most N bytes]` (a
+    file question, answered on the site), `ask me <question>`."""
     if m := re.fullmatch(r"ask me to choose between (.+)", text, re.I | re.S):
         options = [o.strip() for o in re.split(r",|\bor\b|\band\b", m[1]) if o.strip()]
         return {"question": "Which one?", "type": "choice", "options": options}
@@ -170,6 +226,10 @@ def _question(text: str) -> dict | None:
         what = m[1].strip()
         return {"message": f"Confirm: {what}?", "type": "confirm", "details": f"You asked me to confirm {what}.",
                 "confirm_label": m[2].strip(), "cancel_label": m[3].strip()}
+    if m := re.fullmatch(r"ask me for an? (?:(\w+) )?file(?: of at most (\d+) bytes)?", text, re.I):
+        kind = (m[1] or "").lower()
+        asked = {"question": f"Which {kind + ' ' if kind else ''}file?", "type": "file"}
+        return asked | ({"accept": [f".{kind}"]} if kind else {}) | ({"max_bytes": int(m[2])} if m[2] else {})
     if m := re.fullmatch(r"ask me (.+)", text, re.I | re.S):
         return {"question": m[1].strip(), "type": "text"}
     return None

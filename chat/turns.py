@@ -10,6 +10,7 @@ from approvals.deciders import routing
 from approvals.policy import rules
 from approvals.models import Approval
 
+from . import planned
 from .gating import MAX_RAW_ARGUMENTS, GatedCall, automatic_decision, explained, gate_call, hold, parse_arguments, request, screen
 from .llm import ModelTurn
 from .messages import append_message, set_loaded_calls
@@ -37,6 +38,7 @@ def check_calls(conversation: Conversation, turn: ModelTurn) -> list[Checked]:
     rules (an action the policy runs, too: a deny or ask rule may hold it), under an id unique in its turn."""
     checked = []
     live_rules = live_routes = None  # read once a turn, when its first action needs them
+    plan = unread = object()  # the approved plan holding the conversation (chat.planned), read likewise
     seen_ids: set[str] = set()
     for position, model_call in enumerate(turn.tool_calls):
         call_id = _unique_call_id(model_call.call_id, position, seen_ids)
@@ -52,6 +54,10 @@ def check_calls(conversation: Conversation, turn: ModelTurn) -> list[Checked]:
             checked.append(Checked(call, gated))
             continue
         live_rules = rules.applicable(conversation, recently_expired=True) if live_rules is None else live_rules
+        plan = planned.holding(conversation) if plan is unread else plan
+        if planned.outside(call, gated, plan):
+            gated = planned.hold(call, gated, conversation, plan)  # a person decides it, whatever the rules say
+            call.is_gated, call.status = True, Status.PENDING_APPROVAL
         if not gated.gate.required:
             gated = hold(call, gated, conversation, live_rules)  # a deny or ask rule may hold what the policy runs
             if not gated.gate.required:

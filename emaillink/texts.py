@@ -50,7 +50,7 @@ def subject(summary: Summary, *, reminder: bool = False) -> str:
 
 def warning_subject(summary: Summary) -> str:
     """"Expires at 12:34 UTC: Write setup.sh (87 bytes)"."""
-    return f"Expires at {summary.expires_at:%H:%M} UTC: {summary.sentence}"
+    return f"{summary.at_deadline} at {summary.expires_at:%H:%M} UTC{summary.unless}: {summary.sentence}"
 
 
 def link(token: str) -> str:

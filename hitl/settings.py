@@ -341,6 +341,9 @@ HITL_WEBHOOK_STALE_SECONDS = float(os.environ.get("HITL_WEBHOOK_STALE_SECONDS", 
 # The reference MCP git server, which `make` installs into a virtualenv of its own (the demo agent's `git` tool server).
 HITL_GIT_MCP_COMMAND = os.environ.get("HITL_GIT_MCP_COMMAND", str(BASE_DIR / ".tool-venvs" / "git" / "bin" / "mcp-server-git"))
 HITL_SANDBOX_ROOT = Path(os.environ.get("HITL_SANDBOX_ROOT", VAR_DIR / "sandboxes"))
+# The largest file a file question takes (its card uploads it into the conversation's sandbox): a
+# question's own max_bytes is capped by it, and is it when the agent gives none.
+HITL_MAX_UPLOAD_BYTES = int(os.environ.get("HITL_MAX_UPLOAD_BYTES", str(10 * 1024 * 1024)))
 
 LOGGING = {
     "version": 1,

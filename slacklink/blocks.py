@@ -14,6 +14,7 @@ from django.utils import timezone
 from approvals.deciders import votes
 from approvals.models import Approval
 from approvals.pauses import questions
+from approvals.policy import timeouts
 from approvals.announcements.outcomes import outcome_line
 from approvals.summary import Summary, summarize
 from approvals.templatetags.approval_tags import route_need
@@ -137,7 +138,10 @@ def expires_in(approval: Approval, *, now=None) -> str:
     left = (approval.expires_at - (now or timezone.now())).total_seconds()
     minutes = math.ceil(left / 60)
     when = "in less than a minute" if left < 60 else f"in {minutes} min"
-    return f"Expires at {approval.expires_at:%H:%M} UTC ({when})" if left > 0 else f"Expired at {approval.expires_at:%H:%M} UTC"
+    if left <= 0:
+        return f"Expired at {approval.expires_at:%H:%M} UTC"
+    unless = "" if approval.timeout_action == timeouts.EXPIRE else " if no one decides"
+    return f"{timeouts.described(approval.timeout_action)} at {approval.expires_at:%H:%M} UTC ({when}){unless}"
 
 
 def extended_line(approval: Approval) -> str:

@@ -113,7 +113,7 @@ def warning(approval: Approval, *, now: datetime | None = None) -> str:
     within = f"in {math.ceil(left / 60)} min" if left >= 60 else "in under a minute"
     then = ("Decide with the buttons above, or extend it once."
             if approval.extended_at is None else "It was extended once already: decide it before then.")
-    return (f"⏳ <b>Expires at {approval.expires_at:%H:%M} UTC ({within})</b>: #{approval.pk}, "
+    return (f"⏳ <b>{summary.at_deadline} at {approval.expires_at:%H:%M} UTC ({within}){summary.unless}</b>: #{approval.pk}, "
             f"{escape(summary.sentence)}. {then}")
 
 
@@ -201,7 +201,7 @@ def _tail(approval: Approval, summary: Summary) -> list[str]:
         tail.append(f"Escalated at {approval.escalated_at:%H:%M} UTC: nobody decided it in time, so its escalation groups may too.")
     if summary.expires_at:
         extended = f" (extended by {_e(approval.extended_by.get_username())})" if approval.extended_by_id else ""
-        tail.append(f"Expires at {summary.expires_at:%Y-%m-%d %H:%M} UTC{extended}")
+        tail.append(f"{summary.at_deadline} at {summary.expires_at:%Y-%m-%d %H:%M} UTC{summary.unless}{extended}")
     tail.append(_link(approval, "Open in hitl"))
     return tail
 

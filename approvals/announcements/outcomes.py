@@ -21,6 +21,8 @@ def outcome_line(approval: Approval, *, icon: bool = True, reveal_text=reveal) -
         by = " by the agent's policy"
     elif approval.decided_via == Approval.Via.REPEAT:
         by = " as a repeat of a rejected call"
+    elif approval.decided_via == Approval.Via.TIMEOUT and status != Approval.Status.EXPIRED:
+        by = " at its deadline, as its agent's timeout setting says"
     elif approval.decided_via in (Approval.Via.TIMEOUT, "") or status == Approval.Status.EXPIRED:
         by = ""
     else:

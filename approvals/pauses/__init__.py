@@ -4,6 +4,8 @@ decided pause with a result; it never learns a kind's details.
 
 In this package: `questions` and `plans`, each kind's rules (pure: no database). May import
 approvals' models only."""
+from django.conf import settings
+
 from . import plans, questions
 from ..models import Approval
 
@@ -19,7 +21,7 @@ def request(kind: str, arguments: dict) -> dict:
     """The stored question or plan from the agent's (schema-validated) arguments, or InvalidRequest."""
     try:
         if kind == Kind.QUESTION:
-            return questions.normalize(arguments)
+            return questions.normalize(arguments, most_file_bytes=settings.HITL_MAX_UPLOAD_BYTES)
         if kind == Kind.PLAN:
             return plans.normalize(arguments)
     except (questions.InvalidQuestion, plans.InvalidPlan) as exc:
@@ -39,7 +41,7 @@ def result(approval: Approval) -> str:
             return questions.declined_result(f"The human ({who})", reason)
         return questions.expired_result()
     if approval.status == Status.APPROVED:
-        return plans.approved_result(approval.plan, approval.answer["approved_steps"])
+        return plans.approved_result(approval.plan, approval.answer["approved_steps"], approval.answer)
     if approval.status == Status.REJECTED:
         return plans.rejected_result(f"The human ({who})", reason)
     return plans.expired_result()

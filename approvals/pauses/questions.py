@@ -2,15 +2,19 @@
 reads back. Pure: no database. The stored question is
 `{"text", "type", "options", "min", "max", "default", "required"}`, and a confirmation's (the Swift
 design's ConfirmationRequest) `"details", "confirm_label", "cancel_label"`: what to know first and
-the words of its two buttons (one stored before them says Yes and No: `labels`)."""
+the words of its two buttons (one stored before them says Yes and No: `labels`); a file question's
+(the Swift design's InputType.file) `"accept", "max_bytes"`: the types it takes and its size limit.
+A file is answered on the site only: its card uploads it (approvals.pauses.uploads), which makes the
+StoredFile that is the only answer validate_answer takes; any other surface is told so."""
 import json
 import math
 import re
+from dataclasses import dataclass
 from datetime import date
 
 from core.inputs import is_storable
 
-TYPES = ("text", "choice", "multi_choice", "number", "date", "confirm")
+TYPES = ("text", "choice", "multi_choice", "number", "date", "confirm", "file")
 MIN_OPTIONS, MAX_OPTIONS = 2, 20
 MAX_QUESTION_CHARS = 2000
 MAX_OPTION_CHARS = 200
@@ -20,6 +24,24 @@ DEFAULT_LABELS = ("Yes", "No")
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 YES = {"yes", "y", "true", "ok", "confirm", "confirmed"}
 NO = {"no", "n", "false", "deny", "denied"}
+MAX_ACCEPT = 20  # a file question's accepted types
+ACCEPTED = re.compile(r"\.[a-z0-9][a-z0-9.+_-]{0,30}|[a-z]+/(\*|[a-z0-9][a-z0-9.+_-]{0,100})")  # ".csv", "text/csv", "image/*"
+ON_THE_SITE = "This question takes a file: upload it on its card, on the site."
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """A file a person uploaded on a file question's card, stored in the conversation's sandbox
+    (approvals.pauses.uploads): the only answer a file question takes."""
+
+    approval_id: int  # the question it was uploaded for
+    path: str  # in the sandbox: "uploads/report.csv"
+    size: int
+    name: str  # as the person's file was named
+    content_type: str
+
+    def as_answer(self) -> dict:
+        return {"path": self.path, "size": self.size, "name": self.name, "content_type": self.content_type}
 
 
 class InvalidQuestion(ValueError):
@@ -30,8 +52,9 @@ class InvalidAnswer(ValueError):
     """An answer the question does not take; the message says why, for the human."""
 
 
-def normalize(arguments: dict) -> dict:
-    """The model's (schema-validated) arguments as the stored question, or InvalidQuestion."""
+def normalize(arguments: dict, *, most_file_bytes: int = 10 * 1024 * 1024) -> dict:
+    """The model's (schema-validated) arguments as the stored question, or InvalidQuestion. A file
+    question's `max_bytes` is at most `most_file_bytes` (HITL_MAX_UPLOAD_BYTES), and that when not given."""
     text = str(arguments.get("question") or arguments.get("message") or "").strip()  # "message": the Swift design's word
     if not text:
         raise InvalidQuestion("question: the question is empty.")
@@ -49,6 +72,7 @@ def normalize(arguments: dict) -> dict:
         "default": None,
         "required": bool(arguments.get("required", True)),
         **_confirmation(kind, arguments),
+        **_file(kind, arguments, most_file_bytes),
     }
     low, high = arguments.get("min"), arguments.get("max")
     if kind == "number":
@@ -85,6 +109,51 @@ def _confirmation(kind: str, arguments: dict) -> dict:
     if words[0].casefold() == words[1].casefold():
         raise InvalidQuestion("confirm_label, cancel_label: the two buttons say the same.")
     return {"details": details, "confirm_label": words[0], "cancel_label": words[1]}
+
+
+def _file(kind: str, arguments: dict, most: int) -> dict:
+    """A file question's accepted types (MIME types or extensions, as a browser's `accept` has
+    them; none: any file) and size limit, at most `most`; nothing for the other types, which refuse them."""
+    given = [name for name in ("accept", "max_bytes") if arguments.get(name) not in (None, "", [])]
+    if kind != "file":
+        if given:
+            raise InvalidQuestion(f"{', '.join(given)}: only a file question has them, not a {kind} question.")
+        return {}
+    accept = arguments.get("accept") or []
+    if isinstance(accept, str):
+        accept = [part for part in accept.split(",")]
+    if not isinstance(accept, list) or len(accept) > MAX_ACCEPT:
+        raise InvalidQuestion(f"accept: a list of at most {MAX_ACCEPT} MIME types or extensions, e.g. [\".csv\", \"text/csv\"].")
+    cleaned = []
+    for entry in accept:
+        entry = str(entry).strip().lower()
+        if not ACCEPTED.fullmatch(entry):
+            raise InvalidQuestion(f"accept: {entry[:40]!r} is not a MIME type (\"text/csv\", \"image/*\") or an extension (\".csv\").")
+        if entry not in cleaned:
+            cleaned.append(entry)
+    size = arguments.get("max_bytes")
+    if size is None:
+        size = most
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise InvalidQuestion("max_bytes: a whole number of bytes, at least 1.")
+    return {"accept": cleaned, "max_bytes": min(size, most)}
+
+
+def accepts(question: dict, name: str, content_type: str) -> bool:
+    """Whether a file named `name`, of `content_type` (as the server guesses it from the name),
+    is of a type the question takes: an extension the name ends with, or its MIME type (or family)."""
+    accept = question.get("accept") or []
+    if not accept:
+        return True
+    name, content_type = name.lower(), (content_type or "").lower()
+    for entry in accept:
+        if entry.startswith(".") and name.endswith(entry):
+            return True
+        if entry.endswith("/*") and content_type.startswith(entry[:-1]):
+            return True
+        if entry == content_type:
+            return True
+    return False
 
 
 def labels(question: dict) -> tuple[str, str]:
@@ -189,6 +258,10 @@ def validate_answer(question: dict, value):
         if not isinstance(value, bool):
             raise InvalidAnswer("Answer with yes (true) or no (false).")
         return value
+    if kind == "file":
+        if not isinstance(value, StoredFile):
+            raise InvalidAnswer(ON_THE_SITE)
+        return value.as_answer()
     raise InvalidAnswer(f"Unknown question type {kind!r}.")
 
 
@@ -260,6 +333,8 @@ def shown(answer) -> str:
         return "yes" if answer else "no"
     if isinstance(answer, list):
         return ", ".join(answer) if answer else "(none)"
+    if isinstance(answer, dict) and {"path", "size"} <= set(answer):
+        return f"{answer.get('name') or answer['path']} ({answer['size']} bytes), stored as {answer['path']}"
     return str(answer)
 
 

@@ -12,6 +12,7 @@ BARRIERS = {
     rules_.STEP_UP: "step-up: approving a call this risky takes the approver's passkey",
     rules_.OVER_MAX_RISK: "over max risk: riskier than the agent lets a rule approve",
     rules_.INVISIBLE: "invisible characters: what a human sees must be what runs",
+    rules_.OUTSIDE_PLAN: "outside the plan: no step of the approved plan calls this tool, so a person decides",
 }
 ANOTHER_FIRST = "another rule first"
 
@@ -214,3 +215,12 @@ def steps_of(approval) -> list[dict]:
     if isinstance(stored, list) and stored:
         return [step(str(s.get("step", "")), str(s.get("outcome", "")), str(s.get("detail", ""))) for s in stored if isinstance(s, dict)]
     return summary(approval)
+
+
+def timeout(action: str, refused: str = "") -> dict:
+    """What the deadline will do if no one decides: shown with the call's decision path."""
+    if refused:
+        return step("timeout", "expires", f"Its agent approves such calls at their deadline, but {refused}: it expires instead.")
+    if action == "reject":
+        return step("timeout", "rejects", "If no one decides by its deadline, it is rejected, and the model is told why.")
+    return step("timeout", "approves", "If no one decides by its deadline, it is approved and runs: a low-risk call anyone may approve.")

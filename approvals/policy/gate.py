@@ -4,6 +4,8 @@ from typing import Any
 
 from core.visible import has_invisible
 
+from . import timeouts
+
 RISKS = ("low", "medium", "high", "critical")
 
 
@@ -13,7 +15,8 @@ class Gate:
     reason: str
     risk: str
     approver_required: bool = False  # the owner may not decide it: an approver who is not the owner must
-    timeout_seconds: int | None = None  # how long it may stay pending before it expires
+    timeout_seconds: int | None = None  # how long it may stay pending before its deadline
+    timeout_action: str = "expire"  # what the deadline does if no one decided (approvals.policy.timeouts)
 
 
 def check(tool_spec: Any, arguments: dict, agent: Any, context: Any = None) -> Gate:
@@ -21,7 +24,8 @@ def check(tool_spec: Any, arguments: dict, agent: Any, context: Any = None) -> G
 
     `tool_spec` has `name`, `risk`, `approval_timeout` and `needs_approval` (a bool, or a function of
     the arguments and context returning `(required, reason)` or `(required, reason, risk)`); `agent` has `name`,
-    `require_approval`, `all_tools_need_approval`, `owner_max_risk` and `approval_timeout_seconds`.
+    `require_approval`, `all_tools_need_approval`, `owner_max_risk`, `approval_timeout_seconds` and
+    (optionally) `timeout_action` and `timeout_actions`.
     """
     gate = _needs_approval(tool_spec, arguments, agent, context)
     if not gate.required:
@@ -38,6 +42,7 @@ def check(tool_spec: Any, arguments: dict, agent: Any, context: Any = None) -> G
         gate,
         approver_required=RISKS.index(gate.risk) > RISKS.index(agent.owner_max_risk),
         timeout_seconds=tool_spec.approval_timeout or agent.approval_timeout_seconds,
+        timeout_action=timeouts.configured(agent, tool_spec.name),
     )
 
 

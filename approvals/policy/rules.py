@@ -37,11 +37,12 @@ class Call:
     always_ask: tuple = ()  # the agent's always-ask patterns for this tool (Agent.always_ask)
     routed: bool = False  # approver_required because a route names its approvers
     step_up_from_risk: str = ""  # the agent's: from this risk up, approving takes the approver's passkey
+    outside_plan: bool = False  # an approved plan holds the conversation and no approved step calls this tool (chat.planned)
 
 
 # Why no allow rule may approve a call (barrier()); approvals.policy.explain says each in words.
 CRITICAL, ROUTED, FOUR_EYES, OVER_MAX_RISK, INVISIBLE = "critical", "routed", "four eyes", "over max risk", "invisible characters"
-STEP_UP = "step-up"
+STEP_UP, OUTSIDE_PLAN = "step-up", "outside the plan"
 
 
 def barrier(call: Call) -> str:
@@ -50,6 +51,8 @@ def barrier(call: Call) -> str:
         return INVISIBLE  # first: such characters also raise the risk, which the other reasons would name
     if call.risk not in RISKS or call.risk == "critical":
         return CRITICAL
+    if call.outside_plan:
+        return OUTSIDE_PLAN  # the person approved a plan without this tool: a person decides it
     if call.approver_required:
         return ROUTED if call.routed else FOUR_EYES
     if call.step_up_from_risk in RISKS and RISKS.index(call.risk) >= RISKS.index(call.step_up_from_risk):

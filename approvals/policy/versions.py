@@ -43,7 +43,7 @@ ACTIONS = {"+": "created", "~": "changed", "-": "deleted"}
 # model label → (the fields that decide calls, the many-to-many ones among them)
 AGENT_FIELDS = (
     "tools", "require_approval", "all_tools_need_approval", "owner_max_risk", "max_auto_approve_risk",
-    "approval_timeout_seconds", "approval_valid_seconds", "always_ask", "step_up_from_risk", "trust_after",
+    "approval_timeout_seconds", "timeout_action", "timeout_actions", "approval_valid_seconds", "always_ask", "step_up_from_risk", "trust_after",
     "fetch_allowlist", "allow_private_fetch", "open_to_everyone",
 )
 TRACKED = {

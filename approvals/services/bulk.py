@@ -9,7 +9,7 @@ from .. import audit
 from ..deciders import routing
 from ..models import Approval
 from ..permissions import can_see
-from .deciding import _announce_on_commit, _decision, _expiry, _unseen, decide, needs_step_up, record_late
+from .deciding import _announce_on_commit, _decision, _unseen, decide, needs_step_up, record_late, timed_out
 from .errors import AlreadyDecided, AlreadyVoted, ArgumentsChanged, NotAllowed
 
 logger = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def _decide_together(approvals: dict, allowed: list[int], outcome: Outcome, *, u
         # decider holds is waited for and its status checked again, so it drops out once decided;
         # SQLite's IMMEDIATE transaction holds the one write lock from the start. Either way the
         # first decision wins, as with decide()'s conditional update.
-        locked = Approval.objects.select_for_update(of=("self",)).select_related("tool_call")
+        locked = Approval.objects.select_for_update(of=("self",)).select_related("tool_call", "conversation__agent")
         locked = locked.filter(pk__in=allowed, status=Approval.Status.PENDING)
         pending, overdue = [], []
         for approval in locked.order_by("pk"):
@@ -115,16 +115,18 @@ def _decide_together(approvals: dict, allowed: list[int], outcome: Outcome, *, u
                 outcome.changed.append(approval.pk)  # never approve an edit nobody here saw
             else:
                 pending.append(approval)
-        decision, expiry = _decision(status, user, via, reason), _expiry(now)
+        decision = _decision(status, user, via, reason)
         # A question rejected in bulk is declined, with the same reason.
         questions_ = [a for a in pending if a.kind == Approval.Kind.QUESTION]
         others = [a for a in pending if a.kind != Approval.Kind.QUESTION]
         declined = _decision(Approval.Status.DECLINED, user, via, reason)
         # One UPDATE for all the rows decided alike, each with its own link of the audit chain.
-        for rows, fields in ((others, decision), (questions_, declined), (overdue, expiry)):
+        together = [(others, decision), (questions_, declined)]
+        together += [([approval], timed_out(approval, now)) for approval in overdue]  # each as its deadline says
+        for rows, fields in together:
             if rows:
                 Approval.objects.filter(pk__in=[a.pk for a in rows]).update(**fields, **head.extend(rows, fields))
-        for approvals_, fields in ((others, decision), (questions_, declined), (overdue, expiry)):
+        for approvals_, fields in together:
             for approval in approvals_:
                 for name, value in fields.items():
                     setattr(approval, name, value)

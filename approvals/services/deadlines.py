@@ -28,10 +28,11 @@ def warning_at(start, timeout_seconds: int | None):
 
 
 def expire_overdue(*, now=None, limit: int = 500) -> list[int]:
-    """Expire pending approvals past their deadline: decided by nobody, via `timeout`. A decision
+    """Decide pending approvals past their deadline as each one's timeout action says (expire, reject
+    or approve: deciding.timed_out), by nobody, via `timeout`. A decision
     racing the expiry meets the same conditional update, so exactly one of them wins."""
     now = now or timezone.now()
-    overdue = Approval.objects.filter(status=Approval.Status.PENDING, expires_at__lte=now).select_related("tool_call")
+    overdue = Approval.objects.filter(status=Approval.Status.PENDING, expires_at__lte=now).select_related("tool_call", "conversation__agent")
     expired = []
     for approval in overdue.order_by("expires_at")[:limit]:
         with transaction.atomic():

@@ -20,7 +20,7 @@ from ..models import Approval, LateDecision, Rule, Vote, Webhook
 from ..models import Outcome as ReportedOutcome
 from ..pauses import plans, questions
 from ..permissions import can_see
-from ..policy import rules
+from ..policy import rules, timeouts
 from ..policy.gate import RISKS
 from ..signals import approval_voted
 from .errors import (
@@ -71,7 +71,7 @@ def decide(
     shown_hash: str,
     reason: str = "",
     confirmation: str = "",
-    steps: list[int] | None = None,
+    steps: list | None = None,
     comment: str = "",
     step_up: StepUp | None = None,
     shown_whole: bool = True,
@@ -237,6 +237,8 @@ def answer(
         raise WrongKind(f"This is {'a plan' if approval.kind == Approval.Kind.PLAN else 'a tool call'}: approve or reject it.")
     if decline:
         return _store_decision(approval, _decision(Approval.Status.DECLINED, user, via, reason), user=user, via=via)
+    if isinstance(value, questions.StoredFile) and value.approval_id != approval.pk:
+        raise InvalidAnswer("That file was uploaded for another question.")
     try:
         stored = questions.validate_answer(approval.question, value)
     except questions.InvalidAnswer as exc:
@@ -245,14 +247,14 @@ def answer(
     return _store_decision(approval, decision, user=user, via=via)
 
 
-def _plan_answer(approval: Approval, steps: list[int] | None) -> dict:
-    """The approved and dropped steps of a plan; without `steps`, all of them."""
+def _plan_answer(approval: Approval, steps: list | None) -> dict:
+    """The approved and dropped steps of a plan, as the decider changed them (plans.approve); without
+    `steps`, all of them as proposed."""
     chosen = [step["index"] for step in approval.plan["steps"]] if steps is None else steps
     try:
-        approved = plans.approved_steps(approval.plan, chosen)
+        return plans.approve(approval.plan, chosen)
     except plans.InvalidSteps as exc:
         raise InvalidAnswer(str(exc)) from None
-    return {"approved_steps": approved, "dropped_steps": plans.dropped_steps(approval.plan, approved)}
 
 
 def _store_decision(approval: Approval, decision: dict, *, user, via: str, announce_here: bool = False, saving=None) -> Approval:
@@ -447,7 +449,7 @@ def _stored(approval: Approval, updated: int, *, user, status: str, via: str) ->
 def _expire_if_overdue(approval_id: int) -> bool:
     """A decision that came after the deadline expires the approval itself, in its transaction."""
     now = timezone.now()
-    overdue = Approval.objects.select_related("tool_call").filter(
+    overdue = Approval.objects.select_related("tool_call", "conversation__agent").filter(
         pk=approval_id, status=Approval.Status.PENDING, expires_at__lte=now
     )
     approval = overdue.first()
@@ -458,7 +460,7 @@ def _expire(approval: Approval, now, *, announce_here: bool = False) -> bool:
     """Expire one overdue approval, read a moment ago, in the caller's transaction, with its link of
     the audit chain. False if it was decided, or edited, since it was read. `announce_here`: as for
     _store_decision (the expiry sweep runs in a worker)."""
-    expiry = _expiry(now)
+    expiry = timed_out(approval, now)
     head = audit.lock_head()
     if not _as_read(approval).filter(expires_at__lte=now).update(**expiry, **head.extend([approval], expiry)):
         return False
@@ -470,6 +472,28 @@ def _expire(approval: Approval, now, *, announce_here: bool = False) -> bool:
 
 def _expiry(now) -> dict:
     return {"status": Approval.Status.EXPIRED, "decided_at": now, "decided_via": Approval.Via.TIMEOUT, **CLAIM_ENDS}
+
+
+def timed_out(approval: Approval, now) -> dict:
+    """What its deadline decides, by nobody, via `timeout`: the action stored when it was requested
+    (approvals.policy.timeouts), its cause in the words the audit chain keeps. An approve is checked
+    again against the row as it is now (an edit may have raised its risk): what it may not approve expires."""
+    action = approval.timeout_action
+    agent = approval.conversation.agent
+    if action == timeouts.APPROVE and timeouts.why_not_approve(
+        kind=approval.kind, risk=approval.risk, approver_required=approval.approver_required, routed=approval.route_id is not None,
+        quorum=approval.quorum, confirmation=approval.confirmation_required, step_up=needs_step_up(approval),
+    ):
+        action = timeouts.EXPIRE
+    deadline = f"by its deadline ({approval.expires_at:%H:%M} UTC)"
+    tool = approval.tool_call.name
+    if action == timeouts.REJECT:
+        reason = f"No one decided {deadline}, and {agent.name} rejects {tool} calls that no one decides in time."
+        return _expiry(now) | {"status": Approval.Status.REJECTED, "rejection_reason": reason}
+    if action == timeouts.APPROVE:
+        comment = f"No one decided {deadline}, and {agent.name} approves low-risk {tool} calls that no one decides in time."
+        return _expiry(now) | {"status": Approval.Status.APPROVED, "comment": comment}
+    return _expiry(now)
 
 
 def _announce_on_commit(approvals: list[Approval], *, here: bool = False) -> None:

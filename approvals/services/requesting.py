@@ -8,6 +8,7 @@ from core import telemetry
 
 from ..deciders import routing
 from ..models import Approval, Route, Rule
+from ..policy import explain, timeouts
 from ..policy import versions as policy_versions
 from ..signals import approval_requested
 from .deadlines import warning_at
@@ -23,6 +24,7 @@ def request_approval(
     arguments_hash: str,
     approver_required: bool = False,
     timeout_seconds: int | None = None,
+    timeout_action: str = timeouts.EXPIRE,
     preview: dict | None = None,
     preview_state: str = "",
     confirmation_hint: str = "",
@@ -40,8 +42,18 @@ def request_approval(
     it, how many must, and when they are reminded and it escalates; a routed call always needs an
     approver other than its requester. `rule`: the ask rule that holds it for a human; `explanation`:
     how it came to be asked (approvals.policy.explain). `asked_again_from`: the expired approval this one
-    asks again (ask_again): its edit, if any, is kept, so the version shown is the same."""
+    asks again (ask_again): its edit, if any, is kept, so the version shown is the same. `timeout_action`:
+    what its deadline does if no one decided (approvals.policy.timeouts); an approve it may not do is
+    stored as expire, with the reason in its explanation."""
     now = timezone.now()
+    quorum = route.quorum if route is not None else 1
+    timeout_action, refused = timeouts.resolved(
+        timeout_action if timeout_seconds else timeouts.EXPIRE,
+        kind=kind, risk=risk, approver_required=approver_required or route is not None, routed=route is not None,
+        quorum=quorum, confirmation=bool(confirmation_hint),  # step-up starts at high risk: never a low-risk call's
+    )
+    if timeout_action != timeouts.EXPIRE or refused:
+        explanation = [*(explanation or []), explain.timeout(timeout_action, refused)]
     edit = {}
     if asked_again_from is not None and asked_again_from.is_edited:
         edit = {name: getattr(asked_again_from, name) for name in ("edited_arguments", "edited_arguments_hash", "edited_by", "edited_at")}
@@ -49,7 +61,7 @@ def request_approval(
         asked_again_from=asked_again_from,
         **edit,
         route=route,
-        quorum=route.quorum if route is not None else 1,
+        quorum=quorum,
         **routing.deadlines(route, now),
         requested_at=now,
         tool_call_id=tool_call_id,
@@ -61,6 +73,7 @@ def request_approval(
         approver_required=approver_required or route is not None,
         expires_at=now + timedelta(seconds=timeout_seconds) if timeout_seconds else None,
         warn_at=warning_at(now, timeout_seconds),
+        timeout_action=timeout_action,
         preview=preview,
         preview_state=preview_state,
         confirmation_hint=confirmation_hint,
@@ -77,3 +90,4 @@ def request_approval(
     telemetry.approval_requested(approval)
     transaction.on_commit(lambda: approval_requested.send(sender=Approval, approval=approval), robust=True)
     return approval
+

@@ -12,7 +12,7 @@ from core.visible import reveal
 from approvals import summary
 from approvals.cards import diffs, hints, titles
 from approvals.deciders import votes
-from approvals.pauses import questions
+from approvals.pauses import plans, questions
 
 register = template.Library()
 
@@ -170,6 +170,33 @@ def server_hints(annotations) -> str:
 def shown_answer(answer) -> str:
     """A question's answer as a person reads it (a list joined, yes or no)."""
     return questions.shown(answer)
+
+
+@register.filter
+def step_duration(seconds) -> str:
+    """A plan step's estimate as the card shows it: "about 5 min"."""
+    return plans.duration_text(seconds if isinstance(seconds, int) else None)
+
+
+@register.filter
+def plan_names_tools(plan) -> bool:
+    return isinstance(plan, dict) and plans.names_tools(plan)
+
+
+@register.filter
+def plan_hold(approval) -> str:
+    """Why an approved plan holds this call, in words (chat.planned), or "": the card says it first."""
+    return next((step.get("detail", "") for step in approval.explanation or [] if isinstance(step, dict) and step.get("step") == "plan"), "")
+
+
+@register.filter
+def plan_as_approved(approval) -> list[dict]:
+    """An approved plan's steps as the decider left them (their words, their order), else as proposed."""
+    answer = approval.answer if isinstance(approval.answer, dict) else {}
+    if answer.get("steps"):
+        return answer["steps"]
+    kept = answer.get("approved_steps")
+    return [s for s in (approval.plan or {}).get("steps", []) if kept is None or s["index"] in kept]
 
 
 @register.simple_tag

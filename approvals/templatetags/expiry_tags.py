@@ -8,6 +8,7 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from approvals.models import Approval, LateDecision
+from approvals.policy import timeouts
 
 register = template.Library()
 
@@ -20,6 +21,12 @@ def expires_in(approval) -> str:
         return "under a minute"
     minutes = math.ceil(seconds / 60)
     return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
+
+
+@register.filter
+def at_deadline(approval) -> str:
+    """What its deadline does, as the card says it: "Expires", "Rejected" or "Approved" (approvals.policy.timeouts)."""
+    return timeouts.described(approval.timeout_action)
 
 
 @dataclass

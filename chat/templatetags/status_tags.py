@@ -20,6 +20,7 @@ def waiting_counts(conversation) -> dict:
         pending=Count("pk"),
         four_eyes=Count("pk", filter=Q(approver_required=True, route__isnull=True)),
         questions=Count("pk", filter=Q(kind=Approval.Kind.QUESTION)),
+        files=Count("pk", filter=Q(kind=Approval.Kind.QUESTION, question__type="file")),  # answered by an upload only
         pauses=Count("pk", filter=~Q(kind=Approval.Kind.ACTION)),  # questions and plans: "yes" decides none
         critical=Count("pk", filter=Q(risk=Risk.CRITICAL, kind=Approval.Kind.ACTION)),
         routed=Count("pk", filter=Q(route__isnull=False)),

@@ -35,6 +35,28 @@
     if (opener) setMenu(opener, false);
   });
 
+  // A plan's steps move up or down before approving: the form sends every step's `order` input in
+  // the order they stand, which is the order the agent is told to take them in.
+  document.addEventListener("click", function (event) {
+    const move = event.target.closest("[data-move]");
+    const step = move && move.closest(".plan-step");
+    if (!step) return;
+    const other = move.dataset.move === "up" ? step.previousElementSibling : step.nextElementSibling;
+    if (!other) return;
+    if (move.dataset.move === "up") other.before(step); else other.after(step);
+    move.focus();
+    const list = step.closest("[data-plan-steps]");
+    const place = Array.prototype.indexOf.call(list.children, step) + 1;
+    move.closest(".step-move").setAttribute("aria-label", "Move this step (now step " + place + " of " + list.children.length + ")");
+  });
+
+  // A step's new words show in its line as they are typed: what the checkbox keeps is what it says.
+  document.addEventListener("input", function (event) {
+    const field = event.target.closest && event.target.closest('.plan-step input[name^="action_"]');
+    const line = field && field.closest(".plan-step").querySelector(".step-action");
+    if (line) line.textContent = field.value;
+  });
+
   // A pushed card keeps an open menu or reason form (hx-preserve) but brings a fresh toggle.
   function syncToggles() {
     for (const toggle of document.querySelectorAll("[data-menu-toggle], [data-reject-toggle]")) {

@@ -135,7 +135,7 @@ PLAN = plans.normalize({"title": "Tidy up", "steps": [
 
 
 def test_a_plan_is_stored_with_its_steps_numbered_from_one():
-    assert PLAN["steps"][1] == {"index": 2, "action": "Email bob", "description": "", "optional": True}
+    assert PLAN["steps"][1] == {"index": 2, "action": "Email bob", "description": "", "optional": True, "tool": "", "estimated_duration": None}
 
 
 @pytest.mark.parametrize(
@@ -405,7 +405,10 @@ def test_the_api_approves_a_plan_with_its_steps(alice, agent, api_as):
     _, approval = asked(alice, agent, "plan a tidy-up")
     api = api_as(alice)
     item = api.get("approvals", kind="plan").json()["items"][0]
-    assert item["plan"]["steps"][1] == {"index": 2, "action": "Tell bob@example.com", "description": "Send a short email about it.", "optional": True}
+    assert item["plan"]["steps"][1] == {
+        "index": 2, "action": "Tell bob@example.com", "description": "Send a short email about it.", "optional": True, "tool": "",
+        "estimated_duration": None,
+    }
     missing = api.post(f"approvals/{approval.pk}/decision", {"decision": "approve", "steps": [1]})
     assert (missing.status_code, missing.json()["detail"]) == (400, "Step 3 (Do it: a tidy-up) is required: keep it, or reject the whole plan.")
     approved = api.post(f"approvals/{approval.pk}/decision", {"decision": "approve", "steps": [1, 3]})

@@ -91,6 +91,53 @@ def test_a_plan_is_approved_without_its_optional_step(page, alice, agent, api_fo
     assert approval.answer == {"approved_steps": [1, 3], "dropped_steps": [2]}
 
 
+def test_a_plan_changed_on_its_card_holds_the_call_of_a_dropped_step(page, alice, agent, api_for):
+    """Issue 39, item 7: a step reworded and moved up, another dropped, in Chromium; the model then
+    calls the dropped step's tool anyway, and that call waits, its card naming the plan."""
+    _, approval = asked(page, api_for(alice), alice, "carry out a plan to tidy the notes and every step of it")
+    plan = card(page, "propose_plan")
+    expect(plan).to_contain_text("Calls send_email · about 2 min")
+    plan.get_by_role("checkbox", name="Tell bob@example.com").uncheck()
+    last = plan.locator(".plan-step").nth(2)
+    last.get_by_text("Change this step").click()
+    last.get_by_label("What it does").fill("Write the tidy plan down")
+    last.get_by_role("button", name="Move up").click()
+    expect(plan.locator(".plan-step").nth(1)).to_have_attribute("data-step", "3")  # moved above "Tell bob"
+    expect(plan.locator(".plan-step").nth(1).locator(".step-action")).to_have_text("Write the tidy plan down")  # as typed
+    button(plan, "Approve plan").click()
+
+    expect(plan).to_have_attribute("data-status", "succeeded")
+    expect(plan.locator(".decided")).to_contain_text("Approved as changed (steps 1, 3) by alice via chat")
+    expect(plan.locator(".decided-steps")).to_contain_text("Write the tidy plan down")
+    held = card(page, "send_email")
+    expect(held).to_contain_text("Pending approval")
+    expect(held.locator(".card-banner .plan-hold")).to_contain_text("Outside the approved plan “tidy the notes”")  # said first, not folded
+    approval.refresh_from_db()
+    assert approval.answer["approved_steps"] == [1, 3] and approval.answer["steps"][1]["action"] == "Write the tidy plan down"
+
+
+def test_a_file_is_uploaded_on_its_card_and_a_wrong_one_refused(page, alice, agent, api_for, stack):
+    """Issue 39, item 6: the card's file input, in Chromium; a type the question does not take is
+    refused with the reason (the question stays open), then the right one is stored in the sandbox."""
+    conversation_id, approval = asked(page, api_for(alice), alice, "ask me for a csv file of at most 100 bytes")
+    question = card(page, "ask_human")
+    field = question.get_by_label("A file (.csv), at most 100")
+    expect(field).to_have_attribute("accept", ".csv")
+    field.set_input_files({"name": "notes.txt", "mimeType": "text/plain", "buffer": b"hello"})  # accept is a hint: sent anyway
+    button(question, "Answer").click()
+    expect(question.locator(".error")).to_have_text("notes.txt is not a type this question takes: .csv.")
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+
+    question.get_by_label("A file (.csv), at most 100").set_input_files({"name": "totals.csv", "mimeType": "text/csv", "buffer": b"a,b\n1,2\n"})
+    button(question, "Answer").click()
+
+    expect(question).to_have_attribute("data-status", "succeeded")
+    expect(question.locator(".decided q")).to_have_text("totals.csv (8 bytes), stored as uploads/totals.csv")
+    expect(last_reply(page)).to_contain_text("totals.csv (8 bytes)")
+    assert (stack.sandbox_root / conversation_id / "uploads" / "totals.csv").read_bytes() == b"a,b\n1,2\n"
+
+
 def test_a_question_is_declined_with_a_reason(page, alice, agent, api_for):
     _, approval = asked(page, api_for(alice), alice, "ask me my password")
     question = card(page, "ask_human")

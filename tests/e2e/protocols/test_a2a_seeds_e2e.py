@@ -136,3 +136,17 @@ def test_the_swift_designs_approve_deny_and_modify_decide_through_the_real_clien
     assert (e2e.sandbox_root / task.context_id / "c.txt").read_text() == "hello"
     approved = Approval.objects.filter(conversation_id=task.context_id).latest("pk")
     assert (approved.status, approved.decided_via, approved.decided_by) == ("approved", "a2a", alice)
+
+
+def test_kagents_typed_cancel_rejects_through_the_real_client(e2e, a2a, alice, agent):
+    """kagent's UI answers a pause it will not approve with the text "cancel" (issue 39, item 2)."""
+    client = a2a(alice)
+    task = client.task("write hello to d.txt")
+
+    done = client.task("cancel", task_id=task.id)
+
+    assert done.status.state == State.TASK_STATE_COMPLETED
+    rejected = Approval.objects.filter(conversation_id=task.context_id).latest("pk")
+    # A typed reply is a message in the conversation, decided as the chat's typed replies are (via text).
+    assert (rejected.status, rejected.decided_via, rejected.decided_by) == ("rejected", "text", alice)
+    assert not (e2e.sandbox_root / task.context_id / "d.txt").exists()
