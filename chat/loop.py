@@ -23,6 +23,7 @@ from .history import History
 from .messages import add_notice, load_calls, lock_conversation, push_status
 from .llm import LLMError, Stopped, complete
 from .models import Conversation, Message, ToolCall
+from .signals import run_settled
 from .streaming import AnswerStream
 from .tools import InputRequired, ToolError, registry
 from .turns import check_calls, store_turn
@@ -471,6 +472,15 @@ def _set_status(conversation: Conversation, status: str, token: str, error: str 
     conversation.status, conversation.error = status, error
     if push:
         push_status(conversation)
+    if status in (Conversation.Status.IDLE, Conversation.Status.FAILED):
+        transaction.on_commit(lambda: _tell_settled(conversation), robust=True)
+
+
+def _tell_settled(conversation: Conversation) -> None:
+    """Every listener hears that the run ended, whichever of them fails (chat.signals.run_settled)."""
+    for receiver, error in run_settled.send_robust(sender=Conversation, conversation=conversation):
+        if isinstance(error, Exception):
+            logger.error("run_settled: %s failed for %s: %r", receiver, conversation.pk, error, exc_info=error)
 
 
 # --- What the model sees and says --------------------------------------------------------------

@@ -160,6 +160,10 @@ class Conversation(models.Model):
     )
     status = models.CharField(max_length=32, choices=Status.choices, default=Status.IDLE)
     error = models.TextField(blank=True, help_text="Why the last run failed, in words a user can read.")
+    relay_to = models.CharField(
+        max_length=16, blank=True,
+        help_text="The chat its owner last wrote from, where the agent's answers go too (telegram, slack; chat.elsewhere).",
+    )
     # The lease: which task is advancing this conversation, and until when it may (see chat.loop).
     advancing_token = models.CharField(max_length=64, blank=True)
     advancing_until = models.DateTimeField(null=True, blank=True)

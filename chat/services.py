@@ -31,7 +31,8 @@ class UnknownAgent(LookupError):
     """An agent the user may not use (or that does not exist): the same answer for both."""
 
 
-def start_conversation(*, user, agent: Agent, content: str) -> Conversation:
+def start_conversation(*, user, agent: Agent, content: str, relay_to: str = "") -> Conversation:
+    """`relay_to`: the chat it was started from (chat.elsewhere), where its answers go too."""
     content = _clean(content)
     _check_agent(user, agent)
     # What post_message does, less what a conversation made in this same transaction cannot need:
@@ -39,7 +40,7 @@ def start_conversation(*, user, agent: Agent, content: str) -> Conversation:
     with transaction.atomic():
         quotas.check_conversation(user)  # and the message's: in the transaction that stores what they count
         conversation = Conversation.objects.create(
-            owner=user, agent=agent, title=content[:80], status=Conversation.Status.RUNNING
+            owner=user, agent=agent, title=content[:80], status=Conversation.Status.RUNNING, relay_to=relay_to
         )
         message = Message.objects.create(
             conversation=conversation, position=1, role=Message.Role.USER, content=content, author=user
@@ -49,14 +50,15 @@ def start_conversation(*, user, agent: Agent, content: str) -> Conversation:
     return conversation
 
 
-def post_message(*, conversation: Conversation, user, content: str, shown: dict[int, str] | None = None) -> Message:
+def post_message(*, conversation: Conversation, user, content: str, shown: dict[int, str] | None = None, relay_to: str = "") -> Message:
     """Store what the owner typed and set the loop going, or, while calls wait for approval, read
     it as a decision (a clear yes or no), ask for a clearer one, or hold it until they are decided.
 
     `shown` is what the writer had in front of them: the pending approvals the page rendered (id →
     version), or the ids a program says its reply answers (version ""). A reply decides only those:
     if anything else is pending, or changed since, it decides nothing and says why. None (a program
-    that names none) decides whatever is pending, by the same rules."""
+    that names none) decides whatever is pending, by the same rules. `relay_to`: the chat it was
+    written from (chat.elsewhere), where the answer goes too; "" (the site, the API): nowhere else."""
     content = _clean(content)
     if conversation.owner_id != user.pk:
         raise NotOwner("Only the conversation's owner can write in it.")
@@ -70,7 +72,7 @@ def post_message(*, conversation: Conversation, user, content: str, shown: dict[
         if Approval.objects.filter(conversation=conversation, status=Approval.Status.PENDING).exists():
             return _post_while_waiting(conversation, user, content, shown)
         message = _append(conversation, role=Message.Role.USER, content=content, author=user, push=False)
-        _set_running(conversation, message)
+        _set_running(conversation, message, relay_to=relay_to)
     return message
 
 
@@ -273,11 +275,11 @@ def _set_loaded_messages(conversation: Conversation, stored: list[Message]) -> N
     conversation._prefetched_objects_cache = {"messages": loaded}
 
 
-def _set_running(conversation: Conversation, message: Message) -> None:
+def _set_running(conversation: Conversation, message: Message, *, relay_to: str = "") -> None:
     Conversation.objects.filter(pk=conversation.pk).update(
-        status=Conversation.Status.RUNNING, error="", updated_at=timezone.now()
+        status=Conversation.Status.RUNNING, error="", updated_at=timezone.now(), relay_to=relay_to
     )
-    conversation.status, conversation.error = Conversation.Status.RUNNING, ""
+    conversation.status, conversation.error, conversation.relay_to = Conversation.Status.RUNNING, "", relay_to
     # The message and the status bar it sets reach a tab as one frame, on commit.
     live.push(
         live.conversation_group(conversation.pk),

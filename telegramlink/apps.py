@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from chat.signals import run_settled
+
 
 class TelegramLinkConfig(AppConfig):
     """Telegram as one more surface of the decision service: requests go to the phones of those who
@@ -18,3 +20,15 @@ class TelegramLinkConfig(AppConfig):
 
         register(Section("telegram", "Telegram", "telegramlink/profile_section.html", order=10, context=profile_context))
         register_channel(CHANNEL)
+        run_settled.connect(relay_answer, dispatch_uid="telegramlink.relay_answer")
+
+
+def relay_answer(sender, conversation, **kwargs) -> None:
+    """A run of a conversation written from Telegram ended: its answer goes back there (tasks.relay_answer)."""
+    from hitl.celery import enqueue_on_commit
+
+    from .tasks import relay_answer as task
+    from .updates import CHAT
+
+    if conversation.relay_to == CHAT:
+        enqueue_on_commit(task, str(conversation.pk))

@@ -32,6 +32,11 @@ class TelegramAccount(models.Model):
     awaiting_shown_hash = models.CharField(max_length=64, blank=True)
     # Whether that message showed the call whole: a typed confirmation after a cut one approves nothing.
     awaiting_complete = models.BooleanField(default=False)
+    # The conversation this chat talks to (chat.elsewhere): a message to the bot goes on in it; /new ends it.
+    conversation = models.ForeignKey(
+        "chat.Conversation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The conversation a message to the bot goes on in (empty: the next one starts one).",
+    )
 
     def __str__(self) -> str:
         return f"{self.user} ↔ telegram {self.telegram_user_id}"

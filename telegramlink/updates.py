@@ -6,12 +6,15 @@ always answered. An update it cannot read is logged and dropped, never an error.
 import logging
 from html import escape
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from approvals import services
+from chat import elsewhere
 from approvals.pauses import questions
 from approvals.models import Approval
+from approvals.text import Intent, parse_decision
 from deliveries import tasks as delivery_tasks
 from deliveries.models import LinkRefused
 
@@ -21,6 +24,7 @@ from .models import ApprovalMessage, SentVersion, TelegramAccount
 
 logger = logging.getLogger(__name__)
 Awaiting = TelegramAccount.Awaiting
+CHAT = "telegram"  # Conversation.relay_to of the conversations this bot talks to
 NOT_LINKED = "This Telegram account is not linked: get a code on the site's Telegram page, then send /start <code>."
 SHOWN_CUT = "This message showed the call cut: open it on the site to approve."
 
@@ -55,9 +59,31 @@ def on_message(message: dict) -> None:
     account = _account(sender["id"])
     if account is None:
         return bot.reply(chat["id"], NOT_LINKED)
+    if command == "/new":
+        TelegramAccount.objects.filter(pk=account.pk).update(conversation=None)
+        return bot.reply(chat["id"], "Your next message starts a new conversation.")
     if not account.awaiting or account.awaiting_approval_id is None:
-        return bot.reply(chat["id"], "Decide with the buttons on a request. /stop unlinks this account.")
+        return _chat(account, text.strip())
     _typed(account, text.strip())
+
+
+def _chat(account: TelegramAccount, text: str) -> None:
+    """A message to the bot: the next line of its conversation with the agent (chat.elsewhere), whose
+    answer comes back here once the run ends (relay_answer)."""
+    if text.startswith("/"):
+        return bot.reply(account.chat_id, "Commands: /new starts a new conversation, /stop unlinks this account. "
+                                          "Anything else you write goes to your agent.")
+    if parse_decision(text).intent != Intent.NONE:  # "yes", "approve it": meant for a request, not the agent
+        return bot.reply(account.chat_id, "Decide with the buttons on a request: a typed yes or no decides nothing here. "
+                                          "Anything else you write goes to your agent.")
+    try:
+        conversation = elsewhere.say(account.user, account.conversation, text, relay_to=CHAT)
+    except elsewhere.Refused as exc:
+        return bot.reply(account.chat_id, escape(str(exc)))
+    if conversation.pk != account.conversation_id:
+        TelegramAccount.objects.filter(pk=account.pk).update(conversation=conversation)
+        bot.reply(account.chat_id, f"A new conversation with {escape(conversation.agent.name)}: "
+                                   f"{_conversation_link(conversation)}. /new starts another.")
 
 
 def on_press(query: dict) -> None:
@@ -226,3 +252,7 @@ def _close_now(row: ApprovalMessage) -> None:
         delivery_tasks.close.delay(CHANNEL.name, [row.pk])
     except Exception as exc:  # Redis down: the sweep closes it
         logger.warning("telegram: could not enqueue closing message %s: %s", row.pk, exc)
+
+
+def _conversation_link(conversation) -> str:
+    return f'<a href="{escape(f"{settings.HITL_BASE_URL}/conversations/{conversation.pk}/")}">open it in hitl</a>'

@@ -252,8 +252,9 @@ def test_reject_asks_for_the_reason_and_rejects_without_one_only_when_told(fake,
     assert Approval.objects.get(pk=approval.pk).status == "pending"
     assert press(fake, ALICE_TG, fake.buttons(prompt)["Reject without a reason"], query_id="q2") == "Rejected."
     assert Approval.objects.get(pk=approval.pk).status == "rejected"
-    say(ALICE_TG, "a late reason")  # the prompt is spent: this is no reason for anything
-    assert replies(fake, ALICE_TG)[-1].startswith("Decide with the buttons")
+    say(ALICE_TG, "a late reason")  # the prompt is spent: this is no reason for anything, but words for the agent
+    assert Approval.objects.get(pk=approval.pk).rejection_reason == ""
+    assert replies(fake, ALICE_TG)[-1].startswith("A new conversation with Demo agent")
 
 
 # --- Expiry: the warning, Extend, and expired -------------------------------------------------------------

@@ -281,3 +281,26 @@ def test_a_cut_call_is_refused_a_forged_approve_and_approved_on_the_site_and_a_w
     assert f"Expires at {approval.expires_at:%Y-%m-%d %H:%M} UTC" in shown["text"]
     assert answer(tg, tg.fake.press(ALICE_TG, tg.fake.buttons(shown)["Approve"])) == "Approved."
     wait_until(lambda: status_of(warned) == "idle", timeout=20, message="the extended call to run once approved")
+
+
+def test_a_message_to_the_bot_starts_a_conversation_its_call_is_pressed_there_and_the_answer_arrives(tg, alice, agent):
+    """Issue 39, item 4: the chat the prompt came from, through the poller and a worker."""
+    link(tg, alice, ALICE_TG)
+
+    tg.fake.say(ALICE_TG, "write hello to chat.txt")
+
+    account = wait_until(lambda: TelegramAccount.objects.filter(user=alice, conversation__isnull=False).first(), message="the conversation")
+    conversation_id = str(account.conversation_id)
+    request = request_to(tg, ALICE_TG, conversation_id)
+    pressed = tg.fake.press(ALICE_TG, tg.fake.buttons(request)["Approve"])
+    assert answer(tg, pressed) == "Approved."
+
+    said = wait_until(
+        lambda: next((m for m in tg.fake.sent("sendMessage", chat_id=ALICE_TG) if m["text"].startswith("🤖")), None),
+        timeout=30, message=f"the answer in the chat\n{tg.logs()}",
+    )
+    assert said["text"] == "🤖 I did write chat.txt: Wrote 5 bytes to chat.txt."
+    assert status_of(conversation_id) == "idle"
+
+    tg.fake.say(ALICE_TG, "/new")
+    wait_until(lambda: TelegramAccount.objects.filter(user=alice, conversation__isnull=True).exists(), message="/new")
