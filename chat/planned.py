@@ -16,7 +16,11 @@ def holding(conversation: Conversation) -> Approval | None:
     """The approved plan that holds the conversation's calls now, if any: the newest plan approved
     since the user last wrote, if its steps name tools. A newer plan still waiting, rejected or
     expired lifts nothing: the model cannot end a hold by proposing another plan."""
-    since = conversation.messages.filter(role=Message.Role.USER).order_by("-position").values_list("position", flat=True).first()
+    # A typed "yes" that decided a call is not a new instruction (it is not in the model's context).
+    since = (
+        conversation.messages.filter(role=Message.Role.USER, in_model_context=True).order_by("-position")
+        .values_list("position", flat=True).first()
+    )
     newest = (
         Approval.objects.filter(
             conversation=conversation, kind=Approval.Kind.PLAN, status=Approval.Status.APPROVED,

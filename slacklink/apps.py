@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from chat.signals import run_settled
+
 
 class SlackLinkConfig(AppConfig):
     """Slack as one more surface of the decision service: requests go as Block Kit messages to
@@ -18,3 +20,15 @@ class SlackLinkConfig(AppConfig):
 
         register(Section("slack", "Slack", "slacklink/profile_section.html", order=20, context=profile_context))
         register_channel(CHANNEL)
+        run_settled.connect(relay_answer, dispatch_uid="slacklink.relay_answer")
+
+
+def relay_answer(sender, conversation, **kwargs) -> None:
+    """A run of a conversation written from Slack ended: its answer goes back there (tasks.relay_answer)."""
+    from hitl.celery import enqueue_on_commit
+
+    from .events import CHAT
+    from .tasks import relay_answer as task
+
+    if conversation.relay_to == CHAT:
+        enqueue_on_commit(task, str(conversation.pk))

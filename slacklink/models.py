@@ -25,6 +25,25 @@ class SlackAccount(models.Model):
         return f"{self.user} ↔ slack {self.team_id}/{self.slack_user_id}"
 
 
+class SlackChat(models.Model):
+    """Where a linked person chats with their agent from Slack (chat.elsewhere): their direct
+    messages with the app, or a channel where they mention it; the conversation it goes on in."""
+
+    account = models.ForeignKey(SlackAccount, on_delete=models.CASCADE, related_name="chats")
+    channel = models.CharField(max_length=32, help_text="The D… or C… id the messages come from, and the answers go to.")
+    conversation = models.ForeignKey(
+        "chat.Conversation", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The conversation a message here goes on in (empty: the next one starts one).",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["account", "channel"], name="slacklink_slackchat_one_per_channel")]
+
+    def __str__(self) -> str:
+        return f"{self.account} in {self.channel}"
+
+
 class LinkCode(base.LinkCode):
     """A one-time code that links the Slack user who sends `/hitl link <code>` to `user`."""
 

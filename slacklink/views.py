@@ -1,4 +1,4 @@
-"""Slack's endpoints (the slash command and interactions: signed, new, then handled) and the
+"""Slack's endpoints (the slash command, interactions and events: signed, new, then handled) and the
 profile page's Slack section (a one-time link code, unlink)."""
 import logging
 
@@ -11,8 +11,8 @@ from django.views.decorators.http import require_POST
 
 from core.inputs import ANY_TEXT, BadInput, parse_json
 
-from . import accounts, client, commands, interactions, verification
-from .models import SlackAccount
+from . import accounts, client, commands, events, interactions, verification
+from .models import SeenRequest, SlackAccount
 
 logger = logging.getLogger(__name__)
 MAX_BODY = 200_000  # an interaction's payload carries the whole message: a few tens of kilobytes
@@ -78,3 +78,31 @@ def interaction(request) -> HttpResponse:
         logger.exception("slack: an interaction could not be handled")
         return JsonResponse({"detail": "That interaction could not be handled."}, status=400)
     return JsonResponse(answer) if answer else HttpResponse(status=200)
+
+
+@csrf_exempt
+@require_POST
+def event(request) -> HttpResponse:
+    """The Events API: the URL check Slack makes once (its `challenge` answered), then each event
+    once (a retry of one already handled, by its event_id, is acknowledged and dropped)."""
+    if refused := _refusal(request):
+        return refused
+    try:
+        payload = parse_json(request.body, most_bytes=len(request.body), text=ANY_TEXT)
+    except BadInput:
+        return JsonResponse({"detail": "No JSON body."}, status=400)
+    if not isinstance(payload, dict):
+        return JsonResponse({"detail": "The body is not an object."}, status=400)
+    if payload.get("type") == "url_verification":
+        return JsonResponse({"challenge": str(payload.get("challenge", ""))[:200]})
+    event_id, inner = payload.get("event_id"), payload.get("event")
+    if payload.get("type") != "event_callback" or not isinstance(inner, dict) or not isinstance(event_id, str):
+        return HttpResponse(status=200)  # nothing for us: acknowledged, so Slack does not retry it
+    seen, new = SeenRequest.objects.get_or_create(signature=f"event:{event_id}"[:80])
+    if not new:
+        return HttpResponse(status=200)
+    try:
+        events.handle(str(payload.get("team_id") or ""), inner)
+    except Exception:  # never a 500, which Slack would retry: said in the log
+        logger.exception("slack: event %s could not be handled", event_id)
+    return HttpResponse(status=200)

@@ -77,11 +77,12 @@ def _chat(account: TelegramAccount, text: str) -> None:
         return bot.reply(account.chat_id, "Decide with the buttons on a request: a typed yes or no decides nothing here. "
                                           "Anything else you write goes to your agent.")
     try:
-        conversation = elsewhere.say(account.user, account.conversation, text, relay_to=CHAT)
+        with transaction.atomic():  # the chat names its conversation before the run can start (on commit)
+            conversation = elsewhere.say(account.user, account.conversation, text, relay_to=CHAT)
+            TelegramAccount.objects.filter(pk=account.pk).update(conversation=conversation)
     except elsewhere.Refused as exc:
         return bot.reply(account.chat_id, escape(str(exc)))
     if conversation.pk != account.conversation_id:
-        TelegramAccount.objects.filter(pk=account.pk).update(conversation=conversation)
         bot.reply(account.chat_id, f"A new conversation with {escape(conversation.agent.name)}: "
                                    f"{_conversation_link(conversation)}. /new starts another.")
 

@@ -199,3 +199,19 @@ def test_a_newer_plan_still_waiting_or_rejected_lifts_no_hold(alice, planning, a
     assert planned.holding(conversation) == approved
     api_as(alice).post(f"approvals/{newer.pk}/decision", {"decision": "reject"})
     assert planned.holding(conversation) == approved
+
+
+def test_a_typed_yes_that_decides_a_held_call_does_not_end_the_hold(alice, planning, api_as):
+    conversation = start(alice, planning, DISOBEYS)
+    approve_plan(api_as(alice), only_pending(conversation), [3])
+    assert only_pending(conversation).tool_call.name == "list_directory"
+
+    say(conversation, alice, "yes")  # a reply about the held call (here refused: the agent wrote too), no new instruction
+    assert conversation.messages.filter(role="user", content="yes", in_model_context=False).exists()
+    held = only_pending(conversation)
+    api_as(alice).post(f"approvals/{held.pk}/decision", {"decision": "approve", "shown_hash": held.shown_hash})
+
+    listed = ToolCall.objects.get(message__conversation=conversation, name="list_directory")
+    assert listed.status == ToolCall.Status.SUCCEEDED
+    emailed = only_pending(conversation)
+    assert emailed.tool_call.name == "send_email" and "Outside the approved plan" in emailed.reason

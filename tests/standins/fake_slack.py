@@ -18,6 +18,7 @@ import httpx
 from tests.standins.serving import QuietHandler, Served, maybe_json
 
 TEAM = "T0HITL"
+APP_USER = "U0HITLAPP"  # the app's own user, as a mention names it
 MAX_BLOCKS, MAX_BLOCK_TEXT, MAX_FIELD, MAX_BUTTON_TEXT, MAX_VALUE, MAX_MESSAGE_TEXT = 50, 3000, 2000, 75, 2000, 40000
 
 
@@ -123,6 +124,29 @@ class FakeSlack(Served):
             "api_app_id": "A0HITL", "response_url": "https://hooks.slack.invalid/commands/1", "trigger_id": self._trigger(),
         })
         return self.deliver("/slack/commands/", body)
+
+    def message(self, user_id: str, text: str, *, channel: str = "", mention: bool = False, team: str = TEAM,
+                extra: dict | None = None) -> tuple[int, str]:
+        """A message the person writes, as the Events API delivers it (JSON, signed): in their direct
+        messages with the app (`message`, channel_type im), or mentioning the app in `channel`
+        (`app_mention`, its text starting with the app's <@U…>)."""
+        event = {
+            "type": "app_mention" if mention else "message", "user": user_id, "text": f"<@{APP_USER}> {text}" if mention else text,
+            "channel": channel or dm(user_id), "channel_type": "channel" if mention else "im",
+            "ts": f"{int(time.time())}.{next(self._ids):06d}", "event_ts": f"{int(time.time())}.000000", **(extra or {}),
+        }
+        return self.event(event, team=team)
+
+    def event(self, event: dict, *, team: str = TEAM, event_id: str = "") -> tuple[int, str]:
+        body = json.dumps({
+            "token": "deprecated", "team_id": team, "api_app_id": "A0HITL", "type": "event_callback", "event": event,
+            "event_id": event_id or f"Ev{next(self._ids):08d}", "event_time": int(time.time()),
+        })
+        return self.deliver("/slack/events/", body, headers=sign(self.signing_secret, body) | {"Content-Type": "application/json"})
+
+    def said_in(self, channel: str) -> list[dict]:
+        """What the app posted to `channel` (a D… or C… id), oldest first."""
+        return [body for method, body in self.calls if method == "chat.postMessage" and channel in (body["channel"], dm(body["channel"]))]
 
     def press(self, user_id: str, message: dict, label: str, *, team: str = TEAM) -> tuple[int, str]:
         """Press the button labelled `label` on `message`, as `user_id`."""

@@ -287,3 +287,23 @@ def test_a_cut_call_is_refused_from_slack_and_approved_on_the_site_and_a_warned_
     sl.fake.press(ALICE, shown, "Approve")
     wait_until(lambda: status_of(warned_id) == "idle", timeout=20, message="the run to go on")
     assert Approval.objects.get(pk=extended.pk).decided_via == "slack"
+
+
+def test_a_direct_message_starts_a_conversation_its_call_is_pressed_and_the_answer_is_posted_back(sl, alice, agent):
+    """Issue 39, item 4: the chat the prompt came from, through the Events API, daphne and a worker."""
+    from slacklink.models import SlackChat
+    from tests.standins.fake_slack import dm
+
+    link(sl, alice, ALICE)
+
+    assert sl.fake.message(ALICE, "write hello to chat.txt") == (200, "")
+
+    chat = wait_until(lambda: SlackChat.objects.filter(account__user=alice, conversation__isnull=False).first(), message="the conversation")
+    conversation_id = str(chat.conversation_id)
+    message = request_to(sl, ALICE, conversation_id)
+    assert sl.fake.press(ALICE, message, "Approve") == (200, "")
+
+    said = wait_until(lambda: next((b for b in sl.fake.said_in(dm(ALICE)) if b["text"].startswith("🤖")), None),
+                      timeout=30, message=f"the answer in the messages\n{sl.logs()}")
+    assert said["text"] == "🤖 I did write chat.txt: Wrote 5 bytes to chat.txt."
+    assert status_of(conversation_id) == "idle"
