@@ -112,4 +112,6 @@ def answer_schema(question: dict) -> dict:
     if kind == "confirm":
         yes, no = questions.labels(question)
         return {"type": "boolean", "description": f"true: {yes}; false: {no}"}
+    if kind == "file":
+        return {"not": {}, "description": questions.ON_THE_SITE}  # no value answers it here: the card's upload does
     return {"type": "string", "minLength": 1 if question.get("required", True) else 0}
