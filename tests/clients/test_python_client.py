@@ -386,3 +386,12 @@ def test_extend_and_ask_again_post_to_their_routes_and_read_the_new_approval():
     assert renewed.id == 8 and renewed.pending and renewed.raw["asked_again_from"] == 7
     assert api.lines() == ["POST /api/approvals/7/extend", "POST /api/approvals/7/extend", "POST /api/approvals/7/ask-again"]
     assert api.bodies() == [{"seconds": 300}, {}, {}]
+
+
+def test_list_pending_asks_for_pending_ones_of_a_thread_and_a_requester_and_reads_each():
+    api = FakeApi((200, {"items": [approval(id=7), approval(id=8)], "count": 2}))
+
+    listed = client_for(api).list_pending(thread="t-1", requester="alice")
+
+    assert [d.id for d in listed] == [7, 8] and all(d.pending for d in listed)
+    assert api.lines() == ["GET /api/approvals?status=pending&thread=t-1&requester=alice&limit=100"]

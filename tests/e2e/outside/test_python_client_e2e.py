@@ -294,3 +294,16 @@ def test_the_caller_says_how_long_its_request_waits_and_it_expires_then(e2e, cli
     assert (approval.expires_at - approval.requested_at).total_seconds() <= 2.5
     listed = client.http.get("approvals", params={"thread": "release-8"}).json()["items"]
     assert [item["id"] for item in listed] == [decision.id]
+
+
+def test_list_pending_by_thread_and_by_requester_through_the_client(e2e, client_for, alice, bob, releases):
+    """AgentKit's listPendingApprovals({threadId, userId}) as the Python client says it (issue 39, item 9)."""
+    alices = client_for(alice)
+    first = alices.request_approval("releases", "deploy", {"service": "web"}, thread="release-9", wait=False)
+    alices.request_approval("releases", "deploy", {"service": "api"}, thread="release-10", wait=False)
+    bobs = client_for(bob).request_approval("releases", "deploy", {"service": "db"}, thread="release-9", wait=False)
+
+    assert [d.id for d in alices.list_pending(thread="release-9")] == [first.id]  # bob's is not hers to see
+    assert {d.id for d in client_for(bob).list_pending(thread="release-9", requester="bob")} == {bobs.id}
+    assert all(d.pending and d.tool == "deploy" for d in alices.list_pending(requester="alice"))
+    assert len(alices.list_pending(requester="alice")) == 2

@@ -82,6 +82,13 @@ class _Methods(Generic[R]):
         (its `raw["asked_again_from"]` is the old id). One that did not expire raises HitlError (409)."""
         return self._run(flows.ask_again(approval, retry=self.retry))
 
+    def list_pending(
+        self, *, thread: str | None = None, requester: str | None = None, agent: str | None = None, limit: int = 100
+    ) -> Any:
+        """The pending approvals your token may see, oldest first (a list of Decision): of one
+        `thread` (as requested with it), asked by one `requester` (a username), of one `agent`."""
+        return self._run(flows.list_pending(thread=thread, requester=requester, agent=agent, limit=limit, retry=self.retry))
+
     def _run(self, flow: Flow[Decision]) -> R:
         raise NotImplementedError
 

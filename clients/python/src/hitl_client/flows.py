@@ -18,6 +18,7 @@ from .errors import HitlError, Unreachable
 MAX_WAIT = 60
 """The longest the server holds one `GET /api/approvals/{id}?wait=N`."""
 OUTCOMES = ("succeeded", "failed")
+PENDING_STATUS = "pending"
 MAX_RESULT = 20_000
 """The longest outcome text the server keeps: a longer one is shortened here rather than refused there."""
 
@@ -157,6 +158,19 @@ def extend(decision: Decision, seconds: int | None, *, retry: Retry) -> Flow[Dec
 def ask_again(decision: Decision, *, retry: Retry) -> Flow[Decision]:
     """A new pending approval for an expired one's call and version, linked to it."""
     return approval_of((yield from send(Call("POST", f"approvals/{decision.id}/ask-again", json={}), retry)))
+
+
+def list_pending(*, thread: str | None, requester: str | None, agent: str | None, limit: int, retry: Retry) -> Flow[list[Decision]]:
+    """The pending approvals the token's user may see, oldest first: of one `thread`, asked by one
+    `requester` (a username), of one `agent` (AgentKit's `listPendingApprovals({threadId, userId})`)."""
+    wanted = {"status": PENDING_STATUS, "thread": thread, "requester": requester, "agent": agent, "limit": max(1, min(500, int(limit)))}
+    response = yield from send(Call("GET", "approvals", params={k: v for k, v in wanted.items() if v is not None}), retry)
+    if not response.is_success:
+        raise error_of(response)
+    try:
+        return [Decision.from_json(item) for item in response.json()["items"]]
+    except (ValueError, KeyError, TypeError):
+        raise HitlError(response.status_code, f"Not a list of approvals: {response.text[:200]!r}") from None
 
 
 def storable(text: str) -> str:
