@@ -229,7 +229,9 @@ def test_the_api_reports_the_contract_fields(alice, bob, agent):
     assert body["expired"] == 0 and body["escalated"] == 0
     assert body["rubber_stamp_suspects"] == ["bob"]
     assert body["days"] == 7 and len(body["per_day"]) == 7
-    assert body["per_day"][-1]["decided"] == 20
+    # the bucket of the decisions' own day: an hour before NOW is yesterday just after midnight
+    decided_on = timezone.localtime(NOW - timedelta(hours=1)).date().isoformat()
+    assert {day["date"]: day["decided"] for day in body["per_day"]}[decided_on] == 20
 
 
 def test_the_api_is_for_approvers_only(alice, mallory):
