@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import OuterRef, Prefetch, Subquery, prefetch_related_objects
 from django.http import Http404
 from ninja import Field, Router, Schema, Status
-from pydantic import ConfigDict
+from pydantic import ConfigDict, StrictInt
 from ninja.errors import HttpError
 
 from core.db import release_connection, thread_pool
@@ -68,7 +68,7 @@ class PlanStepOut(Schema):
 class PlanStepChange(Schema):
     model_config = ConfigDict(extra="forbid")  # a step's tool, or whether it is optional, is the agent's: never changed here
 
-    index: int = Field(description="The step, by its number in the plan as proposed.")
+    index: StrictInt = Field(description="The step, by its number in the plan as proposed (a number, not \"3\").")
     action: str | None = Field(None, description="The step's new words (what it does).")
     description: str | None = Field(None, description="The step's new details.")
 
@@ -204,7 +204,7 @@ class DecisionIn(Schema):
     shown_hash: str = SHOWN_HASH
     comment: str = Field("", description="Your word on the decision (approving too), kept in the audit chain and shown in history.")
     reason: str = ""
-    steps: list[int | PlanStepChange] | None = Field(
+    steps: list[StrictInt | PlanStepChange] | None = Field(
         None, description="For a plan: the steps approved (every required one), in the order to take them, each a step number "
         "or a step as you changed it ({\"index\", \"action\", \"description\"}); all, as proposed, if left out."
     )

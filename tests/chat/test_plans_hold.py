@@ -146,6 +146,8 @@ def test_the_card_form_sends_the_order_and_the_words(alice, planning):
     ([{"index": 3, "tool": "delete_all_files"}], "only a step's action and description may change, not tool"),
     ([3, 3], "A step is listed twice."),
     ([{"index": 9}], "The plan has no step 9"),
+    ([{"index": "3"}], "a number, not text"),
+    (["3", 1], "a number, not text"),
 ])
 def test_a_change_the_plan_does_not_allow_is_refused_and_decides_nothing(alice, planning, api_as, steps, refused):
     conversation = start(alice, planning, KEEPS)
