@@ -159,6 +159,14 @@ class ApprovalOut(Schema):
     extended_by: str | None = Field(None, description="Who extended its deadline; null: nobody.")
     asked_again_from: int | None = Field(None, description="The expired approval this one asks again (POST /{id}/ask-again); null: a first ask.")
     asked_again: int | None = Field(None, description="Once expired: the approval that asks it again, if someone did; else null.")
+    review_state: Literal["", "reviewing", "escalated", "decided"] = Field(
+        "", description="Where the agent's AI reviewer is with it: reviewing (no one is asked yet; a person may still decide), "
+        "escalated (it asked a person: see `reviewer_rationale`), decided (`decided_via: \"reviewer\"`); \"\": not reviewed."
+    )
+    reviewer_model: str = Field("", description="The reviewer's model, when it looked at the call; else \"\".")
+    reviewer_rationale: str = Field(
+        "", description="Why the reviewer approved the call, or asked a person about it; \"\" while reviewing or not reviewed."
+    )
 
 
 class ToolCallSummary(Schema):
@@ -283,6 +291,9 @@ def approval_out(approval: Approval) -> dict:
         "extended_by": approval.extended_by.get_username() if approval.extended_by_id else None,
         "asked_again_from": approval.asked_again_from_id,
         "asked_again": _asked_again(approval),
+        "review_state": approval.review_state,
+        "reviewer_model": approval.reviewer_model,
+        "reviewer_rationale": approval.reviewer_rationale,
     }
 
 

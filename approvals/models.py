@@ -46,6 +46,7 @@ class DecidedVia(models.TextChoices):
     PUSH = "push"  # by a notification's action, as the subscribed user (pushlink, approvals.tokens)
     POLICY = "policy"  # approved at once: a call from outside (chat.outside) that the agent's policy does not gate
     AGUI = "agui", "AG-UI"  # by an AG-UI client resuming an interrupt, as its token's or session's user (aguilink)
+    REVIEWER = "reviewer"  # approved by the agent's AI reviewer (approvals.reviewer), by nobody: `reviewer_model`, `reviewer_rationale`
 
 
 class Approval(models.Model):
@@ -131,6 +132,15 @@ class Approval(models.Model):
     confirmation_hint = models.CharField(
         max_length=200, blank=True, help_text="What a human types to approve a critical call."
     )
+    # The AI reviewer (approvals.reviewer): a call it may decide waits for it first (`reviewing`, until
+    # `review_until`); it approves (decided via reviewer) or hands the call to a person (`escalated`).
+    review_state = models.CharField(
+        max_length=16, blank=True, choices=[("", "not reviewed"), ("reviewing", "reviewing"), ("escalated", "escalated"), ("decided", "decided")],
+        help_text="Where the AI reviewer is with it: reviewing (a person may still decide first), escalated to a person, or decided.",
+    )
+    review_until = models.DateTimeField(null=True, blank=True, help_text="While reviewing: when the reviewer is late and a person is asked.")
+    reviewer_model = models.CharField(max_length=200, blank=True, help_text="The reviewer's model (a litellm model string).")
+    reviewer_rationale = models.TextField(blank=True, help_text="Why the reviewer approved it, or asked a person.")
     # A claim ("I'm on it"): a signal to the other approvers, not a lock. Anyone who may decide may
     # claim (replacing an earlier claim) or unclaim; the deciding update clears it (approvals.services).
     claimed_by = models.ForeignKey(

@@ -30,3 +30,6 @@ approvals_escalated = Signal()
 approvals_expiring = Signal()
 # Sent with `approval`: a pending approval whose deadline was just extended (`expires_at`, `extended_by`).
 approval_extended = Signal()
+# Sent with `approval`: a pending approval its AI reviewer handed to a person (approvals.reviewer),
+# with `reviewer_rationale`: the card shows why; approval_requested is sent with it.
+approval_reviewed = Signal()

@@ -3,7 +3,7 @@ lost, warn of approvals about to expire and expire overdue ones, remind and esca
 from celery import shared_task
 from django.conf import settings
 
-from . import services
+from . import reviewer, services
 from .announcements import webhooks
 from .deciders import escalation
 
@@ -28,6 +28,18 @@ def resend_lost_webhooks() -> None:
     # A delivery whose task went with a Redis restart would otherwise stay pending for ever.
     for delivery_id, attempt in webhooks.claim_lost():
         deliver_webhook.delay(delivery_id, attempt)
+
+
+@shared_task(ignore_result=True, acks_late=True)
+def review_call(approval_id: int) -> None:
+    # acks_late: a worker lost mid-review leaves the task to another; a review lost for good is
+    # escalated to a person by escalate_overdue_reviews.
+    reviewer.review(approval_id)
+
+
+@shared_task(ignore_result=True)
+def escalate_overdue_reviews() -> None:
+    reviewer.escalate_overdue()
 
 
 @shared_task(ignore_result=True)

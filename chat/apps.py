@@ -9,7 +9,9 @@ class ChatConfig(AppConfig):
 
         from approvals import services
         from approvals.policy import calls
-        from approvals.signals import approval_edited, approval_extended, approvals_decided, approval_stored, approvals_expiring
+        from approvals.signals import (
+            approval_edited, approval_extended, approval_reviewed, approvals_decided, approval_stored, approvals_expiring,
+        )
 
         from . import asking_again, demo_tools, human_tools, llm, receivers, triggers  # noqa: F401  (register tools and the provider)
         from .gating import EditChecker
@@ -21,4 +23,5 @@ class ChatConfig(AppConfig):
         approvals_decided.connect(receivers.on_approvals_decided, dispatch_uid="chat.on_approvals_decided")
         approval_stored.connect(receivers.on_approval_stored, dispatch_uid="chat.on_approval_stored")
         approval_edited.connect(receivers.on_approval_edited, dispatch_uid="chat.on_approval_edited")
+        approval_reviewed.connect(receivers.on_approval_reviewed, dispatch_uid="chat.on_approval_reviewed")
         post_migrate.connect(triggers.install_finished_is_final, sender=self, dispatch_uid="chat.trigger")

@@ -7,6 +7,7 @@ from functools import partial
 
 from django.conf import settings
 
+from approvals import reviewer
 from approvals.deciders import routing
 from approvals.policy import calls, explain, gate as policy, rules
 from approvals.services import decide_by_rule, reject_as_repeat, request_approval
@@ -235,6 +236,17 @@ def explained(gated: GatedCall, screening, applied: rules.Applied, route, conver
     )
 
 
+def reviewed_by(call: ToolCall, gated: GatedCall, conversation: Conversation, applied: rules.Applied, route) -> str:
+    """The agent's AI reviewer model if the call goes to it first (approvals.reviewer.may_review):
+    no rule decided or asks about it (`applied`), and nothing sends it to a person. Else ""."""
+    agent = conversation.agent
+    if not agent.reviewer_model or applied.effect:
+        return ""
+    barrier = rules.barrier(rule_call(call, gated, conversation, routed=route is not None))
+    asked = gated.rules_only or gated.outside_plan
+    return agent.reviewer_model if reviewer.may_review(agent, kind=gated.kind, risk=gated.gate.risk, barrier=barrier, asked=asked) else ""
+
+
 def request(
     call: ToolCall, gated: GatedCall, conversation: Conversation, *, suggestion: dict | None, route,
     applied: rules.Applied | None = None, explanation: list | None = None,
@@ -251,6 +263,7 @@ def request(
     elif gated.rules_only:
         reason = reason or f"A rule holds {call.name}, which {conversation.agent.name}'s policy would run."
     return request_approval(
+        review_by=reviewed_by(call, gated, conversation, applied, route),
         tool_call_id=call.pk,
         conversation_id=conversation.pk,
         requested_by_id=conversation.owner_id,

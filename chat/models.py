@@ -110,6 +110,17 @@ class Agent(models.Model):
         max_length=16, blank=True, choices=[("", "never"), ("high", "high"), ("critical", "critical")], default="",
         help_text="From this risk up, approving needs the approver's passkey on the site (step-up); other surfaces may only reject.",
     )
+    reviewer_model = models.CharField(
+        max_length=200, blank=True,
+        help_text="An AI reviewer that looks at a gated call before a person does (a litellm model string; scripted/reviewer "
+        "offline): it approves, or asks a person with why. Never a call a rule, four eyes, a route, step-up or a critical "
+        "confirmation sends to a person. Empty: off.",
+    )
+    reviewer_api_base = models.CharField(max_length=300, blank=True, help_text="Optional provider URL of the reviewer's model.")
+    reviewer_max_risk = models.CharField(
+        max_length=8, choices=[("low", "low"), ("medium", "medium")], default="low",
+        help_text="The riskiest call the reviewer may approve (medium at most); riskier ones go to a person.",
+    )
     # Who may use it: an agent is a security boundary (its tools, allowlists, private fetch).
     open_to_everyone = models.BooleanField(
         default=False, help_text="Every signed-in user may use it. Otherwise only the users and groups below."

@@ -32,6 +32,11 @@ def on_approval_edited(sender, approval, **kwargs) -> None:
     loop.push_card(approval.tool_call_id)
 
 
+def on_approval_reviewed(sender, approval, **kwargs) -> None:
+    """Its AI reviewer asked a person: every tab shows why, and the card now waits for them."""
+    loop.push_card(approval.tool_call_id)
+
+
 def on_approvals_expiring(sender, approvals, **kwargs) -> None:
     """Their deadline is near: every tab shows the card's warning, with its Extend button."""
     for approval in approvals:

@@ -270,6 +270,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "approvals.tasks.remind_and_escalate",
         "schedule": float(os.environ.get("HITL_ESCALATION_SWEEP_SECONDS", "5")),
     },
+    "escalate-overdue-reviews": {
+        "task": "approvals.tasks.escalate_overdue_reviews",
+        "schedule": float(os.environ.get("HITL_EXPIRY_SWEEP_SECONDS", "5")),
+    },
     "resend-lost-webhooks": {
         "task": "approvals.tasks.resend_lost_webhooks",
         "schedule": float(os.environ.get("HITL_WEBHOOK_SWEEP_SECONDS", "60")),
@@ -343,6 +347,10 @@ HITL_GIT_MCP_COMMAND = os.environ.get("HITL_GIT_MCP_COMMAND", str(BASE_DIR / ".t
 HITL_SANDBOX_ROOT = Path(os.environ.get("HITL_SANDBOX_ROOT", VAR_DIR / "sandboxes"))
 # The largest file a file question takes (its card uploads it into the conversation's sandbox): a
 # question's own max_bytes is capped by it, and is it when the agent gives none.
+# The AI reviewer (approvals.reviewer): how long it has to answer before a person is asked, and how
+# many of the conversation's last messages it reads.
+HITL_REVIEWER_SECONDS = float(os.environ.get("HITL_REVIEWER_SECONDS", "30"))
+HITL_REVIEWER_MESSAGES = int(os.environ.get("HITL_REVIEWER_MESSAGES", "6"))
 HITL_MAX_UPLOAD_BYTES = int(os.environ.get("HITL_MAX_UPLOAD_BYTES", str(10 * 1024 * 1024)))
 
 LOGGING = {

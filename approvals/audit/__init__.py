@@ -51,7 +51,7 @@ HASHED_FIELDS = (
     "conversation", "tool_call", "tool_call__name", "requested_by", "reason", "risk", "approver_required",
     "arguments_hash", "edited_arguments_hash", "edited_by", "preview", "status", "requested_at", "expires_at",
     "decided_at", "decided_by", "decided_via", "rejection_reason", "comment", "responded", "step_up_assertion", "kind", "question", "plan", "answer", "rule",
-    "tool_call__arguments", "edited_arguments", "policy_version", *CHAIN_FIELDS,
+    "tool_call__arguments", "edited_arguments", "policy_version", "reviewer_model", "reviewer_rationale", *CHAIN_FIELDS,
 )
 
 
@@ -108,6 +108,10 @@ def content(approval: Approval, changes: dict | None = None) -> dict:
         hashed["responded"] = responded
     if assertion := value("step_up_assertion"):  # the passkey that proved the approver there; older links have none
         hashed["step_up_assertion"] = assertion
+    if reviewer_model := value("reviewer_model"):  # the AI reviewer that looked at it, and what it said; older links have none
+        hashed["reviewer"] = {"model": reviewer_model, "rationale": value("reviewer_rationale")}
+        if value("decided_via") == Approval.Via.REVIEWER:
+            hashed["actor"] = "ai"  # decided by the reviewer, a model, not a person
     if approval.policy_version is not None:  # the policy it was asked under; links before versions have none
         hashed["policy_version"] = approval.policy_version
     if approval.kind != Approval.Kind.ACTION:

@@ -44,7 +44,7 @@ ACTIONS = {"+": "created", "~": "changed", "-": "deleted"}
 AGENT_FIELDS = (
     "tools", "require_approval", "all_tools_need_approval", "owner_max_risk", "max_auto_approve_risk",
     "approval_timeout_seconds", "timeout_action", "timeout_actions", "approval_valid_seconds", "always_ask", "step_up_from_risk", "trust_after",
-    "fetch_allowlist", "allow_private_fetch", "open_to_everyone",
+    "fetch_allowlist", "allow_private_fetch", "open_to_everyone", "reviewer_model", "reviewer_max_risk",
 )
 TRACKED = {
     "chat.agent": (AGENT_FIELDS, ("allowed_users", "allowed_groups")),

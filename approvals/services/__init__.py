@@ -5,7 +5,7 @@ holds them:
 - `deciding`: one decision, a vote, an answer, a rule's or the policy's, a Stop, an outcome; the
   checks every decision passes and the conditional update that is the race (its `_`-names are the
   package's own, shared by the modules below, never used outside it);
-- `requesting`: a new approval; `editing`: approving an edit, remembering a decision as a rule;
+- `requesting`: a new approval; `reviewing`: the AI reviewer's approval or escalation; `editing`: approving an edit, remembering a decision as a rule;
 - `bulk`: several at once; `claims`: "I'm on it"; `deadlines`: warnings, expiry, extending, asking
   again; `errors`: what deciding is refused with."""
 from .bulk import Outcome, decide_all, decide_many
@@ -51,6 +51,7 @@ from .errors import (
     WrongKind,
 )
 from .requesting import request_approval
+from .reviewing import decide_by_reviewer, escalate_review
 
 __all__ = [
     "Outcome", "decide_all", "decide_many", "claim", "unclaim", "AskAgain", "ask_again", "expire_overdue", "extend",
@@ -59,5 +60,5 @@ __all__ = [
     "record_late", "record_outcome", "reject_as_repeat", "respond", "approve_edited", "decide_remembering", "CHANGED", "SHOWN_CUT",
     "STEP_UP", "AlreadyDecided", "AlreadyVoted", "ArgumentsChanged", "CannotAskAgain", "ConfirmationRequired",
     "DecisionError", "EditForbidden", "InvalidAnswer", "NotAllowed", "NotExpired", "NotExtendable", "OutcomeConflict",
-    "ShownCut", "StepUpRequired", "WrongKind", "request_approval",
+    "ShownCut", "StepUpRequired", "WrongKind", "request_approval", "decide_by_reviewer", "escalate_review",
 ]

@@ -257,15 +257,18 @@ def _plan_answer(approval: Approval, steps: list | None) -> dict:
         raise InvalidAnswer(str(exc)) from None
 
 
-def _store_decision(approval: Approval, decision: dict, *, user, via: str, announce_here: bool = False, saving=None) -> Approval:
+def _store_decision(
+    approval: Approval, decision: dict, *, user, via: str, announce_here: bool = False, saving=None, only_if: dict | None = None,
+) -> Approval:
     """`announce_here`: for a decision made in the loop (a rule's, a repeat's), already in a worker,
-    whose receivers run right after its commit rather than in another task."""
+    whose receivers run right after its commit rather than in another task. `only_if`: what else the
+    row must still say for this decision to be the one (the reviewer's: still reviewing)."""
     with transaction.atomic():
         head = audit.lock_head()  # the chain's lock before the row's, as every decider takes them
         # The conditional update is the whole race: of two deciders (or a decider, a Stop and the
         # expiry) exactly one matches `pending`; the others update 0 rows and are told who won.
         # The same statement writes the decision's link of the audit chain.
-        updated = _undecided(approval).update(**decision, **head.extend([approval], decision))
+        updated = _undecided(approval).filter(**(only_if or {})).update(**decision, **head.extend([approval], decision))
         if updated:
             # The row is now the approval as read (the update's filter) with the decision and its
             # link (which extend() set here): no need to read it back.

@@ -1,10 +1,12 @@
 """Requesting an approval: the pause for a human that a gated call, a question or a plan makes."""
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from core import telemetry
+from hitl.celery import enqueue_on_commit
 
 from ..deciders import routing
 from ..models import Approval, Route, Rule
@@ -12,6 +14,7 @@ from ..policy import explain, timeouts
 from ..policy import versions as policy_versions
 from ..signals import approval_requested
 from .deadlines import warning_at
+from .reviewing import REVIEWING
 
 
 def request_approval(
@@ -36,6 +39,7 @@ def request_approval(
     rule: Rule | None = None,
     explanation: list | None = None,
     asked_again_from: Approval | None = None,
+    review_by: str = "",
 ) -> Approval:
     """A pause for a human: a gated call (`action`), or with `kind` and `request` a question or a
     plan (approvals.pauses). A gated call's `route` (approvals.deciders.routing.match) decides who approves
@@ -44,7 +48,9 @@ def request_approval(
     how it came to be asked (approvals.policy.explain). `asked_again_from`: the expired approval this one
     asks again (ask_again): its edit, if any, is kept, so the version shown is the same. `timeout_action`:
     what its deadline does if no one decided (approvals.policy.timeouts); an approve it may not do is
-    stored as expire, with the reason in its explanation."""
+    stored as expire, with the reason in its explanation. `review_by`: the agent's AI reviewer model,
+    for a call it may decide (approvals.reviewer.may_review): it waits for the reviewer first, and no
+    one is asked (approval_requested) unless the reviewer escalates it."""
     now = timezone.now()
     quorum = route.quorum if route is not None else 1
     timeout_action, refused = timeouts.resolved(
@@ -86,8 +92,21 @@ def request_approval(
         explanation=explanation,
         policy_version=policy_versions.current_number(),
         trace_context=telemetry.trace_context(),  # its wait and decision join the trace of the step that asked
+        **_reviewing(review_by, now),
     )
     telemetry.approval_requested(approval)
-    transaction.on_commit(lambda: approval_requested.send(sender=Approval, approval=approval), robust=True)
+    if review_by:
+        from ..tasks import review_call  # lazily: the tasks import the services
+
+        enqueue_on_commit(review_call, approval.pk)
+    else:
+        transaction.on_commit(lambda: approval_requested.send(sender=Approval, approval=approval), robust=True)
     return approval
+
+
+def _reviewing(model: str, now) -> dict:
+    if not model:
+        return {}
+    until = now + timedelta(seconds=settings.HITL_REVIEWER_SECONDS)
+    return {"review_state": REVIEWING, "reviewer_model": model[:200], "review_until": until}
 
