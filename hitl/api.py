@@ -88,6 +88,7 @@ api.add_router("/approval-requests", "chat.outside_api.router")
 api.add_router("/rules", "approvals.policy.simulate_api.router")  # before /rules/{rule_id}, which would take "simulate"
 api.add_router("/rules", rules_router)
 api.add_router("/analytics", "approvals.analytics.api.router")
+api.add_router("/agents", "chat.agents_api.router")
 api.add_router("/routes", "approvals.deciders.route_api.router")
 api.add_router("/delegations", "approvals.deciders.delegation_api.router")
 

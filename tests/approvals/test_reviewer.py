@@ -263,3 +263,32 @@ def test_an_answer_is_read_strictly(text, error):
     else:
         with pytest.raises(reviewer.InvalidVerdict, match=error.replace("(", r"\(").replace(")", r"\)")):
             reviewer.parsed(text)
+
+
+# --- the agent's settings in the API -------------------------------------------------------------
+
+
+def test_an_operator_sets_the_reviewer_through_the_api_as_a_policy_version(alice, bob, agent):
+    from django.contrib.auth.models import Permission
+
+    from approvals.models import PolicyVersion
+
+    assert ApiClient(alice).get(f"agents/{agent.slug}").json()["reviewer_model"] == ""
+    refused = ApiClient(alice).patch(f"agents/{agent.slug}", {"reviewer_model": "scripted/reviewer"})
+    assert refused.status_code == 403 and "permission to change agents" in refused.json()["detail"]
+
+    bob.user_permissions.add(Permission.objects.get(codename="change_agent"))
+    versions = PolicyVersion.objects.count()
+    response = ApiClient(bob).patch(f"agents/{agent.slug}", {"reviewer_model": " scripted/reviewer ", "reviewer_max_risk": "medium"})
+
+    assert response.status_code == 200, response.content
+    assert (response.json()["reviewer_model"], response.json()["reviewer_max_risk"]) == ("scripted/reviewer", "medium")
+    agent.refresh_from_db()
+    assert (agent.reviewer_model, agent.reviewer_max_risk) == ("scripted/reviewer", "medium")
+    assert PolicyVersion.objects.count() == versions + 1
+    assert agent.slug in [item["slug"] for item in ApiClient(alice).get("agents").json()["items"]]
+
+    for bad in ({"reviewer_max_risk": "high"}, {"model": "openai/gpt-4o"}, {"reviewer_model": "x" * 201}):
+        assert ApiClient(bob).patch(f"agents/{agent.slug}", bad).status_code == 422, bad
+    assert ApiClient(bob).patch("agents/nobody", {"reviewer_model": ""}).status_code == 404
+    assert ApiClient(bob, scope="ask").patch(f"agents/{agent.slug}", {"reviewer_model": ""}).status_code == 403

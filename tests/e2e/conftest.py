@@ -81,6 +81,8 @@ def stack(django_db_setup, django_db_blocker, tmp_path_factory):
         "HITL_WEBHOOK_RETRIES": "3",
         # Reminders and escalations of routed approvals are swept every second (a delay of a few seconds).
         "HITL_ESCALATION_SWEEP_SECONDS": "1",
+        # An AI reviewer that has not answered in 5 s hands its call to a person.
+        "HITL_REVIEWER_SECONDS": "5",
     }
     processes = {}
     processes["redis"] = start(
