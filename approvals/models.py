@@ -473,7 +473,15 @@ class Rule(models.Model):
         AGENT = "agent"  # one agent, everyone's conversations (approvers only)
         GLOBAL = "global"  # every agent, everyone (approvers only)
 
+    class Mode(models.TextChoices):
+        LIVE = "live"  # it decides
+        SHADOW = "shadow"  # it decides nothing: what it would have done to live calls is recorded (ShadowVerdict)
+
     effect = models.CharField(max_length=8, choices=Effect.choices)
+    mode = models.CharField(
+        max_length=8, choices=Mode.choices, default=Mode.LIVE,
+        help_text="shadow: tried on live calls without deciding any (approvals.policy.shadow), until promoted to live.",
+    )
     tool = models.CharField(max_length=200, help_text="A tool name, or a glob such as notes__*.")
     arguments = models.JSONField(
         default=dict, blank=True,
@@ -514,6 +522,29 @@ class Rule(models.Model):
 
     def __str__(self) -> str:
         return f"rule #{self.pk}: {self.effect} {self.tool} ({self.scope})"
+
+
+class ShadowVerdict(models.Model):
+    """What a shadow rule would have done to one live call at the gate (approvals.policy.shadow), beside
+    what did happen to it, and whether the rule would have changed that."""
+
+    class Happened(models.TextChoices):
+        RAN = "ran"  # the policy ran it without asking
+        ALLOWED = "allowed"  # a live allow rule approved it
+        DENIED = "denied"  # a live deny rule (or a repeat of a rejection) rejected it
+        HELD = "held"  # a live ask rule, always-ask pattern or plan held it for a person
+        ASKED = "asked"  # the gate asked a person (or the AI reviewer), no rule deciding
+
+    rule = models.ForeignKey(Rule, on_delete=models.CASCADE, related_name="shadow_verdicts")
+    tool_call = models.ForeignKey("chat.ToolCall", on_delete=models.CASCADE, related_name="+")
+    outcome = models.CharField(max_length=8, choices=Rule.Effect.choices, help_text="What the rule would have done.")
+    happened = models.CharField(max_length=8, choices=Happened.choices)
+    changed = models.BooleanField(help_text="Live, the rule would have decided it otherwise than it was.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [models.UniqueConstraint(fields=["rule", "tool_call"], name="approvals_shadow_once_per_call")]
 
 
 class PolicyVersion(models.Model):

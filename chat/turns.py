@@ -7,11 +7,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.deciders import routing
-from approvals.policy import rules
-from approvals.models import Approval
+from approvals.policy import rules, shadow
+from approvals.models import Approval, ShadowVerdict
 
 from . import planned
-from .gating import MAX_RAW_ARGUMENTS, GatedCall, automatic_decision, explained, gate_call, hold, parse_arguments, request, screen
+from .gating import (
+    MAX_RAW_ARGUMENTS, GatedCall, automatic_decision, explained, gate_call, hold, parse_arguments, request, rule_call, screen,
+)
 from .llm import ModelTurn
 from .messages import append_message, set_loaded_calls
 from .models import Conversation, Message, ToolCall
@@ -20,6 +22,7 @@ from .tools import ToolArgumentsError, registry
 MAX_CALL_ID = 200  # ToolCall.call_id's length
 
 Status = ToolCall.Status
+Happened = ShadowVerdict.Happened
 
 
 class Checked(NamedTuple):
@@ -31,6 +34,7 @@ class Checked(NamedTuple):
     screening: rules.Screening | None = None
     suggestion: dict | None = None
     route: object = None  # the approvals.models.Route that says who approves it, if any
+    shadows: tuple = ()  # the shadow rules of its scopes (approvals.policy.shadow), for an action
 
 
 def check_calls(conversation: Conversation, turn: ModelTurn) -> list[Checked]:
@@ -38,6 +42,7 @@ def check_calls(conversation: Conversation, turn: ModelTurn) -> list[Checked]:
     rules (an action the policy runs, too: a deny or ask rule may hold it), under an id unique in its turn."""
     checked = []
     live_rules = live_routes = None  # read once a turn, when its first action needs them
+    shadow_rules: tuple = ()
     plan = unread = object()  # the approved plan holding the conversation (chat.planned), read likewise
     seen_ids: set[str] = set()
     for position, model_call in enumerate(turn.tool_calls):
@@ -53,7 +58,9 @@ def check_calls(conversation: Conversation, turn: ModelTurn) -> list[Checked]:
         if gated is None or gated.kind != Approval.Kind.ACTION:
             checked.append(Checked(call, gated))
             continue
-        live_rules = rules.applicable(conversation, recently_expired=True) if live_rules is None else live_rules
+        if live_rules is None:
+            live_rules, shadow_rules = rules.applicable(conversation, recently_expired=True, shadows=True)
+            shadow_rules = tuple(shadow_rules)
         plan = planned.holding(conversation) if plan is unread else plan
         if planned.outside(call, gated, plan):
             gated = planned.hold(call, gated, conversation, plan)  # a person decides it, whatever the rules say
@@ -61,12 +68,12 @@ def check_calls(conversation: Conversation, turn: ModelTurn) -> list[Checked]:
         if not gated.gate.required:
             gated = hold(call, gated, conversation, live_rules)  # a deny or ask rule may hold what the policy runs
             if not gated.gate.required:
-                checked.append(Checked(call, gated))
+                checked.append(Checked(call, gated, shadows=shadow_rules))
                 continue
             call.is_gated, call.status = True, Status.PENDING_APPROVAL
         live_routes = routing.live_routes(conversation.agent_id) if live_routes is None else live_routes
         screening, suggestion, route = screen(call, gated, conversation, live_rules, live_routes)
-        checked.append(Checked(call, gated, screening, suggestion, route))
+        checked.append(Checked(call, gated, screening, suggestion, route, shadow_rules))
     return checked
 
 
@@ -78,8 +85,8 @@ def store_turn(conversation: Conversation, turn: ModelTurn, checked: list[Checke
     settles_now = False
     with transaction.atomic(savepoint=False):
         message = append_message(conversation, role=Message.Role.ASSISTANT, content=turn.text, push=False, locked=True)
-        calls = []
-        for call, gated, screening, suggestion, route in checked:
+        calls, tried = [], []
+        for call, gated, screening, suggestion, route, shadows in checked:
             call.message = message
             applied = rules.apply(screening) if screening is not None else None
             if gated is not None and gated.rules_only and not applied.effect:
@@ -101,8 +108,31 @@ def store_turn(conversation: Conversation, turn: ModelTurn, checked: list[Checke
                     waits = True
             elif call.status not in ToolCall.FINISHED:
                 settles_now = True  # not gated: it runs at once
+            if shadows:
+                tried += _shadowed(call, gated, applied, route, conversation, shadows)
+        shadow.record(tried)
         set_loaded_calls(message, calls)
     return message, waits and not settles_now
+
+
+def _shadowed(call: ToolCall, gated: GatedCall | None, applied, route, conversation: Conversation, shadows: tuple) -> list:
+    """What the shadow rules would have done to the stored call, beside what the gate and the live
+    rules did (approvals.policy.shadow), matched as the live rules match it (rule_call)."""
+    if gated is None or gated.kind != Approval.Kind.ACTION:
+        return []
+    effect = applied.effect if applied is not None else ""
+    if not gated.gate.required:
+        happened = Happened.RAN
+    elif effect == rules.ALLOW:
+        happened = Happened.ALLOWED
+    elif effect in (rules.DENY, rules.REPEAT):
+        happened = Happened.DENIED
+    elif effect == rules.ASK or gated.rules_only or gated.outside_plan:
+        happened = Happened.HELD
+    else:
+        happened = Happened.ASKED
+    candidate = rule_call(call, gated, conversation, routed=route is not None)
+    return shadow.verdicts(list(shadows), candidate, gated=call.is_gated, happened=happened, tool_call_id=call.pk)
 
 
 def _unique_call_id(call_id: str, position: int, seen: set[str]) -> str:

@@ -5,8 +5,9 @@ from uuid import UUID
 
 from django.http import Http404
 from ninja import Field, Router, Schema, Status
+from ninja.errors import HttpError
 
-from . import rulemaking
+from . import rulemaking, shadow
 from ..models import Rule
 
 router = Router(tags=["rules"])
@@ -29,6 +30,16 @@ class RuleIn(Schema):
     expires_at: datetime | None = None
     max_uses: int | None = Field(None, ge=1, le=10**9)
     note: str = ""
+    mode: Literal["live", "shadow"] = Field(
+        "live", description="shadow: the rule decides nothing, and what it would have done to live calls is counted (`would_have`) until promoted."
+    )
+
+
+class WouldHaveOut(Schema):
+    allow: int = Field(description="Live calls it would have allowed.")
+    deny: int
+    ask: int
+    changed: int = Field(description="Of those, the calls it would have decided otherwise than they were.")
 
 
 class RuleOut(Schema):
@@ -47,6 +58,10 @@ class RuleOut(Schema):
     last_used_at: datetime | None
     note: str
     enabled: bool
+    mode: Literal["live", "shadow"]
+    would_have: WouldHaveOut | None = Field(
+        None, description="A shadow rule's counts over live calls since it was saved (GET /api/rules/{id}); null in lists."
+    )
 
 
 class RuleList(Schema):
@@ -75,7 +90,14 @@ def rule_out(rule: Rule) -> dict:
         "last_used_at": rule.last_used_at,
         "note": rule.note,
         "enabled": rule.enabled,
+        "mode": rule.mode,
     }
+
+
+def rule_with_counts(rule: Rule) -> dict:
+    """A rule with what it would have done to live calls (one query): a shadow rule's, or a promoted
+    one's while it was in the shadow."""
+    return rule_out(rule) | {"would_have": vars(shadow.would_have(rule))}
 
 
 @router.get("", response=RuleList)
@@ -93,6 +115,26 @@ def create_rule(request, payload: RuleIn):
     data = payload.dict()
     rule = rulemaking.create(request.auth, **data)
     return Status(201, rule_out(rule))
+
+
+@router.get("/{rule_id}", response=RuleOut)
+def get_rule(request, rule_id: RuleId):
+    """One rule, with `would_have`: what it would have done to live calls while in the shadow."""
+    try:
+        return rule_with_counts(rulemaking.rule_for(request.auth, rule_id))
+    except Rule.DoesNotExist:
+        raise Http404("No such rule.") from None
+
+
+@router.post("/{rule_id}/promote", response=RuleOut)
+def promote_rule(request, rule_id: RuleId):
+    """Make a shadow rule live: a new policy version. 409 for a rule already live."""
+    try:
+        return rule_with_counts(rulemaking.promote(request.auth, rule_id))
+    except Rule.DoesNotExist:
+        raise Http404("No such rule.") from None
+    except shadow.NotShadow as exc:
+        raise HttpError(409, str(exc)) from None
 
 
 @router.patch("/{rule_id}", response=RuleOut)

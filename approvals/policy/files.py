@@ -27,7 +27,7 @@ from ..deciders.routemaking import InvalidRoute, check_route
 
 SECTIONS = ("agents", "rules", "routes", "tool_servers", "agent_tool_servers")
 AGENT_KEYS = {"slug", "access", *policy_versions.AGENT_FIELDS} - {"open_to_everyone"}
-RULE_KEYS = {"effect", "tool", "arguments", "scope", "agent", "user", "expires_at", "max_uses", "note"}
+RULE_KEYS = {"effect", "tool", "arguments", "scope", "agent", "user", "expires_at", "max_uses", "note", "mode"}
 ROUTE_KEYS = {"agent", "tool", "min_risk", "approvers", "quorum", "remind_after_seconds", "escalate_after_seconds", "escalate_to"}
 SERVER_KEYS = {"name", "enabled", "trusted", "pins"}
 LINK_KEYS = {"agent", "server", "tools", "require_approval", "risks"}
@@ -213,7 +213,7 @@ def _set_access(agent, open_to_everyone: bool, users: list, groups: list):
 
 
 def _rule_key(entry: dict) -> str:
-    return json.dumps([entry[key] for key in ("effect", "tool", "arguments", "scope", "agent", "user")], sort_keys=True)
+    return json.dumps([entry[key] for key in ("effect", "tool", "arguments", "scope", "agent", "user")] + [entry.get("mode", "live")], sort_keys=True)
 
 
 def _rule_changes(entries: list) -> list[Change]:
@@ -248,6 +248,8 @@ def _checked_rule(entry: dict, where: str) -> dict:
     wanted = {"arguments": {}, "agent": None, "expires_at": None, "max_uses": None, "note": ""} | dict(entry)
     if wanted["effect"] not in Rule.Effect.values:
         raise PolicyFileError(f"{where}: effect is allow, deny or ask")
+    if wanted.get("mode", Rule.Mode.LIVE) not in Rule.Mode.values:
+        raise PolicyFileError(f"{where}: mode is live or shadow")
     if wanted["scope"] not in STANDING_SCOPES:
         raise PolicyFileError(f"{where}: scope is one of {', '.join(STANDING_SCOPES)} (a conversation's rules stay with it)")
     try:
@@ -293,6 +295,7 @@ def _create_rule(wanted: dict):
             effect=wanted["effect"], tool=wanted["tool"], arguments=wanted["arguments"], scope=wanted["scope"],
             agent=_agent(wanted["agent"], "") if wanted["agent"] else None, created_by=_user(wanted["user"], ""),
             expires_at=_parse_instant(wanted["expires_at"]), max_uses=wanted["max_uses"], note=wanted["note"],
+            mode=wanted.get("mode", Rule.Mode.LIVE),
         )
     return run
 

@@ -11,6 +11,7 @@ from ..models import Rule
 from .rulemaking import InvalidRule, allowed_scopes
 
 EFFECTS = [(Rule.Effect.ALLOW, "Allow"), (Rule.Effect.DENY, "Deny"), (Rule.Effect.ASK, "Ask a human")]
+MODES = [(Rule.Mode.LIVE, "Live: it decides"), (Rule.Mode.SHADOW, "Shadow: it decides nothing, and counts what it would have done")]
 SCOPES = {
     Rule.Scope.CONVERSATION: "One conversation of yours",
     Rule.Scope.AGENT_USER: "An agent, in your conversations",
@@ -35,6 +36,7 @@ class RuleForm:
     max_uses: str = ""
     note: str = ""
     days: str = str(simulate.DEFAULT_DAYS)
+    mode: str = Rule.Mode.LIVE
 
     @classmethod
     def from_post(cls, post) -> "RuleForm":
@@ -42,8 +44,8 @@ class RuleForm:
             return storable(post.get(name, ""))
 
         return cls(**{name: text(name) for name in (
-            "effect", "tool", "conditions", "scope", "conversation", "agent", "expires", "max_uses", "note", "days",
-        )})
+            "effect", "tool", "conditions", "scope", "conversation", "agent", "expires", "max_uses", "note", "days", "mode",
+        )} | {"mode": text("mode") or Rule.Mode.LIVE})
 
     def rule_fields(self) -> dict:
         """The fields of rulemaking.draft; raises InvalidRule (in words) for what cannot be read."""
@@ -60,6 +62,7 @@ class RuleForm:
             "expires_at": _expiry(self.expires),
             "max_uses": _whole(self.max_uses, "Max uses") if self.max_uses.strip() else None,
             "note": self.note,
+            "mode": self.mode,
         }
 
     def days_back(self) -> int:
@@ -120,6 +123,7 @@ def choices_for(user) -> dict:
         agents = sorted({c.agent_id: c.agent for c in conversations}.values(), key=lambda agent: agent.name)
     return {
         "effects": EFFECTS,
+        "modes": MODES,
         "scopes": [(scope, SCOPES[scope]) for scope in scopes],
         "conversations": conversations,
         "agents": agents,

@@ -63,10 +63,14 @@ def draft(
     expires_at=None,
     max_uses: int | None = None,
     note: str = "",
+    mode: str = Rule.Mode.LIVE,
 ) -> Rule:
-    """A rule as `user` asks for it, checked and not yet saved."""
+    """A rule as `user` asks for it, checked and not yet saved. `mode` shadow: it decides nothing
+    and what it would have done is recorded (approvals.policy.shadow) until it is promoted."""
     if effect not in Rule.Effect.values:
         raise InvalidRule("`effect` is allow, deny or ask.")
+    if mode not in Rule.Mode.values:
+        raise InvalidRule("`mode` is live or shadow.")
     if scope not in Rule.Scope.values:
         raise InvalidRule(f"`scope` is one of {', '.join(Rule.Scope.values)}.")
     if scope not in allowed_scopes(user):
@@ -80,6 +84,7 @@ def draft(
         expires_at=_check_expiry(expires_at),
         max_uses=_check_max_uses(max_uses),
         note=_check_note(note),
+        mode=mode,
     )
     rule.conversation, rule.agent = _target(user, scope, conversation_id, agent)
     return rule
@@ -258,6 +263,16 @@ def may_change(user, rule: Rule) -> bool:
     """The one decision on who may disable, enable or remove a rule they can see (the page hides
     the buttons by it, the API and the page's POSTs refuse by it)."""
     return rule.created_by_id == user.pk or is_approver(user)
+
+
+def promote(user, rule_id: int) -> Rule:
+    """Make a shadow rule live (shadow.promote), if `user` may change it and still use its scope."""
+    from . import shadow  # lazily: shadow reads the simulator, which drafts rules here
+
+    rule = changeable_rule(user, rule_id)
+    if rule.scope not in allowed_scopes(user):
+        raise ScopeNotAllowed(f"Only approvers may make {rule.scope} rules live.")
+    return shadow.promote(rule)
 
 
 def set_enabled(user, rule_id: int, enabled: bool) -> Rule:

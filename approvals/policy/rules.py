@@ -216,10 +216,11 @@ def _trusted(conversation, tool: str, conditions: dict, look_back: int) -> int:
 EXPLAINED_EXPIRY = timedelta(days=1)  # a rule that expired this recently is still named (skipped: expired)
 
 
-def applicable(conversation, *, recently_expired: bool = False) -> list[Rule]:
+def applicable(conversation, *, recently_expired: bool = False, shadows: bool = False):
     """The live rules whose scope covers the conversation; with `recently_expired`, also those that
     expired within EXPLAINED_EXPIRY, in the same query, so that an explanation can say a rule was
-    skipped because it expired (screen() never lets one decide)."""
+    skipped because it expired (screen() never lets one decide). With `shadows`: (live, shadow), the
+    shadow rules of the same scopes (approvals.policy.shadow) read in the same query."""
     now = timezone.now()
     scopes = (
         Q(scope=Rule.Scope.CONVERSATION, conversation_id=conversation.pk)
@@ -228,7 +229,10 @@ def applicable(conversation, *, recently_expired: bool = False) -> list[Rule]:
         | Q(scope=Rule.Scope.GLOBAL)
     )
     since = now - EXPLAINED_EXPIRY if recently_expired else now
-    return list(_live(Rule.objects.filter(scopes), since).order_by("pk"))
+    if not shadows:
+        return list(_live(Rule.objects.filter(scopes), since).order_by("pk"))
+    standing = list(_standing(Rule.objects.filter(scopes), since).order_by("pk"))
+    return [rule for rule in standing if rule.mode == Rule.Mode.LIVE], [rule for rule in standing if rule.mode == Rule.Mode.SHADOW]
 
 
 def is_expired(rule: Rule, now=None) -> bool:
@@ -243,6 +247,11 @@ def take_use(rule: Rule) -> bool:
 
 
 def _live(rules, now):
+    """The rules that decide: standing and live (a shadow rule decides nothing, and takes no use)."""
+    return _standing(rules, now).filter(mode=Rule.Mode.LIVE)
+
+
+def _standing(rules, now):
     return rules.filter(enabled=True, deleted_at__isnull=True).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
 
 

@@ -145,11 +145,17 @@ def outcome_of(rule: Rule, row: dict) -> str | None:
         routed=routed,
         step_up_from_risk=row["message__conversation__agent__step_up_from_risk"],
     )
+    return outcome(rule, call, gated=bool(row["is_gated"]))
+
+
+def outcome(rule: Rule, call: Call, *, gated: bool) -> str | None:
+    """What `rule` does to `call`: allow, deny, ask, a reason it never could, or None (no match). The
+    one matching of the replay over history and of the shadow over live calls (approvals.policy.shadow)."""
     if not matches(rule, call):
         return None
     if rule.effect != Rule.Effect.ALLOW:
         return str(rule.effect)  # a deny rejects and an ask waits for a human, whatever the call, gated or not
-    if not row["is_gated"]:
+    if not gated:
         return NOT_GATED  # the policy ran it without asking: only deny and ask rules meet such a call
     return barrier(call) or ALLOW
 

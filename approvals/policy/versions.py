@@ -49,7 +49,7 @@ AGENT_FIELDS = (
 TRACKED = {
     "chat.agent": (AGENT_FIELDS, ("allowed_users", "allowed_groups")),
     "approvals.rule": (
-        ("effect", "tool", "arguments", "scope", "conversation_id", "agent_id", "created_by_id", "expires_at", "max_uses",
+        ("effect", "mode", "tool", "arguments", "scope", "conversation_id", "agent_id", "created_by_id", "expires_at", "max_uses",
          "note", "enabled", "deleted_at"),
         (),
     ),
@@ -257,7 +257,7 @@ def rule_entry(rule: Rule) -> dict:
         "expires_at": _instant(rule.expires_at),
         "max_uses": rule.max_uses,
         "note": rule.note,
-    }
+    } | ({"mode": rule.mode} if rule.mode != Rule.Mode.LIVE else {})  # a live rule's entry is as it always was
 
 
 def route_entry(route: Route) -> dict:

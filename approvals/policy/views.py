@@ -11,7 +11,7 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from . import forms as rule_form, rulemaking, simulate
+from . import forms as rule_form, rulemaking, shadow, simulate
 from ..models import Rule
 from ..permissions import is_approver
 
@@ -64,6 +64,7 @@ def _form_answer(request, form, *, status: int = 200, error: str = "", simulatio
 
 def _page_context(request, form) -> dict:
     rules = list(rulemaking.visible_rules(request.user)[: RULES_SHOWN + 1])
+    shadow.attach_counts(rules[:RULES_SHOWN])
     sections = [
         {"scope": scope, "heading": heading, "rules": [rule for rule in rules[:RULES_SHOWN] if rule.scope == scope]}
         for scope, heading in SCOPE_HEADINGS.items()
@@ -116,6 +117,25 @@ def rule_delete(request, rule_id: int) -> HttpResponse:
     if not request.htmx:
         return _back_to_the_page(request, said)
     return HttpResponse(_status_html(said))  # no row: the row's outerHTML swap removes it
+
+
+@login_required
+@require_POST
+def rule_promote(request, rule_id: int) -> HttpResponse:
+    """Make a shadow rule live (a new policy version): it decides matching calls from now on."""
+    try:
+        rule = rulemaking.promote(request.user, rule_id)
+    except Rule.DoesNotExist:
+        raise Http404("No such rule.") from None
+    except rulemaking.ScopeNotAllowed as exc:
+        return HttpResponse(str(exc), status=403)
+    except shadow.NotShadow as exc:
+        return HttpResponse(str(exc), status=409)
+    said = f"Rule #{rule.pk} is live: it decides matching calls from now on."
+    if not request.htmx:
+        return _back_to_the_page(request, said)
+    shadow.attach_counts([rule])
+    return HttpResponse(render_to_string("partials/rule_row.html", {"rule": rule}, request) + _status_html(said))
 
 
 def _back_to_the_page(request, said: str) -> HttpResponse:
