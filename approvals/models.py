@@ -487,6 +487,14 @@ class Rule(models.Model):
         default=dict, blank=True,
         help_text='Conditions, all of which must match: {name: glob} or {name: {"regex": "..."}}.',
     )
+    after = models.JSONField(
+        null=True, blank=True,
+        help_text='Applies only after an earlier call of the conversation (approvals.policy.memory): '
+        '{"tool", "status": "succeeded", "same": [argument names], "within_seconds"}.',
+    )
+    at_most = models.JSONField(
+        null=True, blank=True, help_text='Decides at most this many calls in any such window: {"count", "within_seconds"}.'
+    )
     scope = models.CharField(max_length=16, choices=Scope.choices)
     conversation = models.ForeignKey(
         "chat.Conversation", null=True, blank=True, on_delete=models.CASCADE, related_name="rules"

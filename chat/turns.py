@@ -132,7 +132,9 @@ def _shadowed(call: ToolCall, gated: GatedCall | None, applied, route, conversat
     else:
         happened = Happened.ASKED
     candidate = rule_call(call, gated, conversation, routed=route is not None)
-    return shadow.verdicts(list(shadows), candidate, gated=call.is_gated, happened=happened, tool_call_id=call.pk)
+    return shadow.verdicts(
+        list(shadows), candidate, gated=call.is_gated, happened=happened, tool_call_id=call.pk, conversation_id=conversation.pk,
+    )
 
 
 def _unique_call_id(call_id: str, position: int, seen: set[str]) -> str:

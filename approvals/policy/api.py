@@ -33,6 +33,13 @@ class RuleIn(Schema):
     mode: Literal["live", "shadow"] = Field(
         "live", description="shadow: the rule decides nothing, and what it would have done to live calls is counted (`would_have`) until promoted."
     )
+    after: dict[str, Any] | None = Field(
+        None, description='Applies only once an earlier call of the same conversation exists: {"tool": ..., "status": "succeeded", '
+        '"same": [argument names whose values must be equal], "within_seconds": n}.'
+    )
+    at_most: dict[str, Any] | None = Field(
+        None, description='Decides at most `count` calls in any `within_seconds` window; the rest are asked as if it were not there: {"count": n, "within_seconds": n}.'
+    )
 
 
 class WouldHaveOut(Schema):
@@ -59,6 +66,8 @@ class RuleOut(Schema):
     note: str
     enabled: bool
     mode: Literal["live", "shadow"]
+    after: dict | None
+    at_most: dict | None
     would_have: WouldHaveOut | None = Field(
         None, description="A shadow rule's counts over live calls since it was saved (GET /api/rules/{id}); null in lists."
     )
@@ -91,6 +100,8 @@ def rule_out(rule: Rule) -> dict:
         "note": rule.note,
         "enabled": rule.enabled,
         "mode": rule.mode,
+        "after": rule.after,
+        "at_most": rule.at_most,
     }
 
 

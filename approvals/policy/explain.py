@@ -3,7 +3,7 @@
 when it is made (Approval.explanation: [{"step", "outcome", "detail"}]). Pure: no database."""
 from core.visible import has_invisible
 
-from . import rules as rules_
+from . import memory, rules as rules_
 
 BARRIERS = {
     rules_.CRITICAL: "critical: a critical call always needs a human",
@@ -115,6 +115,8 @@ def _name(rule) -> str:
 
 
 def _unmet(rule, unmet: str) -> dict:
+    if unmet == memory.AFTER:
+        return step(_name(rule), "skipped", f"conditions not met: {memory.after_unmet(rule)}.")
     condition = (rule.arguments or {}).get(unmet)
     wanted = condition.get("regex") if isinstance(condition, dict) else condition
     return step(_name(rule), "skipped", f"conditions not met: {unmet} does not fit `{wanted}` (or the call has no {unmet}).")

@@ -21,13 +21,13 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from . import versions as policy_versions, rulemaking
+from . import memory, versions as policy_versions, rulemaking
 from ..models import Risk, Route, Rule
 from ..deciders.routemaking import InvalidRoute, check_route
 
 SECTIONS = ("agents", "rules", "routes", "tool_servers", "agent_tool_servers")
 AGENT_KEYS = {"slug", "access", *policy_versions.AGENT_FIELDS} - {"open_to_everyone"}
-RULE_KEYS = {"effect", "tool", "arguments", "scope", "agent", "user", "expires_at", "max_uses", "note", "mode"}
+RULE_KEYS = {"effect", "tool", "arguments", "scope", "agent", "user", "expires_at", "max_uses", "note", "mode", "after", "at_most"}
 ROUTE_KEYS = {"agent", "tool", "min_risk", "approvers", "quorum", "remind_after_seconds", "escalate_after_seconds", "escalate_to"}
 SERVER_KEYS = {"name", "enabled", "trusted", "pins"}
 LINK_KEYS = {"agent", "server", "tools", "require_approval", "risks"}
@@ -213,7 +213,8 @@ def _set_access(agent, open_to_everyone: bool, users: list, groups: list):
 
 
 def _rule_key(entry: dict) -> str:
-    return json.dumps([entry[key] for key in ("effect", "tool", "arguments", "scope", "agent", "user")] + [entry.get("mode", "live")], sort_keys=True)
+    memory = [entry.get("mode", "live"), entry.get("after"), entry.get("at_most")]
+    return json.dumps([entry[key] for key in ("effect", "tool", "arguments", "scope", "agent", "user")] + memory, sort_keys=True)
 
 
 def _rule_changes(entries: list) -> list[Change]:
@@ -250,6 +251,12 @@ def _checked_rule(entry: dict, where: str) -> dict:
         raise PolicyFileError(f"{where}: effect is allow, deny or ask")
     if wanted.get("mode", Rule.Mode.LIVE) not in Rule.Mode.values:
         raise PolicyFileError(f"{where}: mode is live or shadow")
+    try:
+        wanted["after"] = memory.check_after(wanted.get("after"))
+        wanted["at_most"] = memory.check_at_most(wanted.get("at_most"))
+    except memory.InvalidMemory as error:
+        raise PolicyFileError(f"{where}: {error}") from None
+    wanted = {name: value for name, value in wanted.items() if value is not None or name not in ("after", "at_most")}
     if wanted["scope"] not in STANDING_SCOPES:
         raise PolicyFileError(f"{where}: scope is one of {', '.join(STANDING_SCOPES)} (a conversation's rules stay with it)")
     try:
@@ -295,7 +302,7 @@ def _create_rule(wanted: dict):
             effect=wanted["effect"], tool=wanted["tool"], arguments=wanted["arguments"], scope=wanted["scope"],
             agent=_agent(wanted["agent"], "") if wanted["agent"] else None, created_by=_user(wanted["user"], ""),
             expires_at=_parse_instant(wanted["expires_at"]), max_uses=wanted["max_uses"], note=wanted["note"],
-            mode=wanted.get("mode", Rule.Mode.LIVE),
+            mode=wanted.get("mode", Rule.Mode.LIVE), after=wanted.get("after"), at_most=wanted.get("at_most"),
         )
     return run
 

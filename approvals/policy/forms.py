@@ -37,6 +37,11 @@ class RuleForm:
     note: str = ""
     days: str = str(simulate.DEFAULT_DAYS)
     mode: str = Rule.Mode.LIVE
+    after_tool: str = ""  # only after such a call succeeded in the conversation (approvals.policy.memory)
+    after_same: str = ""  # argument names, separated by commas, whose values must be the same
+    after_seconds: str = "3600"
+    at_most_count: str = ""  # decides at most this many calls in any window of at_most_seconds
+    at_most_seconds: str = "3600"
 
     @classmethod
     def from_post(cls, post) -> "RuleForm":
@@ -45,6 +50,7 @@ class RuleForm:
 
         return cls(**{name: text(name) for name in (
             "effect", "tool", "conditions", "scope", "conversation", "agent", "expires", "max_uses", "note", "days", "mode",
+            "after_tool", "after_same", "after_seconds", "at_most_count", "at_most_seconds",
         )} | {"mode": text("mode") or Rule.Mode.LIVE})
 
     def rule_fields(self) -> dict:
@@ -63,6 +69,14 @@ class RuleForm:
             "max_uses": _whole(self.max_uses, "Max uses") if self.max_uses.strip() else None,
             "note": self.note,
             "mode": self.mode,
+            "after": {
+                "tool": self.after_tool.strip(), "status": "succeeded",
+                "same": [name.strip() for name in self.after_same.split(",") if name.strip()],
+                "within_seconds": _whole(self.after_seconds, "After: within seconds"),
+            } if self.after_tool.strip() else None,
+            "at_most": {
+                "count": _whole(self.at_most_count, "At most"), "within_seconds": _whole(self.at_most_seconds, "At most: per seconds"),
+            } if self.at_most_count.strip() else None,
         }
 
     def days_back(self) -> int:

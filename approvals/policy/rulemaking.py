@@ -9,7 +9,7 @@ from django.utils import timezone
 from core.inputs import is_storable
 from core.visible import hidden_as_any
 
-from . import conditions
+from . import conditions, memory
 from .conditions import MAX_PATTERN_CHARS
 from ..models import Rule
 from ..permissions import is_approver
@@ -64,6 +64,8 @@ def draft(
     max_uses: int | None = None,
     note: str = "",
     mode: str = Rule.Mode.LIVE,
+    after: dict | None = None,
+    at_most: dict | None = None,
 ) -> Rule:
     """A rule as `user` asks for it, checked and not yet saved. `mode` shadow: it decides nothing
     and what it would have done is recorded (approvals.policy.shadow) until it is promoted."""
@@ -85,6 +87,7 @@ def draft(
         max_uses=_check_max_uses(max_uses),
         note=_check_note(note),
         mode=mode,
+        **_memory(after, at_most),
     )
     rule.conversation, rule.agent = _target(user, scope, conversation_id, agent)
     return rule
@@ -155,6 +158,14 @@ def _target(user, scope: str, conversation_id, agent_slug: str):
     if found is None:
         raise TargetNotFound("No such agent.")
     return None, found
+
+
+def _memory(after, at_most) -> dict:
+    """The rule's conditions on what happened before (approvals.policy.memory), checked."""
+    try:
+        return {"after": memory.check_after(after), "at_most": memory.check_at_most(at_most)}
+    except memory.InvalidMemory as exc:
+        raise InvalidRule(str(exc)) from None
 
 
 def check_tool(tool) -> str:

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from core.visible import has_invisible
 
+from . import memory
 from .conditions import holds
 from ..models import Approval, Rule
 from .gate import RISKS
@@ -305,6 +306,11 @@ def screen(live_rules: list[Rule], call: Call, *, conversation_id, arguments_has
         for rule in live_rules
         if not is_expired(rule, now) and fnmatch.fnmatchcase(call.tool, rule.tool)
     ]
+    if any(rule.after for rule, unmet in considered if unmet is None):  # read only for a rule with an `after` that matched
+        considered = [
+            (rule, memory.AFTER if unmet is None and not memory.after_met(rule, conversation_id=conversation_id, arguments=call.arguments) else unmet)
+            for rule, unmet in considered
+        ]
     matching = [rule for rule, unmet in considered if unmet is None]
     why_not = barrier(call)
     asks = [rule for rule in matching if rule.effect == Rule.Effect.ASK] + always_asked(call)
@@ -349,6 +355,9 @@ def first_allow(screening: Screening) -> Rule | None:
 
 
 def _take(rule: Rule, screening: Screening) -> bool:
+    if not memory.under_limit(rule):  # its at_most, counted under the rule's lock: the race for its last place
+        screening.spent[rule.pk] = memory.limit_reached(rule)
+        return False
     if take_use(rule):
         return True
     screening.spent[rule.pk] = why_spent(rule)

@@ -7,10 +7,12 @@ did happen to it (ShadowVerdict), and whether the rule would have changed that. 
 simulator's (simulate.outcome): the shadow over live calls and the replay over history say the same
 of the same calls. Promoting a shadow rule makes it live: a save, and so a new policy version."""
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from . import memory
 from ..models import Rule, ShadowVerdict
 from .rules import Call, is_expired
 from .simulate import ALLOW, ASK, DENY, outcome
@@ -30,19 +32,29 @@ class NotShadow(Exception):
     """Only a shadow rule is promoted."""
 
 
-def verdicts(shadow_rules: list[Rule], call: Call, *, gated: bool, happened: str, tool_call_id: int) -> list[ShadowVerdict]:
+def verdicts(
+    shadow_rules: list[Rule], call: Call, *, gated: bool, happened: str, tool_call_id: int, conversation_id,
+) -> list[ShadowVerdict]:
     """What each shadow rule would have done to one live call, unsaved; none for a rule that would
-    not have decided it (no match, or an allow that could not: not gated, or a barrier)."""
+    not have decided it (no match, an allow that could not: not gated, or a barrier; an `after` not
+    met, an `at_most` reached by what it would have decided before)."""
     found = []
     now = timezone.now()
     for rule in shadow_rules:
         if is_expired(rule, now):
             continue
         would = outcome(rule, call, gated=gated)
-        if would in (ALLOW, DENY, ASK):
-            found.append(ShadowVerdict(
-                rule=rule, tool_call_id=tool_call_id, outcome=would, happened=happened, changed=happened in CHANGES[would],
-            ))
+        if would not in (ALLOW, DENY, ASK):
+            continue
+        if not memory.after_met(rule, conversation_id=conversation_id, arguments=call.arguments, at=now):
+            continue
+        if rule.at_most and ShadowVerdict.objects.filter(
+            rule=rule, created_at__gt=now - timedelta(seconds=rule.at_most["within_seconds"])
+        ).count() >= rule.at_most["count"]:
+            continue
+        found.append(ShadowVerdict(
+            rule=rule, tool_call_id=tool_call_id, outcome=would, happened=happened, changed=happened in CHANGES[would],
+        ))
     return found
 
 

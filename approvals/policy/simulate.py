@@ -14,7 +14,7 @@ from datetime import timedelta
 from django.db.models import Q
 from django.utils import timezone
 
-from . import rulemaking
+from . import memory, rulemaking
 from ..models import Approval, Rule
 from .rules import CRITICAL, FOUR_EYES, INVISIBLE, OVER_MAX_RISK, ROUTED, STEP_UP, Call, barrier, matches
 
@@ -26,7 +26,7 @@ SAMPLES_PER_OUTCOME = 5
 
 # Why a rule never decided a call it matched: an allow rule's barrier (approvals.policy.rules.barrier(), in
 # the words approvals.policy.explain uses), or used up, or not gated.
-USED_UP, NOT_GATED = "used up", "not gated"
+USED_UP, NOT_GATED, AT_MOST = "used up", "not gated", "at most"
 REASONS = {
     INVISIBLE: "invisible characters: hidden or direction-changing characters in the call",
     CRITICAL: "critical: a human always decides",
@@ -35,6 +35,7 @@ REASONS = {
     STEP_UP: "step-up: approving it takes the approver's passkey",
     OVER_MAX_RISK: "over max risk: riskier than the agent's max auto-approve risk",
     USED_UP: "used up: after its max uses",
+    AT_MOST: "at most: it had decided as many calls as it may in the window",
     NOT_GATED: "not gated: it runs without asking, which an allow rule does not change",
 }
 ALLOW, DENY, ASK = "allow", "deny", "ask"
@@ -104,6 +105,7 @@ def simulate(rule: Rule, *, days: int = DEFAULT_DAYS, now=None) -> Simulation:
     now = now or timezone.now()
     result = Simulation(days=days)
     deciding: list[Sample] = []  # newest first: which of them a max_uses rule used up is settled at the end
+    times: list = []  # when each of `deciding` was made: what an at_most rule decided is settled at the end too
     for row in _calls(rule, since=now - timedelta(days=days)).iterator(chunk_size=CHUNK):
         result.replayed += 1
         if result.replayed > MAX_CALLS:
@@ -112,14 +114,23 @@ def simulate(rule: Rule, *, days: int = DEFAULT_DAYS, now=None) -> Simulation:
         outcome = outcome_of(rule, row)
         if outcome is None:
             continue
+        if rule.after and not memory.after_met(
+            rule, conversation_id=row["message__conversation_id"], arguments=row["arguments"] if isinstance(row["arguments"], dict) else {},
+            at=row["created_at"], before_call_id=row["pk"],
+        ):
+            continue  # its earlier call had not happened: the rule did not apply
         sample = Sample(
             id=row["approval__pk"] or row["pk"], kind="approval" if row["approval__pk"] else "call", outcome=outcome,
             tool=row["name"], tool_call_id=row["pk"], conversation_id=row["message__conversation_id"],
         )
         if outcome in (ALLOW, DENY, ASK):
             deciding.append(sample)
+            times.append(row["created_at"])
         else:
             _count(result, sample)
+    if rule.at_most:
+        kept = list(reversed(memory.within_window(list(reversed(times)), rule.at_most)))
+        deciding = [sample if ok else replace(sample, outcome=AT_MOST) for sample, ok in zip(deciding, kept)]
     if rule.max_uses is not None and len(deciding) > rule.max_uses:
         # Saved at the window's start, it would have decided the oldest matching calls.
         cut = len(deciding) - rule.max_uses
@@ -193,5 +204,5 @@ def _calls(rule: Rule, *, since):
     return calls.order_by("-pk").values(
         "pk", "name", "arguments", "is_gated", "message__conversation_id", "message__conversation__agent__max_auto_approve_risk",
         "message__conversation__agent__step_up_from_risk",
-        "approval__pk", "approval__risk", "approval__approver_required", "approval__route_id",
+        "approval__pk", "approval__risk", "approval__approver_required", "approval__route_id", "created_at",
     )[: MAX_CALLS + 1]

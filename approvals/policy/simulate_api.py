@@ -22,6 +22,8 @@ class SimulateIn(Schema):
     expires_at: datetime | None = None
     max_uses: int | None = Field(None, ge=1, le=10**9)
     note: str = ""
+    after: dict[str, Any] | None = None
+    at_most: dict[str, Any] | None = None
     days: int = Field(simulate.DEFAULT_DAYS, ge=1, le=simulate.MAX_DAYS, description="How far back to replay.")
 
 

@@ -49,7 +49,7 @@ AGENT_FIELDS = (
 TRACKED = {
     "chat.agent": (AGENT_FIELDS, ("allowed_users", "allowed_groups")),
     "approvals.rule": (
-        ("effect", "mode", "tool", "arguments", "scope", "conversation_id", "agent_id", "created_by_id", "expires_at", "max_uses",
+        ("effect", "mode", "tool", "arguments", "after", "at_most", "scope", "conversation_id", "agent_id", "created_by_id", "expires_at", "max_uses",
          "note", "enabled", "deleted_at"),
         (),
     ),
@@ -257,7 +257,10 @@ def rule_entry(rule: Rule) -> dict:
         "expires_at": _instant(rule.expires_at),
         "max_uses": rule.max_uses,
         "note": rule.note,
-    } | ({"mode": rule.mode} if rule.mode != Rule.Mode.LIVE else {})  # a live rule's entry is as it always was
+    } | {  # what older rules do not have is left out: their entries are as they always were
+        name: value for name, value in (("mode", rule.mode if rule.mode != Rule.Mode.LIVE else None), ("after", rule.after), ("at_most", rule.at_most))
+        if value
+    }
 
 
 def route_entry(route: Route) -> dict:

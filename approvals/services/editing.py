@@ -133,9 +133,16 @@ def approve_edited(
         elif _expire_if_overdue(approval_id):
             record_late([approval_id], user=user, via=via, approve=True)
     approval = _stored(approval, updated, user=user, status=Approval.Status.APPROVED if decision else "edited", via=via)
-    if not decision and not screening.asks and (rule := rules.first_allow(screening)):
-        # A stricter edit left pending meets the allow rules as the model's call would have (an ask beats them).
-        approval = decide_by_rule(approval, rule)
+    if not decision and not screening.asks:
+        # A stricter edit left pending meets the allow rules as the model's call would have (an ask beats
+        # them): the use taken (and an at_most counted, under the rule's lock) in the deciding transaction.
+        with transaction.atomic():
+            rule = rules.first_allow(screening)
+            if rule is not None:
+                approval = decide_by_rule(approval, rule)
+    else:
+        rule = None
+    if rule is not None:
         explanation = _explained_edit(approval, user, checked, screening, rules.Applied(rules.ALLOW, rule=rule), decided=False)
         Approval.objects.filter(pk=approval.pk).update(explanation=explanation)
         approval.explanation = explanation
