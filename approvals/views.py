@@ -5,6 +5,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import transaction
+from django.db.models import prefetch_related_objects
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -83,6 +84,7 @@ def history(request):
     filters = Filters.from_query(request.GET)
     page = Paginator(decided_approvals(filters, user=request.user, powers=powers_for(request)), 50).get_page(request.GET.get("page"))
     page.object_list = with_routes(list(page.object_list))  # the rows' votes and groups, read at once
+    prefetch_related_objects(page.object_list, "tool_call__undos")  # each row's Undo (chat.undo), at once
     return render(request, "approvals/history.html", {"page": page, "filters": filters, "risks": Risk.values, "kinds": KINDS})
 
 

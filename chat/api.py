@@ -11,8 +11,9 @@ from approvals.models import Approval
 from approvals.deciders.routing import ASKING_TOKEN, asks_only
 from approvals.services import NotAllowed, decide_all
 
-from . import services
-from .models import Conversation
+from . import services, undo
+from .models import Conversation, ToolCall
+from .tools import registry
 from .selectors import MAX_POSITION, MESSAGES_PER_PAGE, MessagePage, agent_for, conversation_for, messages_for_page
 
 router = Router(tags=["conversations"])
@@ -47,6 +48,9 @@ class ToolCallOut(Schema):
     result: str
     error: str
     approval: ApprovalOut | None
+    reversible: bool = Field(False, description="Its tool can undo its calls (POST /api/tool-calls/{id}/undo once it succeeded).")
+    undo_until: datetime | None = Field(None, description="Once it succeeded: until when it may be undone; null otherwise.")
+    undo_of: int | None = Field(None, description="For an undo: the tool call it undoes.")
 
 
 class MessageOut(Schema):
@@ -101,6 +105,22 @@ class Stopped(Schema):
     cancelled: list[int] = Field(description="The approvals the Stop cancelled.")
 
 
+def tool_call_out(call) -> dict:
+    return {
+        "id": call.pk,
+        "call_id": call.call_id,
+        "name": call.name,
+        "arguments": call.arguments,
+        "status": call.status,
+        "result": call.result,
+        "error": call.error,
+        "approval": approval_out(call.approval) if call.is_gated else None,
+        "reversible": undo.reversible(registry.get(call.name)),
+        "undo_until": call.undo_until if call.status == ToolCall.Status.SUCCEEDED else None,
+        "undo_of": call.undo_of_id,
+    }
+
+
 def conversation_out(
     conversation: Conversation, *, limit: int = MESSAGES_PER_PAGE, before: int | None = None, page: MessagePage | None = None
 ) -> dict:
@@ -120,19 +140,7 @@ def conversation_out(
                 "role": m.role,
                 "content": m.content,
                 "created_at": m.created_at,
-                "tool_calls": [
-                    {
-                        "id": c.pk,
-                        "call_id": c.call_id,
-                        "name": c.name,
-                        "arguments": c.arguments,
-                        "status": c.status,
-                        "result": c.result,
-                        "error": c.error,
-                        "approval": approval_out(c.approval) if c.is_gated else None,
-                    }
-                    for c in m.tool_calls.all()
-                ],
+                "tool_calls": [tool_call_out(c) for c in m.tool_calls.all()],
             }
             for m in page.messages
         ],

@@ -11,7 +11,7 @@ from pydantic import Field, StringConstraints
 from approvals.models import Approval
 from approvals.policy import versions
 
-from . import fetching, previews
+from . import fetching, previews, reversals
 from .models import Agent, OutboxEmail
 from .tools import Preview, ToolContext, ToolError, registry, tool
 
@@ -71,7 +71,10 @@ def read_file(context: ToolContext, path: RelativePath) -> str:
     return target.read_text(errors="replace")[:MAX_FILE_BYTES]
 
 
-@tool(risk="medium", preview=previews.write_file_preview, describe=_describe_write, confirmation=lambda arguments: arguments["path"])
+@tool(
+    risk="medium", preview=previews.write_file_preview, describe=_describe_write, confirmation=lambda arguments: arguments["path"],
+    reversible=reversals.WRITE_FILE,
+)
 def write_file(
     context: ToolContext, path: RelativePath, content: Annotated[str, StringConstraints(max_length=MAX_FILE_BYTES)]
 ) -> str:
@@ -84,7 +87,8 @@ def write_file(
 
 @tool(
     needs_approval=True, risk="high", preview=previews.delete_file_preview,
-    describe=lambda arguments: f"Delete {arguments['path']}", confirmation=lambda arguments: arguments["path"])
+    describe=lambda arguments: f"Delete {arguments['path']}", confirmation=lambda arguments: arguments["path"],
+    reversible=reversals.DELETE_FILE)
 def delete_file(context: ToolContext, path: RelativePath) -> str:
     """Delete a file from the sandbox."""
     target = sandbox_path(context, path)

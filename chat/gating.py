@@ -148,6 +148,8 @@ class EditChecker:
 
     def check(self, approval, arguments) -> calls.CheckedCall:
         conversation = Conversation.objects.select_related("agent").get(pk=approval.conversation_id)
+        if approval.tool_call.undo_of_id is not None:
+            raise calls.InvalidArguments("An undo is approved or rejected, not edited: it puts back what its call kept.")
         spec = self._spec(approval, conversation)
         if spec is None:
             raise calls.InvalidArguments("This tool is no longer available to the agent.")

@@ -16,7 +16,7 @@ from approvals.services import request_approval
 from core import live, telemetry
 from core.db import release_connection
 
-from . import approved, fragments, freshness, lease
+from . import approved, fragments, freshness, lease, undo
 from .asked import answer as round_answer, check_round, is_decision_round, latest_round, passed_on, store_round
 from .gating import tool_context
 from .history import History
@@ -119,6 +119,18 @@ def settle_call(call: ToolCall, conversation: Conversation) -> None:
         _run(call, conversation)
     if call.status == Status.WAITING_FOR_INPUT:
         _resume(call, conversation)
+
+
+def settle_alone(tool_call_id: int) -> None:
+    """A call outside any model turn (an undo, chat.undo): its decision applied and, approved, run
+    once; found running (its worker died), it is interrupted, never run again, as a turn's is."""
+    call = ToolCall.objects.select_related("message__conversation__agent", "approval").filter(pk=tool_call_id).first()
+    if call is None or call.status in ToolCall.FINISHED:
+        return
+    conversation = call.message.conversation
+    with live.held_together():
+        _settle(call, conversation)
+        push_card(call.pk)
 
 
 def finish_outside_call(call: ToolCall, status: str, **fields) -> bool:
@@ -263,12 +275,13 @@ def _run(call: ToolCall, conversation: Conversation, *, claim_from: str = Status
         _transition(call, Status.RUNNING, Status.FAILED, error=changed)
         return
     note = approved.edit_note(call.arguments, arguments, approval) if approval is not None and approval.is_edited else ""
-    _invoke(call, conversation, lambda: spec.run(arguments, context), note)
+    _invoke(call, conversation, lambda: spec.run(arguments, context), note, kept=undo.keeping(spec, arguments, context))
 
 
-def _invoke(call: ToolCall, conversation: Conversation, work, note: str = "") -> None:
+def _invoke(call: ToolCall, conversation: Conversation, work, note: str = "", *, kept=None) -> None:
     """Run the claimed (running) call's tool and store how it ended: its output, its error, or the
-    question it asks a human (then it waits for input)."""
+    question it asks a human (then it waits for input). `kept`: a reversible tool's, what is stored
+    with its success to undo it (chat.undo.keeping)."""
     release_connection()  # a tool may take seconds (a fetch): its thread holds no connection meanwhile
     try:
         with telemetry.tool_execution(call.name, call.call_id, call.arguments, not_errors=(InputRequired,)) as execution:
@@ -281,7 +294,18 @@ def _invoke(call: ToolCall, conversation: Conversation, work, note: str = "") ->
         logger.exception("tool %s failed", call.name)
         _transition(call, Status.RUNNING, Status.FAILED, error=approved.storable_output(f"{note}{exc.__class__.__name__}: {exc}"))
     else:
-        _transition(call, Status.RUNNING, Status.SUCCEEDED, result=approved.storable_output(note + str(output)))
+        _transition(call, Status.RUNNING, Status.SUCCEEDED, result=approved.storable_output(note + str(output)), **_undo_fields(call, kept))
+
+
+def _undo_fields(call: ToolCall, kept) -> dict:
+    if kept is None:
+        return {}
+    undo.none_yet(call)  # its card, pushed now, knows no undo was asked: none can be, before it succeeded
+    try:
+        return kept()
+    except Exception:  # what the call left could not be read: it ran, and cannot be undone
+        logger.warning("could not keep what a call left, to undo it", exc_info=True)
+        return {"undo_state": {"kept": None, "why": "what it left could not be read"}}
 
 
 def _ask(call: ToolCall, conversation: Conversation, asked: InputRequired) -> None:
@@ -427,6 +451,8 @@ def stop(conversation: Conversation, *, user) -> list[ToolCall]:
 
 
 def _spec(call: ToolCall, conversation: Conversation):
+    if call.undo_of_id is not None:
+        return undo.UNDO  # an undo runs whatever tools the agent has now (chat.undo)
     return registry.get(call.name) or registry.find(conversation.agent, call.name)
 
 

@@ -56,6 +56,8 @@ def load_calls(message: Message) -> None:
         prefetch_related_objects(repeats, "repeat_of__decided_by")
     if remembered := [approval for approval in approvals if approval.remembered]:  # "Always": the rule, to undo
         prefetch_related_objects(remembered, Prefetch("rules_made", queryset=Rule.objects.filter(deleted_at__isnull=True), to_attr="live_rules_made"))
+    if undoable := [call for call in calls if call.undo_until is not None]:  # their Undo lines (chat.undo)
+        prefetch_related_objects(undoable, "undos")
     set_loaded_calls(message, calls)
 
 

@@ -286,6 +286,13 @@ class ToolCall(models.Model):
         help_text="The call whose tool asked this question (an input request); empty for the model's own calls.",
     )
     input_state = models.JSONField(null=True, blank=True, help_text="What the tool needs to go on once its question is answered.")
+    # Undo (chat.undo): what a succeeded call of a reversible tool changed, kept to put back until
+    # undo_until; an undo is a call of its own (`undo_of`), gated and run like any call.
+    undo_state = models.JSONField(null=True, blank=True, help_text="What the call changed, kept to undo it, and a fingerprint of what it left.")
+    undo_until = models.DateTimeField(null=True, blank=True, help_text="Until when the call may be undone (if what it left is still there).")
+    undo_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="undos", help_text="The call this one undoes."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -3,11 +3,15 @@ each conversation whose turn is decided, or move the card on (which pushes it) w
 the turn still wait for a human."""
 from core import telemetry
 
-from . import loop, recovery
-from .tasks import advance_conversation
+from . import loop, recovery, undo
+from .tasks import advance_conversation, run_undo
 
 
 def on_approvals_decided(sender, approvals, **kwargs) -> None:
+    undos = undo.undo_calls([approval.tool_call_id for approval in approvals])
+    for tool_call_id in undos:  # outside the model's turn: run (or shown rejected) on their own (chat.undo)
+        run_undo.delay(tool_call_id)
+    approvals = [approval for approval in approvals if approval.tool_call_id not in undos]
     resumed = set(recovery.resume_decided(approval.conversation_id for approval in approvals))
     for conversation_id in resumed:
         # One task per conversation (an approve-all fans out here). The worker applies the decisions

@@ -34,7 +34,9 @@ def resume_decided(conversation_ids) -> list:
     with transaction.atomic():
         locked = Conversation.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", "status")
         waiting = {pk for pk, status in locked if status == Conversation.Status.WAITING_FOR_APPROVAL}
-        still_pending = Approval.objects.filter(conversation_id__in=waiting, status=Approval.Status.PENDING)
+        still_pending = Approval.objects.filter(conversation_id__in=waiting, status=Approval.Status.PENDING).exclude(
+            tool_call__undo_of__isnull=False  # an undo waits on its own, outside the model's turn (chat.undo)
+        )
         resumed = sorted(waiting - set(still_pending.values_list("conversation_id", flat=True)))
         Conversation.objects.filter(pk__in=resumed).update(status=Conversation.Status.RUNNING, updated_at=timezone.now())
         for conversation_id in resumed:

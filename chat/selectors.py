@@ -127,6 +127,8 @@ def messages_for_page(conversation: Conversation, *, limit: int = MESSAGES_PER_P
     approvals = [call.approval for message in messages for call in message.tool_calls.all() if getattr(call, "approval", None)]
     prefetch_related_objects([approval for approval in approvals if approval.on_behalf_of_id], "on_behalf_of")
     with_routes(approvals)  # routed cards: their groups and votes (no query when none is routed)
+    undoable = [call for message in messages for call in message.tool_calls.all() if call.undo_until is not None]
+    prefetch_related_objects(undoable, "undos")  # their Undo lines (chat.undo): one query, none when there are none
     return MessagePage(messages, has_earlier=len(rows) > limit)
 
 

@@ -16,6 +16,12 @@ def advance_conversation(self, conversation_id: str) -> None:
     loop.advance(conversation_id, token=self.request.id or "")
 
 
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_undo(tool_call_id: int) -> None:
+    # Decided outside any model turn (chat.undo): applied, and run once if approved (the loop's claim).
+    loop.settle_alone(tool_call_id)
+
+
 @shared_task(ignore_result=True)
 def recover_stalled() -> None:
     for conversation_id in recovery.claim_stalled():

@@ -73,6 +73,21 @@ class ToolContext:
 
 
 @dataclass(frozen=True)
+class Reversible:
+    """How a tool's call is undone (chat.undo): `before(arguments, context)` keeps what the call will
+    change (JSON, or None when it cannot be kept: too large), `after(arguments, context)` fingerprints
+    what it left, `restore(kept, arguments, context)` puts back what was kept and says so,
+    `preview(kept, arguments, context)` shows the undo to whoever decides it, and `keys` are the
+    arguments that name what it acts on (the undo call carries them, for rules to match)."""
+
+    before: Callable[[dict, "ToolContext"], dict | None]
+    after: Callable[[dict, "ToolContext"], str]
+    restore: Callable[[dict, dict, "ToolContext"], str]
+    preview: Callable[[dict, dict, "ToolContext"], "Preview"]
+    keys: tuple = ()
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     name: str
     description: str
@@ -89,6 +104,7 @@ class ToolSpec:
     annotations: dict | None = None  # what the tool's source says of it (an MCP server's hints), shown as hints
     offered: bool = True  # False: found by name (so a call is refused in the tool's own words) but never offered
     stoppable: bool = False  # a Stop cancels it while it runs too (its cancel ends what it started elsewhere)
+    reversible: Reversible | None = None  # its calls can be undone (chat.undo)
 
     def openai_schema(self) -> dict:
         return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
@@ -230,6 +246,7 @@ def tool(
     describe: DescribeFunction | None = None,
     confirmation: Callable[[dict], str] | None = None,
     pause: str = "",
+    reversible: Reversible | None = None,
 ) -> Any:
     """Register a typed function as a tool. A first parameter named `context` receives a ToolContext.
 
@@ -264,6 +281,7 @@ def tool(
             describe=describe,
             confirmation=confirmation,
             pause=pause,
+            reversible=reversible,
         )
         registry.tools[spec.name] = spec
         return fn

@@ -11,6 +11,7 @@ urlpatterns = [
     path("conversations/<uuid:conversation_id>/retry/", views.retry, name="retry"),
     path("conversations/<uuid:conversation_id>/approve-all/", views.approve_all, name="approve_all"),
     path("conversations/<uuid:conversation_id>/stop/", views.stop, name="stop"),
+    path("tool-calls/<int:tool_call_id>/undo/", views.undo_call, name="undo"),
     # The dashboard's Stop: the route, not a form field, says the Stop came from the dashboard.
     path("conversations/<uuid:conversation_id>/stop/dashboard/", views.stop, {"via": "dashboard"}, name="dashboard_stop"),
 ]

@@ -2,10 +2,12 @@
 import math
 import re
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Prefetch, prefetch_related_objects
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.models import Approval, Outcome
@@ -14,7 +16,7 @@ from approvals.selectors import powers_for
 from approvals.services import decide_all
 from core.inputs import BadInput, parse_shown
 
-from . import services
+from . import services, undo
 from .quotas import QuotaExceeded
 from .scripted import SUGGESTIONS
 from .models import Conversation, ToolCall
@@ -144,6 +146,20 @@ def retry(request, conversation_id):
     if request.htmx:
         return HttpResponse(status=204)  # the status bar is pushed to every tab
     return redirect("chat:conversation", conversation_id=conversation.pk)
+
+
+@login_required
+@require_POST
+def undo_call(request, tool_call_id: int):
+    """Undo, from the history: the undo's own card, in its conversation, waits for a decision."""
+    try:
+        made = undo.request_undo(request.user, tool_call_id)
+    except ToolCall.DoesNotExist:
+        raise Http404("No such tool call.") from None
+    except undo.CannotUndo as exc:
+        messages.error(request, str(exc))
+        return redirect("approvals:history")
+    return redirect(reverse("chat:conversation", args=[made.message.conversation_id]) + f"#tool-call-{made.pk}")
 
 
 @login_required

@@ -89,6 +89,7 @@ api.add_router("/rules", "approvals.policy.simulate_api.router")  # before /rule
 api.add_router("/rules", rules_router)
 api.add_router("/analytics", "approvals.analytics.api.router")
 api.add_router("/agents", "chat.agents_api.router")
+api.add_router("/tool-calls", "chat.undo_api.router")
 api.add_router("/routes", "approvals.deciders.route_api.router")
 api.add_router("/delegations", "approvals.deciders.delegation_api.router")
 

@@ -351,6 +351,8 @@ HITL_SANDBOX_ROOT = Path(os.environ.get("HITL_SANDBOX_ROOT", VAR_DIR / "sandboxe
 # many of the conversation's last messages it reads.
 HITL_REVIEWER_SECONDS = float(os.environ.get("HITL_REVIEWER_SECONDS", "30"))
 HITL_REVIEWER_MESSAGES = int(os.environ.get("HITL_REVIEWER_MESSAGES", "6"))
+# Undo (chat.undo): how long after it ran a call of a reversible tool may be undone.
+HITL_UNDO_SECONDS = int(os.environ.get("HITL_UNDO_SECONDS", str(24 * 3600)))
 HITL_MAX_UPLOAD_BYTES = int(os.environ.get("HITL_MAX_UPLOAD_BYTES", str(10 * 1024 * 1024)))
 
 LOGGING = {

@@ -48,3 +48,24 @@ def call_source(call) -> str:
     if approval is not None and Approval.conversation.is_cached(approval):
         return approval.conversation.source
     return call.message.conversation.source
+
+
+@register.filter
+def undo_line(call) -> dict | None:
+    """What a card or a history row says of undoing the call (chat.undo): None for an undo itself;
+    {"can": False} for a tool that cannot undo; else its window and its undo, if asked
+    (`call.undos` prefetched, on a page of many)."""
+    from chat import undo
+    from chat.tools import registry
+
+    if call is None or call.undo_of_id is not None:
+        return None
+    if not undo.reversible(registry.get(call.name)):
+        return {"can": False}
+    # Only a call that kept something to put back has undos (prefetched where many are shown).
+    undos = [u for u in call.undos.all() if u.status not in undo.NOT_UNDONE] if call.undo_until is not None else []
+    return {
+        "can": True, "ran": call.status == ToolCall.Status.SUCCEEDED, "until": call.undo_until,
+        "open": call.status == ToolCall.Status.SUCCEEDED and not undos and not undo.why_not(call),
+        "undo": undos[-1] if undos else None,
+    }
