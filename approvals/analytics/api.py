@@ -40,6 +40,27 @@ class DayOut(Schema):
     decided: int = Field(description="Decisions made that day.")
 
 
+class OversightOut(Schema):
+    agent: str
+    tool: str
+    reviewer_approved: int = Field(description="Calls the AI reviewer approved (decided via reviewer).")
+    reviewer_escalated: int = Field(description="Calls the reviewer handed to a person.")
+    reviewer_wrong: int = Field(description="Of those it approved: later undone by a person, or denied by a later deny rule.")
+    rules_decided: int = Field(description="Calls an allow or deny rule decided at once.")
+    human_decisions: int = Field(description="People's approves and rejects.")
+    human_seconds: float = Field(description="Their total time from the request to the decision, in seconds.")
+
+
+class ShadowOut(Schema):
+    rule: int
+    tool: str
+    effect: str
+    would_allow: int
+    would_deny: int
+    would_ask: int
+    changed: int = Field(description="Live calls it would have decided otherwise than they were.")
+
+
 class AnalyticsOut(Schema):
     days: int
     since: datetime
@@ -53,6 +74,8 @@ class AnalyticsOut(Schema):
         "and a median under 3 seconds (each one's rubber_stamp_reason says which)."
     )
     per_day: list[DayOut]
+    oversight: list[OversightOut] = Field(description="Per agent and tool: who decided, the reviewer, rules or people.")
+    shadow_rules: list[ShadowOut] = Field(description="Each shadow rule's counts over live calls since it was saved.")
 
 
 def figures(row: Breakdown, key: str, *, expired: bool = True) -> dict:
@@ -86,4 +109,6 @@ def approvals_analytics(
         "escalated": report.escalated,
         "rubber_stamp_suspects": [row.label for row in report.rubber_stamp_suspects],
         "per_day": report.per_day,
+        "oversight": [vars(row) for row in report.oversight.rows],
+        "shadow_rules": [vars(row) for row in report.oversight.shadow_rules],
     }

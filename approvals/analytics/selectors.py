@@ -96,6 +96,7 @@ class Analytics:
     expired: int
     escalated: int
     per_day: list[Day]
+    oversight: object = None  # approvals.analytics.oversight.Report: the reviewer, rules, people, shadow rules
 
     @property
     def rubber_stamp_suspects(self) -> list[Breakdown]:
@@ -116,7 +117,8 @@ def parse_days(text: str | None) -> int:
 
 
 def approval_analytics(*, days: int, now: datetime | None = None) -> Analytics:
-    """Everything the page and the API show, in seven queries."""
+    """Everything the page and the API show, in eleven queries."""
+    from . import oversight  # it reads this module's definitions
     now = now or timezone.now()
     first_day = timezone.localtime(now).date() - timedelta(days=days - 1)
     since = timezone.make_aware(datetime.combine(first_day, datetime.min.time()))
@@ -130,6 +132,7 @@ def approval_analytics(*, days: int, now: datetime | None = None) -> Analytics:
         expired=sum(row.expired for row in by_agent),  # every approval has an agent
         escalated=count_escalated(since, now),
         per_day=days_of(since, now, days),
+        oversight=oversight.oversight(since, now),
     )
 
 

@@ -195,7 +195,7 @@ def test_queries_do_not_grow_with_rows_nor_days(alice, bob, carol, agent, ops_ag
     make_pending(alice, agent, 30, ago=timedelta(days=2))
 
     assert Approval.objects.count() == 240
-    assert count_queries() == few == 7
+    assert count_queries() == few == 10  # 7, and the oversight: who decided, the reviewer's approvals to check, shadow rules
     assert count_queries(days=MAX_DAYS) == few
 
 
@@ -298,3 +298,34 @@ def test_the_chart_draws_a_bar_and_a_point_a_day_to_scale():
     assert chart.bars[0].height == 0 and chart.bars[1].height == round((chart.bottom - 14) / 2, 1)  # 2 of a top of 4
     assert [tick.text for tick in chart.y_ticks] == ["0", "2", "4"]
     assert chart.x_ticks[0].text == today.strftime("%b %-d")
+
+
+# --- who decided: the reviewer, rules, people (issue 40, item 5) ---------------------------------
+
+
+def test_the_oversight_counts_the_reviewer_rules_and_people_and_what_the_reviewer_got_wrong(alice, bob, agent):
+    from approvals.models import Rule, ShadowVerdict
+
+    make_decided(alice, agent, [10.0] * 3, by=bob, tool="write_file")  # people: 3 decisions, 30 s
+    make_decided(alice, agent, [0.5] * 4, via="reviewer", tool="write_file")
+    make_decided(alice, agent, [0.1] * 2, via="rule", tool="write_file")
+    reviewed = list(Approval.objects.filter(decided_via="reviewer").select_related("tool_call__message").order_by("pk"))
+    # one of the reviewer's approvals was undone by a person, another is denied by a rule made after it
+    undo_turn = Message.objects.create(conversation=reviewed[0].conversation, position=2, role="assistant", in_model_context=False)
+    ToolCall.objects.create(message=undo_turn, call_id="u", name="undo", arguments={}, status="succeeded", undo_of=reviewed[0].tool_call)
+    Rule.objects.create(effect="deny", tool="write_file", arguments={"path": reviewed[1].tool_call.arguments["path"]}, scope="global", created_by=bob)
+    shadow = Rule.objects.create(effect="allow", tool="write_file", scope="global", created_by=bob, mode="shadow")
+    ShadowVerdict.objects.create(rule=shadow, tool_call=reviewed[2].tool_call, outcome="allow", happened="asked", changed=True)
+
+    body = ApiClient(bob).get("analytics/approvals", days="7").json()
+
+    (row,) = body["oversight"]
+    assert row == {
+        "agent": agent.slug, "tool": "write_file", "reviewer_approved": 4, "reviewer_escalated": 0, "reviewer_wrong": 2,
+        "rules_decided": 2, "human_decisions": 3, "human_seconds": 30.0,
+    }
+    assert body["shadow_rules"] == [
+        {"rule": shadow.pk, "tool": "write_file", "effect": "allow", "would_allow": 1, "would_deny": 0, "would_ask": 0, "changed": 1}
+    ]
+    html = client_for(bob).get("/approvals/analytics/?days=7").content.decode()
+    assert "Who decided" in html and "got wrong" in html and f"#{shadow.pk}" in html
