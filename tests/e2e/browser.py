@@ -1,6 +1,9 @@
 """Playwright for the browser tests: Chromium, a fresh context per page, and the few steps
 every test takes (log in through the real form, open a chat page and wait for its socket, set up a
 conversation through the API)."""
+import os
+from pathlib import Path
+
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
@@ -251,3 +254,18 @@ def start_with_files(api, files: dict[str, str]) -> str:
         decide(api, approval)
         wait_for_status(conversation_id, Conversation.Status.IDLE)
     return conversation_id
+
+
+def shoot(page: Page, name: str, selector: str = "#messages") -> None:
+    """With HITL_SHOTS=<dir>: `selector` (the conversation's messages) saved there at 1280 and 390 px,
+    as <name>-<width>.png, for a person to look at; without it, nothing."""
+    shots = os.environ.get("HITL_SHOTS", "")
+    if not shots:
+        return
+    Path(shots).mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.locator(selector).first.screenshot(path=f"{shots}/{name}-{width}.png")
+    if size:
+        page.set_viewport_size(size)

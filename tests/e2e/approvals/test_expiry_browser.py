@@ -2,12 +2,10 @@
 once ("Expires in …" with Extend, pushed by beat's sweep), Extend pushes the deadline back once,
 a late decision is shown on the expired card, which asks again, and the new card is approved and runs, the model not asked again.
 With HITL_SHOTS=<dir>, the card's states are also saved there at 1280 and 390 px."""
-import os
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import expect
 
 from approvals.models import Approval
 from chat.models import Conversation, ToolCall
@@ -19,6 +17,7 @@ from tests.e2e.browser import (  # noqa: F401  (fixtures)
     new_page,
     open_conversation,
     page,
+    shoot,
     start,
     wait_for_pending,
     wait_for_status,
@@ -27,18 +26,6 @@ from tests.e2e.browser import (  # noqa: F401  (fixtures)
 pytestmark = pytest.mark.e2e
 
 WAIT_SECONDS = 10  # the agent's approval timeout: under a minute, so each wait is warned at once
-SHOTS = os.environ.get("HITL_SHOTS", "")
-
-
-def shoot(page: Page, name: str) -> None:
-    """The conversation's cards at both widths, when HITL_SHOTS names a folder."""
-    if not SHOTS:
-        return
-    Path(SHOTS).mkdir(parents=True, exist_ok=True)
-    for width in (1280, 390):
-        page.set_viewport_size({"width": width, "height": 900})
-        page.locator("#messages").screenshot(path=f"{SHOTS}/card-{name}-{width}.png")
-    page.set_viewport_size({"width": 1000, "height": 800})
 
 
 def test_the_card_warns_extends_and_an_expired_card_is_asked_again_and_runs(page, alice, agent, api_for, e2e):
@@ -52,14 +39,14 @@ def test_the_card_warns_extends_and_an_expired_card_is_asked_again_and_runs(page
     old = card(page, "write_file")
 
     expect(old.locator(".expiring")).to_contain_text("Expires in under a minute (at ")
-    shoot(page, "warning")
+    shoot(page, "card-warning")
     button(old, "Extend").click()
     expect(old.locator(".extended")).to_contain_text("Extended once by alice")
     extended = Approval.objects.get(pk=first.pk)
     assert extended.extended_by == alice and extended.expires_at > first.expires_at
     expect(old.locator(".expiring")).to_be_visible()  # the new deadline is warned of too (beat's sweep, pushed)
     expect(button(old, "Extend")).to_have_count(0)  # once
-    shoot(page, "extended")
+    shoot(page, "card-extended")
 
     expect(old.locator(".decided-expired")).to_contain_text("Expired", timeout=3 * WAIT_SECONDS * 1000)
     wait_for_status(conversation_id, Conversation.Status.IDLE)  # the model was told it timed out, and answered
@@ -68,7 +55,7 @@ def test_the_card_warns_extends_and_an_expired_card_is_asked_again_and_runs(page
     assert late.status_code == 409 and "expired" in late.json()["detail"]
     page.reload()
     expect(old.locator(".late-decision")).to_contain_text("alice tried to approve at ")
-    shoot(page, "expired")
+    shoot(page, "card-expired")
 
     agent.approval_timeout_seconds = 60  # what the policy says now is the new wait: time to approve on a busy machine
     agent.save(update_fields=["approval_timeout_seconds"])
@@ -78,7 +65,7 @@ def test_the_card_warns_extends_and_an_expired_card_is_asked_again_and_runs(page
     new = page.locator(f"#tool-call-{again.tool_call_id}")
     expect(new.locator(".asked-again-from")).to_contain_text(f"the same call as approval #{first.pk}")
     assert again.shown_hash == first.shown_hash and again.expires_at == again.requested_at + timedelta(seconds=60)
-    shoot(page, "asked-again")
+    shoot(page, "card-asked-again")
     button(new, "Approve").click()
 
     wait_for_status(conversation_id, Conversation.Status.IDLE)

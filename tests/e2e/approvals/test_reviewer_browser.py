@@ -3,11 +3,8 @@ a plain write, which runs; a write to ../x is escalated with its rationale on th
 approves it; a four-eyes call is never seen by the reviewer; a reviewer model that hangs (the
 stand-in OpenAI server, called through litellm) is escalated after HITL_REVIEWER_SECONDS, the card
 saying so. With HITL_SHOTS=<dir>, the card's states are also saved there at 1280 and 390 px."""
-import os
-from pathlib import Path
-
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import expect
 
 from approvals.models import Approval
 from chat.models import Conversation, ToolCall
@@ -20,24 +17,13 @@ from tests.e2e.browser import (  # noqa: F401  (fixtures)
     open_conversation,
     page,
     say,
+    shoot,
     start,
     wait_for_pending,
     wait_for_status,
 )
 
 pytestmark = pytest.mark.e2e
-
-SHOTS = os.environ.get("HITL_SHOTS", "")
-
-
-def shoot(page: Page, name: str) -> None:
-    if not SHOTS:
-        return
-    Path(SHOTS).mkdir(parents=True, exist_ok=True)
-    for width in (1280, 390):
-        page.set_viewport_size({"width": width, "height": 900})
-        page.locator("#messages").screenshot(path=f"{SHOTS}/reviewer-{name}-{width}.png")
-    page.set_viewport_size({"width": 1000, "height": 800})
 
 
 @pytest.fixture
@@ -58,7 +44,7 @@ def test_the_reviewer_approves_a_plain_write_and_a_person_approves_what_it_escal
         "Approved by the AI reviewer (scripted/reviewer)"
     )
     assert ToolCall.objects.get(message__conversation_id=conversation_id).status == ToolCall.Status.SUCCEEDED
-    shoot(page, "approved")
+    shoot(page, "reviewer-approved")
 
     say(api, conversation_id, "write hello to ../x")
     [escalated] = wait_for_pending(conversation_id, 1)
@@ -66,7 +52,7 @@ def test_the_reviewer_approves_a_plain_write_and_a_person_approves_what_it_escal
     expect(shown.locator(".reviewer-note.escalated")).to_have_text(
         "The reviewer asked you because: the path leaves the project folder (it contains '..')"
     )
-    shoot(page, "escalated")
+    shoot(page, "reviewer-escalated")
     button(shown, "Approve").click()
     expect(shown.locator(".decided-approved")).to_contain_text("Approved by alice via chat")
     escalated.refresh_from_db()
@@ -98,10 +84,10 @@ def test_a_reviewer_that_hangs_hands_the_call_to_a_person(page, alice, reviewed,
     reviewing = Approval.objects.filter(conversation_id=conversation_id, review_state="reviewing").exists()
     if reviewing:  # the card as a person sees it while the reviewer thinks (it may already be late on a slow machine)
         expect(shown.locator(".reviewer-note")).to_contain_text("The AI reviewer (openai/gpt-4o-mini) is looking at this call first")
-        shoot(page, "reviewing")
+        shoot(page, "reviewer-reviewing")
     expect(shown.locator(".reviewer-note.escalated")).to_contain_text(
         "The reviewer asked you because: the reviewer did not answer", timeout=30_000
     )
     approval = Approval.objects.get(conversation_id=conversation_id)
     assert (approval.status, approval.review_state) == ("pending", "escalated")
-    shoot(page, "late")
+    shoot(page, "reviewer-late")

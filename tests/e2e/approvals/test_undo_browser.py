@@ -3,18 +3,14 @@ approver, presses Undo on its row of the history; the undo's own card (its previ
 what was there) appears in alice's open conversation, pushed; she approves it; the worker puts the
 old content back, once; the history row then says the undo ran. With HITL_SHOTS=<dir>, the states
 are saved there at 1280 and 390 px."""
-import os
-from pathlib import Path
-
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import expect
 
 from chat.models import ToolCall
 from tests.conftest import wait_until
 from tests.e2e.browser import (  # noqa: F401  (fixtures)
     browser,
     button,
-    card,
     decide,
     log_in,
     logged_in,
@@ -22,22 +18,12 @@ from tests.e2e.browser import (  # noqa: F401  (fixtures)
     open_conversation,
     page,
     say,
+    shoot,
     start,
     wait_for_pending,
 )
 
 pytestmark = pytest.mark.e2e
-SHOTS = os.environ.get("HITL_SHOTS", "")
-
-
-def shoot(page: Page, name: str, selector: str = "main") -> None:
-    if not SHOTS:
-        return
-    Path(SHOTS).mkdir(parents=True, exist_ok=True)
-    for width in (1280, 390):
-        page.set_viewport_size({"width": width, "height": 900})
-        page.locator(selector).first.screenshot(path=f"{SHOTS}/undo-{name}-{width}.png")
-    page.set_viewport_size({"width": 1200, "height": 800})
 
 
 def test_undo_from_the_history_row_is_a_call_of_its_own_approved_and_run_once(new_page, alice, bob, agent, api_for, e2e):
@@ -61,7 +47,7 @@ def test_undo_from_the_history_row_is_a_call_of_its_own_approved_and_run_once(ne
     approver = logged_in(new_page, bob)
     approver.goto("/approvals/history/")
     row = approver.locator(f"#history-{second.pk}")
-    shoot(approver, "history", f"#history-{second.pk}")
+    shoot(approver, "undo-history", f"#history-{second.pk}")
     button(row, "Undo").click()
 
     undo = wait_until(lambda: ToolCall.objects.filter(undo_of_id=second.tool_call_id).first(), timeout=30, message="the undo call")
@@ -71,13 +57,13 @@ def test_undo_from_the_history_row_is_a_call_of_its_own_approved_and_run_once(ne
     expect(pushed.locator(".preview")).to_contain_text("removedsecond draft")  # the readable diff: back from what is there
     expect(pushed.locator(".preview")).to_contain_text("addedfirst draft")
     assert notes.read_text() == "second draft"
-    shoot(owner, "asked", f"#tool-call-{undo.pk}")
+    shoot(owner, "undo-asked", f"#tool-call-{undo.pk}")
     button(pushed, "Approve").click()
 
     wait_until(lambda: ToolCall.objects.filter(pk=undo.pk, status="succeeded").exists(), timeout=30, message="the undo run")
     assert notes.read_text() == "first draft"
     expect(owner.locator(f"#tool-call-{undo.pk}")).to_have_attribute("data-status", "succeeded")
-    shoot(owner, "done", f"#tool-call-{undo.pk}")
+    shoot(owner, "undo-done", f"#tool-call-{undo.pk}")
     undo.refresh_from_db()
     assert (undo.approval.decided_by, undo.message.author) == (alice, bob)
     assert undo.approval.reason.startswith(f"bob asked to undo call {second.tool_call_id} (write_file).")
@@ -85,4 +71,4 @@ def test_undo_from_the_history_row_is_a_call_of_its_own_approved_and_run_once(ne
     approver.goto("/approvals/history/")
     expect(approver.locator(f"#history-{second.pk} .undo-line")).to_contain_text(f"Undo asked: call {undo.pk}, succeeded")
     expect(button(approver.locator(f"#history-{second.pk}"), "Undo")).to_have_count(0)
-    shoot(approver, "history-after", f"#history-{second.pk}")
+    shoot(approver, "undo-history-after", f"#history-{second.pk}")
