@@ -19,6 +19,8 @@ def outcome_line(approval: Approval, *, icon: bool = True, reveal_text=reveal) -
         by = " by a rule"
     elif approval.decided_via == Approval.Via.POLICY:
         by = " by the agent's policy"
+    elif approval.decided_via == Approval.Via.REVIEWER:
+        by = f" by the AI reviewer ({reveal_text(approval.reviewer_model)})"
     elif approval.decided_via == Approval.Via.REPEAT:
         by = " as a repeat of a rejected call"
     elif approval.decided_via == Approval.Via.TIMEOUT and status != Approval.Status.EXPIRED:

@@ -53,6 +53,9 @@ def test_the_scripted_reviewer_approves_a_plain_write_which_runs_and_no_one_is_a
     assert approval.tool_call.status == ToolCall.Status.SUCCEEDED
     assert (sandbox(settings, conversation) / "notes.txt").read_text() == "hello"
     assert asked == []  # no person, no channel, no webhook was asked
+    from approvals.announcements.outcomes import outcome_line
+
+    assert outcome_line(approval).startswith("✅ Approved by the AI reviewer (scripted/reviewer) at ")
     assert intact().startswith("audit chain intact")
 
 
