@@ -46,7 +46,7 @@ def the_day(seed: int = 40) -> list[str]:
         + [f"write rm -rf build to notes/cmd{n}.txt" for n in range(10)]  # 'rm': the reviewer escalates
         + [f"read notes/n{n}.txt" for n in range(20)]  # not gated
         + ["list files"] * 15  # not gated
-        + [f"calculate {n} + {n}" for n in range(10)]  # not gated
+        + [f"what is {n} + {n}" for n in range(10)]  # calculate: not gated
         + [f"email team{n}@example.com about status {n}" for n in range(30)]  # high: a rule may, once live
         + [f"delete tmp/t{n}.txt" for n in range(30)]  # high: a rule may, once live
         + [f"delete notes/old{n}.txt" for n in range(10)]  # high: always a person
