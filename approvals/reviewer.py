@@ -122,7 +122,7 @@ def prompt(approval: Approval) -> list[dict]:
         "tool": approval.tool_call.name,
         "what approving does": summary.sentence,
         "risk": approval.risk,
-        "arguments": json.loads(summary.arguments) if summary.arguments else {},
+        "arguments": approval.edited_arguments if approval.is_edited else approval.tool_call.arguments,  # (no invisible characters: may_review)
         "preview": summary.preview[:MAX_MESSAGE_CHARS * 4],
         "why it was asked": [step.get("detail") or step.get("step") for step in approval.explanation or [] if isinstance(step, dict)],
         "recent conversation": recent_messages(approval),

@@ -3,7 +3,7 @@
 A succeeded call of a reversible tool kept what it changed and a fingerprint of what it left
 (ToolCall.undo_state, stored with its success by chat.loop, until `undo_until`). Undo is itself a
 gated call of the `undo` tool, in a message of its own in the conversation (outside the model's
-context), requested by whoever undid (the audit says it was them), screened by the same rules and
+context), its reason naming whoever undid (the audit chain keeps it), screened by the same rules and
 asked, approved and recorded like any call. Approved, it runs once (chat.tasks.run_undo, the loop's
 claim), and only while what the call left is still there: a file changed since is never overwritten."""
 from dataclasses import replace
