@@ -295,3 +295,14 @@ def test_an_operator_sets_the_reviewer_through_the_api_as_a_policy_version(alice
         assert ApiClient(bob).patch(f"agents/{agent.slug}", bad).status_code == 422, bad
     assert ApiClient(bob).patch("agents/nobody", {"reviewer_model": ""}).status_code == 404
     assert ApiClient(bob, scope="ask").patch(f"agents/{agent.slug}", {"reviewer_model": ""}).status_code == 403
+
+
+def test_the_admin_sets_the_reviewer(agent, django_user_model):
+    from django.test import Client
+
+    admin = django_user_model.objects.create_superuser("root", password="root-password")
+    client = Client()
+    client.force_login(admin)
+    page = client.get(f"/admin/chat/agent/{agent.pk}/change/").content.decode()
+    assert 'name="reviewer_model"' in page and 'name="reviewer_max_risk"' in page
+    assert '<option value="medium">medium</option>' in page.split('name="reviewer_max_risk"')[1][:400]
